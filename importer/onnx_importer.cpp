@@ -1,0 +1,336 @@
+#include "importer/onnx_importer.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "importer/tensor_proto.h"
+#include "runtime/error.h"
+#include "runtime/op_catalog.h"
+#include "runtime/passes.h"
+
+namespace cb {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& m, std::string file, std::string dir, const ImportOptions& o)
+      : m_(m), file_(std::move(file)), dir_(std::move(dir)), opts_(o) {}
+
+  ImportResult run() {
+    check_header();
+    const onnx::GraphProto& gp = m_.graph();
+    res_.graph.name = gp.name();
+    res_.graph.producer = m_.producer_name();
+    res_.graph.ir_version = m_.ir_version();
+    res_.graph.opset = opset_;
+    read_initializers(gp);
+    read_inputs(gp);
+    read_nodes(gp);
+    read_outputs(gp);
+    check_blockers();
+    infer_all();
+    if (opts_.fold) {
+      auto st = fold_and_prune(res_.graph);
+      res_.nodes_folded = st.folded;
+      res_.nodes_dead = st.dead;
+    }
+    classify_initializers(res_.graph);
+    return std::move(res_);
+  }
+
+ private:
+  template <typename... Args>
+  [[noreturn]] void bad(fmt::format_string<Args...> f, Args&&... args) {
+    throw Error(file_ + ": " + fmt::format(f, std::forward<Args>(args)...));
+  }
+
+  void check_header() {
+    if (m_.ir_version() == 0 && m_.opset_import_size() == 0 && !m_.has_graph())
+      bad("not an ONNX model: no IR version, opset or graph (is this the right file?)");
+    if (m_.ir_version() < kMinIrVersion || m_.ir_version() > kMaxIrVersion)
+      bad("IR version {} is not supported (crossbow reads IR versions {} to {}); re-export with "
+          "an opset between {} and {}",
+          m_.ir_version(), kMinIrVersion, kMaxIrVersion, kMinOpset, kMaxOpset);
+    if (!m_.has_graph()) bad("the model has no graph");
+    bool found = false;
+    for (const auto& o : m_.opset_import()) {
+      if (o.domain().empty() || o.domain() == "ai.onnx") {
+        found = true;
+        opset_ = o.version();
+      }
+    }
+    if (!found) {
+      if (m_.ir_version() >= 3) bad("the model imports no default-domain ('ai.onnx') opset");
+    }
+    if (opset_ < kMinOpset || opset_ > kMaxOpset)
+      bad("default-domain opset {} is not supported (crossbow reads opsets {} to {}); re-export "
+          "with opset_version in that range",
+          opset_, kMinOpset, kMaxOpset);
+  }
+
+  ValueId define(const std::string& name, std::string_view what) {
+    if (name.empty()) bad("{} has an empty name", what);
+    auto [it, fresh] = ids_.emplace(name, kNoValue);
+    if (!fresh)
+      bad("the name '{}' is defined twice ({} and {}); every value name must be unique",
+          name, defined_as_[name], what);
+    defined_as_[name] = std::string(what);
+    Value v;
+    v.name = name;
+    it->second = res_.graph.add_value(std::move(v));
+    return it->second;
+  }
+
+  void read_initializers(const onnx::GraphProto& gp) {
+    for (const auto& t : gp.initializer()) {
+      std::string what = fmt::format("initializer '{}'", t.name());
+      ValueId id = define(t.name(), what);
+      set_constant(id, tensor_from_proto(t, file_ + ": " + what, dir_), ValueKind::Constant);
+      res_.graph.value(id).initializer = true;
+    }
+    if (gp.sparse_initializer_size() > 0)
+      bad("sparse initializers are not supported ('{}')", gp.sparse_initializer(0).values().name());
+  }
+
+  void set_constant(ValueId id, TensorPtr t, ValueKind kind) {
+    Value& v = res_.graph.value(id);
+    v.kind = kind;
+    v.dtype = t->dtype;
+    v.shape = shape_of(t->dims);
+    v.shape_known = true;
+    v.known = known_from_tensor(*t);
+    v.data = std::move(t);
+  }
+
+  void read_inputs(const onnx::GraphProto& gp) {
+    for (const auto& in : gp.input()) {
+      auto it = ids_.find(in.name());
+      if (it != ids_.end() && res_.graph.value(it->second).data) continue;  // initializer (IR<4)
+      ValueId id = define(in.name(), fmt::format("graph input '{}'", in.name()));
+      Value& v = res_.graph.value(id);
+      v.kind = ValueKind::Input;
+      if (auto c = opts_.constant_inputs.find(in.name()); c != opts_.constant_inputs.end()) {
+        set_constant(id, c->second, ValueKind::Constant);
+        continue;
+      }
+      read_type(in, v);
+      res_.graph.inputs.push_back(id);
+    }
+  }
+
+  void read_type(const onnx::ValueInfoProto& vi, Value& v) {
+    std::string what = fmt::format("graph input '{}'", vi.name());
+    if (!vi.type().has_tensor_type())
+      bad("{} is not a tensor (sequences, maps and optionals are not supported)", what);
+    const auto& tt = vi.type().tensor_type();
+    auto dt = dtype_from_onnx(tt.elem_type());
+    if (!dt)
+      bad("{} has element type {}, which crossbow does not support", what,
+          onnx_dtype_name(tt.elem_type()));
+    v.dtype = *dt;
+    if (!tt.has_shape())
+      bad("{} has no shape; re-export with input shapes (dynamic_axes only for the batch)", what);
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      const auto& d = tt.shape().dim(i);
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0) bad("{} has a negative dimension {} at axis {}", what,
+                                   d.dim_value(), i);
+        v.shape.push_back(Dim::of(d.dim_value()));
+      } else if (i == 0) {
+        v.shape.push_back(Dim::N());
+      } else {
+        bad("{} has a symbolic dimension '{}' at axis {}; crossbow supports a symbolic batch "
+            "dimension (axis 0) only: re-export with a fixed size for that axis",
+            what, d.dim_param(), i);
+      }
+    }
+    v.shape_known = true;
+  }
+
+  static AttrValue convert_attr(const onnx::AttributeProto& a, const std::string& what,
+                                const std::string& dir) {
+    using A = onnx::AttributeProto;
+    switch (a.type()) {
+      case A::INT: return a.i();
+      case A::FLOAT: return a.f();
+      case A::STRING: return a.s();
+      case A::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+      case A::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
+      case A::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
+      case A::TENSOR:
+        return tensor_from_proto(a.t(), fmt::format("{} attribute '{}'", what, a.name()), dir);
+      default: return OpaqueAttr{A::AttributeType_Name(a.type())};
+    }
+  }
+
+  void read_nodes(const onnx::GraphProto& gp) {
+    Graph& g = res_.graph;
+    // Producers, for the "used before produced" and cycle diagnostics.
+    std::unordered_map<std::string, int> produced_by;
+    for (int n = 0; n < gp.node_size(); ++n)
+      for (const auto& o : gp.node(n).output())
+        if (!o.empty()) produced_by.emplace(o, n);
+    std::set<std::string> node_names;
+    res_.nodes_in_file = gp.node_size();
+    for (int n = 0; n < gp.node_size(); ++n) {
+      const auto& np = gp.node(n);
+      Node node;
+      node.name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), n) : np.name();
+      if (!node_names.insert(node.name).second) node.name += fmt::format("#{}", n);
+      node.op_type = np.op_type();
+      node.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+      std::string label = fmt::format("[{} node '{}']", node.op_type, node.name);
+      for (const auto& in : np.input()) {
+        if (in.empty()) {
+          node.inputs.push_back(kNoValue);
+          continue;
+        }
+        auto it = ids_.find(in);
+        if (it == ids_.end()) {
+          auto p = produced_by.find(in);
+          if (p == produced_by.end())
+            bad("{} reads '{}', which no node, graph input or initializer produces", label, in);
+          if (p->second == n || on_cycle(gp, p->second, n, produced_by))
+            bad("{} is on a cycle: it reads '{}', which depends on its own output; a graph "
+                "must be acyclic",
+                label, in);
+          bad("{} reads '{}' before it is produced (by node '{}', later in the file); ONNX "
+              "requires nodes in topological order",
+              label, in, gp.node(p->second).name());
+        }
+        node.inputs.push_back(it->second);
+      }
+      for (const auto& a : np.attribute()) {
+        if (node.attrs.count(a.name())) bad("{} has attribute '{}' twice", label, a.name());
+        node.attrs[a.name()] = convert_attr(a, file_ + ": " + label, dir_);
+      }
+      for (const auto& out : np.output()) {
+        if (out.empty()) {
+          node.outputs.push_back(kNoValue);
+          continue;
+        }
+        ValueId v = define(out, fmt::format("output of node '{}'", node.name));
+        g.value(v).producer = static_cast<NodeId>(g.nodes.size());
+        node.outputs.push_back(v);
+      }
+      if (node.domain.empty()) node.def = find_op(node.op_type);
+      g.nodes.push_back(std::move(node));
+    }
+  }
+
+  // Does node `from` (transitively) read an output of node `to`? Then `to` reading `from`'s
+  // output closes a cycle.
+  static bool on_cycle(const onnx::GraphProto& gp, int from, int to,
+                       const std::unordered_map<std::string, int>& produced_by) {
+    std::vector<int> stack{from};
+    std::set<int> seen;
+    while (!stack.empty()) {
+      int n = stack.back();
+      stack.pop_back();
+      if (n == to) return true;
+      if (!seen.insert(n).second) continue;
+      for (const auto& in : gp.node(n).input()) {
+        auto p = produced_by.find(in);
+        if (p != produced_by.end()) stack.push_back(p->second);
+      }
+    }
+    return false;
+  }
+
+  void read_outputs(const onnx::GraphProto& gp) {
+    if (gp.output_size() == 0) bad("the graph has no outputs");
+    for (const auto& o : gp.output()) {
+      auto it = ids_.find(o.name());
+      if (it == ids_.end())
+        bad("graph output '{}' is not produced by any node, input or initializer", o.name());
+      res_.graph.outputs.push_back(it->second);
+    }
+  }
+
+  void check_blockers() {
+    const Graph& g = res_.graph;
+    for (const Node& n : g.nodes) {
+      if (n.def) continue;
+      std::string reason =
+          !n.domain.empty()
+              ? fmt::format("op domain '{}' is not supported (only the default ONNX domain)",
+                            n.domain)
+              : fmt::format("op '{}' is not in crossbow's op catalog", n.op_type);
+      res_.blockers.push_back({n.name, n.op_type, reason});
+    }
+    if (res_.blockers.empty() || opts_.lenient) return;
+    std::string list;
+    for (const auto& b : res_.blockers)
+      list += fmt::format("\n  node '{}' ({}): {}", b.node, b.op_type, b.reason);
+    bad("{} node{} use ops crossbow does not support:{}\nRun `cb-inspect` on the model for the "
+        "full report; re-export without these ops or file an issue naming them.",
+        res_.blockers.size(), res_.blockers.size() == 1 ? "" : "s", list);
+  }
+
+  void infer_all() {
+    Graph& g = res_.graph;
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      if (!g.nodes[n].def) continue;
+      try {
+        parse_node(g, static_cast<NodeId>(n));
+        infer_node(g, static_cast<NodeId>(n));
+      } catch (const Error& e) {
+        bad("{}", e.what());
+      }
+    }
+  }
+
+  const onnx::ModelProto& m_;
+  std::string file_, dir_;
+  const ImportOptions& opts_;
+  int64_t opset_ = 0;
+  ImportResult res_;
+  std::unordered_map<std::string, ValueId> ids_;
+  std::unordered_map<std::string, std::string> defined_as_;
+};
+
+}  // namespace
+
+ImportResult import_model_bytes(const std::string& bytes, const std::string& name,
+                                const std::string& dir, const ImportOptions& opts) {
+  onnx::ModelProto m;
+  if (bytes.empty()) fail("{}: the file is empty; expected an ONNX model", name);
+  if (!m.ParseFromString(bytes))
+    fail("{}: not a valid ONNX model: the protobuf does not parse (the file is truncated, "
+         "corrupt or not ONNX)",
+         name);
+  return Importer(m, name, dir, opts).run();
+}
+
+ImportResult import_model(const std::string& path, const ImportOptions& opts) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail("{}: is a folder, expected an .onnx file", path);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("{}: cannot open the file (does it exist and is it readable?)", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  fs::path p(path);
+  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  return import_model_bytes(ss.str(), path, dir, opts);
+}
+
+TensorPtr read_tensor_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("{}: cannot open the tensor file", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  onnx::TensorProto t;
+  if (!t.ParseFromString(ss.str())) fail("{}: not a valid ONNX TensorProto", path);
+  fs::path p(path);
+  return tensor_from_proto(t, path, p.has_parent_path() ? p.parent_path().string() : ".");
+}
+
+}  // namespace cb

@@ -1,0 +1,155 @@
+// The op catalog: one explicit list of every op crossbow understands (CB_OPS below), and for each
+// op one OpDef that holds its whole contract: arity, how its attributes parse into a typed struct,
+// its type/shape inference (which also folds shape arithmetic through `known` values), and its
+// traits. Adding an op = one line in CB_OPS + one file in runtime/ops/ defining `ops::kOpName`.
+// No self-registration, no switch(op) elsewhere: the planner, executor and autodiff read traits.
+#pragma once
+
+#include <any>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/graph.h"
+
+namespace cb {
+
+// Ops whose contract lives in runtime/ops/. Alphabetical.
+#define CB_OPS(X)                                                                              \
+  X(Abs) X(Add) X(AveragePool) X(BatchNormalization) X(Cast) X(Ceil) X(Clip) X(Concat)         \
+  X(Constant) X(ConstantOfShape) X(Conv) X(Div) X(Dropout) X(Equal) X(Erf) X(Exp) X(Expand)    \
+  X(Flatten) X(Floor) X(Gather) X(Gemm) X(GlobalAveragePool) X(Identity)                       \
+  X(LayerNormalization) X(LeakyRelu) X(Log) X(LogSoftmax) X(MatMul) X(MaxPool) X(Mul) X(Neg)   \
+  X(Pad) X(Pow) X(Range) X(Reciprocal) X(ReduceMean) X(ReduceSum) X(Relu) X(Reshape) X(Shape)  \
+  X(Sigmoid) X(Slice) X(Softmax) X(Split) X(Sqrt) X(Squeeze) X(Sub) X(Tanh) X(Transpose)       \
+  X(Unsqueeze) X(Where)
+
+enum class OpKind : uint16_t {
+#define CB_OP_ENUM(n) n,
+  CB_OPS(CB_OP_ENUM)
+#undef CB_OP_ENUM
+      Count
+};
+
+class ParseCtx;
+class InferCtx;
+
+struct OpDef {
+  OpKind kind;
+  std::string_view name;
+  int inputs_min, inputs_max;    // inputs_max = -1: variadic
+  int outputs_min, outputs_max;
+  // Attributes -> typed params struct (stored in Node::params). nullptr: the op takes none.
+  std::any (*parse)(ParseCtx&) = nullptr;
+  // Output dtypes and shapes from inputs; may also set `known` integer contents of outputs.
+  void (*infer)(InferCtx&) = nullptr;
+  // bit i: input i is not differentiable (a float initializer used only here is a constant,
+  // not a trainable parameter). Value inputs are never differentiable.
+  uint32_t nondiff_inputs = 0;
+  uint32_t state_inputs = 0;  // bit i: an initializer here is training state (BN statistics)
+  uint32_t value_inputs = 0;  // bit i: this input's values must be known before execution
+};
+
+const OpDef& op_def(OpKind k);
+const OpDef* find_op(std::string_view name);  // default domain only; nullptr when unknown
+std::span<const OpDef* const> all_ops();
+
+namespace ops {
+#define CB_OP_DECL(n) extern const OpDef k##n;
+CB_OPS(CB_OP_DECL)
+#undef CB_OP_DECL
+}  // namespace ops
+
+// Reads a node's attributes for its op's parse(). Every attribute must be read (or the node is
+// rejected naming the attribute), so nothing an exporter sets is silently ignored.
+class ParseCtx {
+ public:
+  ParseCtx(const Graph& g, NodeId n);
+  int64_t opset() const { return g_.opset; }
+  bool has(const std::string& name) const { return node_.attrs.count(name) != 0; }
+
+  int64_t i(const std::string& name, int64_t def);
+  std::optional<int64_t> opt_i(const std::string& name);
+  float f(const std::string& name, float def);
+  std::optional<float> opt_f(const std::string& name);
+  std::string s(const std::string& name, const std::string& def);
+  std::vector<int64_t> ints(const std::string& name, std::vector<int64_t> def = {});
+  std::optional<std::vector<int64_t>> opt_ints(const std::string& name);
+  TensorPtr tensor(const std::string& name);  // nullptr when absent
+  // Fails unless the attribute is absent or equal to `expected` (for settings we do not support).
+  void only(const std::string& name, int64_t expected, std::string_view why);
+  void finish() const;  // rejects attributes nobody read
+
+  template <typename... Args>
+  [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) const {
+    throw Error(label() + " " + fmt::format(f, std::forward<Args>(args)...));
+  }
+  std::string label() const;
+
+ private:
+  const AttrValue* get(const std::string& name);
+  const Graph& g_;
+  NodeId id_;
+  const Node& node_;
+  std::set<std::string> read_;
+};
+
+// The view an op's infer() gets of one node. Outputs that the node omits are skipped by set().
+class InferCtx {
+ public:
+  InferCtx(Graph& g, NodeId n) : g_(g), id_(n) {}
+  const Node& node() const { return g_.nodes[static_cast<size_t>(id_)]; }
+  int64_t opset() const { return g_.opset; }
+  template <typename T>
+  const T& p() const {
+    return node().p<T>();
+  }
+
+  // Params that inference completes from input shapes (resolved pads, inferred kernel shape).
+  template <typename T>
+  T& p_mut() {
+    return std::any_cast<T&>(g_.nodes[static_cast<size_t>(id_)].params);
+  }
+
+  size_t num_inputs() const { return node().inputs.size(); }
+  size_t num_outputs() const { return node().outputs.size(); }
+  bool has_input(size_t i) const { return node().has_input(i); }
+  bool has_output(size_t i) const { return node().has_output(i); }
+  const Value& in(size_t i) const { return g_.value(node().inputs.at(i)); }
+  DType dtype(size_t i) const { return in(i).dtype; }
+  const Shape& shape(size_t i) const { return in(i).shape; }
+  int64_t rank(size_t i) const { return static_cast<int64_t>(in(i).shape.size()); }
+  const std::vector<Dim>* known(size_t i) const;
+  // The input's known integer contents, or a clear error naming `what`.
+  std::vector<Dim> known_dims(size_t i, std::string_view what) const;
+  std::vector<int64_t> known_ints(size_t i, std::string_view what) const;  // static only
+  const Tensor* data(size_t i) const { return in(i).data.get(); }
+
+  void set(size_t i, DType t, Shape s);
+  void set_known(size_t i, std::vector<Dim> v);
+  void set_data(size_t i, TensorPtr t);  // a constant output: dtype, shape, data (and known)
+
+  // Common checks, each failing with the node's label.
+  void expect_rank(size_t i, int64_t r, std::string_view what) const;
+  void expect_min_rank(size_t i, int64_t r, std::string_view what) const;
+  void expect_float(size_t i, std::string_view what) const;
+  void expect_same_dtype(size_t a, size_t b) const;
+  int64_t axis(int64_t axis, int64_t rank, std::string_view what) const;
+
+  template <typename... Args>
+  [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) const {
+    throw Error(g_.node_label(id_) + " " + fmt::format(f, std::forward<Args>(args)...));
+  }
+
+ private:
+  Graph& g_;
+  NodeId id_;
+};
+
+// Runs the node's parse() and infer(): used by the importer and by every pass that emits nodes.
+void parse_node(Graph& g, NodeId n);
+void infer_node(Graph& g, NodeId n);
+
+}  // namespace cb

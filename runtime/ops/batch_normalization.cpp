@@ -1,0 +1,57 @@
+// BatchNormalization(X [N,C,...], scale [C], B [C], mean [C], var [C]).
+// Training mode: opset <= 13 when the node has more than one output (Y, running_mean,
+// running_var, saved_mean, saved_var); opset >= 14 with training_mode=1 (Y, running_mean,
+// running_var). mean/var initializers are training state (running statistics), not parameters.
+#include "runtime/ops/op_util.h"
+
+namespace cb::ops {
+
+struct BatchNormalizationParams {
+  float epsilon = 1e-5f;
+  float momentum = 0.9f;  // ONNX convention: running = running * momentum + batch * (1 - momentum)
+  bool training = false;
+};
+
+namespace {
+std::any parse(ParseCtx& c) {
+  BatchNormalizationParams p;
+  p.epsilon = c.f("epsilon", 1e-5f);
+  p.momentum = c.f("momentum", 0.9f);
+  if (c.opset() < 9) c.only("spatial", 1, "per-activation batchnorm (spatial=0) is not supported");
+  if (c.opset() < 7) c.fail("BatchNormalization before opset 7 is not supported");
+  if (c.opset() >= 14) {
+    p.training = c.i("training_mode", 0) != 0;
+  }
+  return p;
+}
+void infer(InferCtx& c) {
+  auto& p = c.p_mut<BatchNormalizationParams>();
+  if (c.opset() < 14) p.training = c.num_outputs() > 1;
+  if (c.opset() >= 14 && !p.training && c.num_outputs() > 1 &&
+      (c.has_output(1) || c.has_output(2)))
+    c.fail("running_mean/running_var outputs need training_mode=1");
+  c.expect_min_rank(0, 2, "X");
+  c.expect_float(0, "X");
+  Dim ch = c.shape(0)[1];
+  const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
+  for (size_t i = 1; i < 5; ++i)
+    if (c.rank(i) != 1 || c.shape(i)[0] != ch)
+      c.fail("{} (input {} '{}') must be [{}] (X {} has {} channels), got {}", names[i], i,
+             c.in(i).name, to_string(ch), to_string(c.shape(0)), to_string(ch),
+             to_string(c.shape(i)));
+  c.set(0, c.dtype(0), c.shape(0));
+  for (size_t i = 1; i < 5; ++i) c.set(i, c.dtype(3), {ch});
+}
+}  // namespace
+
+const OpDef kBatchNormalization{OpKind::BatchNormalization,
+                                "BatchNormalization",
+                                5,
+                                5,
+                                1,
+                                5,
+                                parse,
+                                infer, 0,
+                                bit(3) | bit(4)};
+
+}  // namespace cb::ops

@@ -1,0 +1,53 @@
+// Concat(inputs...) along `axis`; all other dims must agree. Known 1-D contents concatenate.
+#include "runtime/ops/op_util.h"
+
+namespace cb::ops {
+
+struct ConcatParams {
+  int64_t axis;
+};
+
+namespace {
+std::any parse(ParseCtx& c) {
+  auto axis = c.opt_i("axis");
+  if (!axis) {
+    if (c.opset() >= 4) c.fail("needs attribute 'axis'");
+    axis = 1;
+  }
+  return ConcatParams{*axis};
+}
+void infer(InferCtx& c) {
+  int64_t r = c.rank(0);
+  auto& p = c.p_mut<ConcatParams>();
+  p.axis = c.axis(p.axis, r, "axis");
+  auto axis = static_cast<size_t>(p.axis);
+  Shape out = c.shape(0);
+  std::vector<Dim> known;
+  bool all_known = true;
+  for (size_t i = 0; i < c.num_inputs(); ++i) {
+    if (!c.has_input(i)) continue;
+    c.expect_same_dtype(0, i);
+    const Shape& s = c.shape(i);
+    if (static_cast<int64_t>(s.size()) != r)
+      c.fail("input {} '{}' {} has rank {}, input 0 {} has rank {}", i, c.in(i).name,
+             to_string(s), s.size(), to_string(c.shape(0)), r);
+    for (size_t d = 0; d < s.size(); ++d)
+      if (d != axis && s[d] != out[d])
+        c.fail("input {} '{}' {} differs from input 0 {} in dim {} (axis is {})", i,
+               c.in(i).name, to_string(s), to_string(c.shape(0)), d, axis);
+    if (i > 0) {
+      auto sum = dim_add(out[axis], s[axis]);
+      if (!sum) c.fail("concatenated dim is not of the form a or a*N");
+      out[axis] = *sum;
+    }
+    if (const auto* k = c.known(i); k && r == 1) known.insert(known.end(), k->begin(), k->end());
+    else all_known = false;
+  }
+  c.set(0, c.dtype(0), out);
+  if (all_known) c.set_known(0, known);
+}
+}  // namespace
+
+const OpDef kConcat{OpKind::Concat, "Concat", 1, -1, 1, 1, parse, infer};
+
+}  // namespace cb::ops

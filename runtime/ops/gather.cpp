@@ -1,0 +1,45 @@
+// Gather(data, indices) along `axis`: out = data.shape[:axis] + indices.shape +
+// data.shape[axis+1:]. Gather on a known shape vector (Shape -> Gather) folds.
+#include "runtime/ops/op_util.h"
+
+namespace cb::ops {
+
+struct GatherParams {
+  int64_t axis = 0;
+};
+
+namespace {
+std::any parse(ParseCtx& c) { return GatherParams{c.i("axis", 0)}; }
+void infer(InferCtx& c) {
+  if (!dtype_is_int(c.dtype(1)) || c.dtype(1) == DType::U8 || c.dtype(1) == DType::I8)
+    c.fail("indices must be int32 or int64, got {}", dtype_name(c.dtype(1)));
+  int64_t r = c.rank(0);
+  if (r == 0) c.fail("data must have rank >= 1");
+  auto& p = c.p_mut<GatherParams>();
+  p.axis = c.axis(p.axis, r, "axis");
+  auto axis = static_cast<size_t>(p.axis);
+  const Shape& d = c.shape(0);
+  Shape out(d.begin(), d.begin() + p.axis);
+  out.insert(out.end(), c.shape(1).begin(), c.shape(1).end());
+  out.insert(out.end(), d.begin() + p.axis + 1, d.end());
+  c.set(0, c.dtype(0), out);
+  const auto* kd = c.known(0);
+  const auto* ki = c.known(1);
+  if (kd && ki && r == 1) {
+    std::vector<Dim> k;
+    Dim len = d[axis];
+    for (const Dim& i : *ki) {
+      if (i.batch || len.batch) return;
+      int64_t j = i.value < 0 ? i.value + len.value : i.value;
+      if (j < 0 || j >= len.value)
+        c.fail("index {} is out of range for axis {} of size {}", i.value, axis, len.value);
+      k.push_back((*kd)[static_cast<size_t>(j)]);
+    }
+    c.set_known(0, k);
+  }
+}
+}  // namespace
+
+const OpDef kGather{OpKind::Gather, "Gather", 2, 2, 1, 1, parse, infer, bit(1)};
+
+}  // namespace cb::ops

@@ -1,0 +1,46 @@
+// Gemm: Y = alpha * op(A) op(B) + beta * C, A [M,K] (or [K,M] with transA), B [K,N] (or [N,K]),
+// C broadcastable to [M,N] and optional from opset 11.
+#include "runtime/ops/op_util.h"
+
+namespace cb::ops {
+
+struct GemmParams {
+  float alpha = 1, beta = 1;
+  bool trans_a = false, trans_b = false;
+};
+
+namespace {
+std::any parse(ParseCtx& c) {
+  GemmParams p;
+  p.alpha = c.f("alpha", 1);
+  p.beta = c.f("beta", 1);
+  p.trans_a = c.i("transA", 0) != 0;
+  p.trans_b = c.i("transB", 0) != 0;
+  if (c.opset() < 7) c.only("broadcast", 1, "Gemm before opset 7");
+  return p;
+}
+void infer(InferCtx& c) {
+  const auto& p = c.p<GemmParams>();
+  c.expect_rank(0, 2, "A");
+  c.expect_rank(1, 2, "B");
+  c.expect_same_dtype(0, 1);
+  const Shape &a = c.shape(0), &b = c.shape(1);
+  Dim m = p.trans_a ? a[1] : a[0], ka = p.trans_a ? a[0] : a[1];
+  Dim kb = p.trans_b ? b[1] : b[0], n = p.trans_b ? b[0] : b[1];
+  if (ka != kb)
+    c.fail("inner dims differ: A {}{} vs B {}{}", to_string(a), p.trans_a ? " (transposed)" : "",
+           to_string(b), p.trans_b ? " (transposed)" : "");
+  Shape out{m, n};
+  if (c.has_input(2) && !broadcast(out, c.shape(2)).has_value())
+    c.fail("C {} does not broadcast to the output [{},{}]", to_string(c.shape(2)), to_string(m),
+           to_string(n));
+  if (c.has_input(2) && *broadcast(out, c.shape(2)) != out)
+    c.fail("C {} would enlarge the output [{},{}]", to_string(c.shape(2)), to_string(m),
+           to_string(n));
+  c.set(0, c.dtype(0), out);
+}
+}  // namespace
+
+const OpDef kGemm{OpKind::Gemm, "Gemm", 2, 3, 1, 1, parse, infer};
+
+}  // namespace cb::ops

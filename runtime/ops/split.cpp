@@ -1,0 +1,56 @@
+// Split(input, split?) along `axis` into the node's outputs (sizes from `split`, an attribute
+// before opset 13 and an input after; else equal parts, the last smaller with num_outputs at 18).
+#include "runtime/ops/op_util.h"
+
+namespace cb::ops {
+
+struct SplitParams {
+  int64_t axis = 0;
+  std::optional<std::vector<int64_t>> split;  // attribute form
+  std::optional<int64_t> num_outputs;         // opset 18
+};
+
+namespace {
+std::any parse(ParseCtx& c) {
+  SplitParams p;
+  p.axis = c.i("axis", 0);
+  if (c.opset() < 13) p.split = c.opt_ints("split");
+  if (c.opset() >= 18) p.num_outputs = c.opt_i("num_outputs");
+  return p;
+}
+void infer(InferCtx& c) {
+  auto& p = c.p_mut<SplitParams>();
+  int64_t r = c.rank(0);
+  p.axis = c.axis(p.axis, r, "axis");
+  Dim d = c.shape(0)[static_cast<size_t>(p.axis)];
+  if (d.batch) c.fail("splitting the batch dim is not supported");
+  auto n = static_cast<int64_t>(c.num_outputs());
+  std::vector<int64_t> sizes;
+  if (p.split) sizes = *p.split;
+  else if (c.has_input(1)) sizes = c.known_ints(1, "split");
+  if (sizes.empty()) {
+    if (p.num_outputs && *p.num_outputs != n)
+      c.fail("num_outputs={} but the node has {} outputs", *p.num_outputs, n);
+    int64_t chunk = (d.value + n - 1) / n;
+    if (!p.num_outputs && d.value % n != 0)
+      c.fail("dim {} of size {} does not split evenly into {} outputs", p.axis, d.value, n);
+    for (int64_t i = 0; i < n; ++i) sizes.push_back(std::min(chunk, d.value - i * chunk));
+  }
+  if (static_cast<int64_t>(sizes.size()) != n)
+    c.fail("split has {} sizes for {} outputs", sizes.size(), n);
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  if (total != d.value)
+    c.fail("split sizes {} sum to {}, not the dim size {}", to_string(shape_of(sizes)), total,
+           d.value);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Shape s = c.shape(0);
+    s[static_cast<size_t>(p.axis)] = Dim::of(sizes[i]);
+    c.set(i, c.dtype(0), s);
+  }
+}
+}  // namespace
+
+const OpDef kSplit{OpKind::Split, "Split", 1, 2, 1, -1, parse, infer, 0, 0, bit(1)};
+
+}  // namespace cb::ops

@@ -1,0 +1,64 @@
+// Squeeze and Unsqueeze; axes are an attribute before opset 13 and an input from 13.
+#include <algorithm>
+
+#include "runtime/ops/op_util.h"
+
+namespace cb::ops {
+
+struct SqueezeParams {
+  std::optional<std::vector<int64_t>> axes;  // attribute form
+};
+
+namespace {
+std::any parse(ParseCtx& c) {
+  SqueezeParams p;
+  if (c.opset() < 13) p.axes = c.opt_ints("axes");
+  return p;
+}
+void pass_known(InferCtx& c) {
+  if (const auto* k = c.known(0)) c.set_known(0, *k);
+}
+void infer_squeeze(InferCtx& c) {
+  auto axes = axes_from(c, c.p<SqueezeParams>().axes, 1);
+  const Shape& in = c.shape(0);
+  int64_t r = c.rank(0);
+  std::vector<bool> drop(in.size(), false);
+  if (!axes) {
+    for (size_t i = 0; i < in.size(); ++i) drop[i] = in[i] == Dim::of(1);
+  } else {
+    for (int64_t a : *axes) {
+      auto n = static_cast<size_t>(c.axis(a, r, "axis"));
+      if (in[n] != Dim::of(1))
+        c.fail("cannot squeeze axis {} of {}: its size is {}, not 1", a, to_string(in),
+               to_string(in[n]));
+      drop[n] = true;
+    }
+  }
+  Shape out;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!drop[i]) out.push_back(in[i]);
+  c.set(0, c.dtype(0), out);
+  pass_known(c);
+}
+void infer_unsqueeze(InferCtx& c) {
+  auto axes = axes_from(c, c.p<SqueezeParams>().axes, 1);
+  if (!axes) c.fail("needs axes");
+  auto r = static_cast<int64_t>(c.rank(0) + static_cast<int64_t>(axes->size()));
+  std::vector<bool> add(static_cast<size_t>(r), false);
+  for (int64_t a : *axes) {
+    auto n = static_cast<size_t>(c.axis(a, r, "axis"));
+    if (add[n]) c.fail("axis {} is listed twice", a);
+    add[n] = true;
+  }
+  Shape out;
+  size_t j = 0;
+  for (size_t i = 0; i < add.size(); ++i) out.push_back(add[i] ? Dim::of(1) : c.shape(0)[j++]);
+  c.set(0, c.dtype(0), out);
+  pass_known(c);
+}
+}  // namespace
+
+const OpDef kSqueeze{OpKind::Squeeze, "Squeeze", 1, 2, 1, 1, parse, infer_squeeze, 0,          0,         bit(1)};
+const OpDef kUnsqueeze{OpKind::Unsqueeze, "Unsqueeze", 1, 2, 1, 1, parse, infer_unsqueeze, 0,            0,           bit(1)};
+
+}  // namespace cb::ops

@@ -1,0 +1,126 @@
+#include "runtime/passes.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/op_catalog.h"
+
+namespace cb {
+
+namespace {
+bool is_constant_output(const Value& v) { return v.data || v.known; }
+
+TensorPtr materialize(const Value& v) {
+  auto t = std::make_shared<Tensor>();
+  t->dtype = v.dtype;
+  for (const Dim& d : v.shape) t->dims.push_back(d.value);
+  t->bytes.resize(static_cast<size_t>(t->numel()) * dtype_size(v.dtype));
+  for (size_t i = 0; i < v.known->size(); ++i) {
+    int64_t x = (*v.known)[i].value;
+    switch (v.dtype) {
+      case DType::I64: t->data<int64_t>()[i] = x; break;
+      case DType::I32: t->data<int32_t>()[i] = static_cast<int32_t>(x); break;
+      case DType::I8: t->data<int8_t>()[i] = static_cast<int8_t>(x); break;
+      default: t->data<uint8_t>()[i] = static_cast<uint8_t>(x); break;  // u8, bool
+    }
+  }
+  return t;
+}
+}  // namespace
+
+FoldStats fold_and_prune(Graph& g) {
+  FoldStats st;
+  std::vector<bool> keep(g.nodes.size(), true);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    if (!node.def) continue;
+    bool all = true;
+    for (ValueId o : node.outputs)
+      if (o != kNoValue && !(g.value(o).shape_known && is_constant_output(g.value(o)))) all = false;
+    if (!all) continue;
+    keep[n] = false;
+    ++st.folded;
+    for (ValueId o : node.outputs) {
+      if (o == kNoValue) continue;
+      Value& v = g.value(o);
+      v.kind = ValueKind::Constant;
+      v.producer = -1;
+      if (!v.data && shape_is_static(v.shape) && std::all_of(v.known->begin(), v.known->end(),
+                                                            [](Dim d) { return !d.batch; }))
+        v.data = materialize(v);
+    }
+  }
+  // Liveness backwards from the graph outputs.
+  std::vector<bool> live(g.values.size(), false);
+  for (ValueId o : g.outputs) live[static_cast<size_t>(o)] = true;
+  for (size_t n = g.nodes.size(); n-- > 0;) {
+    if (!keep[n]) continue;
+    bool any = false;
+    for (ValueId o : g.nodes[n].outputs)
+      if (o != kNoValue && live[static_cast<size_t>(o)]) any = true;
+    if (!any) {
+      keep[n] = false;
+      ++st.dead;
+      continue;
+    }
+    for (ValueId i : g.nodes[n].inputs)
+      if (i != kNoValue) live[static_cast<size_t>(i)] = true;
+    for (ValueId o : g.nodes[n].outputs)
+      if (o != kNoValue) live[static_cast<size_t>(o)] = true;
+  }
+  for (ValueId i : g.inputs) live[static_cast<size_t>(i)] = true;
+  // Compact values and nodes, remapping ids.
+  std::vector<ValueId> remap(g.values.size(), kNoValue);
+  std::vector<Value> values;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (!live[v]) continue;
+    remap[v] = static_cast<ValueId>(values.size());
+    values.push_back(std::move(g.values[v]));
+  }
+  std::vector<Node> nodes;
+  auto map_ids = [&](std::vector<ValueId>& ids) {
+    for (ValueId& id : ids)
+      if (id != kNoValue) id = remap[static_cast<size_t>(id)];
+  };
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!keep[n]) continue;
+    Node node = std::move(g.nodes[n]);
+    map_ids(node.inputs);
+    map_ids(node.outputs);
+    for (ValueId o : node.outputs)
+      if (o != kNoValue) values[static_cast<size_t>(o)].producer = static_cast<NodeId>(nodes.size());
+    nodes.push_back(std::move(node));
+  }
+  g.values = std::move(values);
+  g.nodes = std::move(nodes);
+  map_ids(g.inputs);
+  map_ids(g.outputs);
+  return st;
+}
+
+void classify_initializers(Graph& g) {
+  auto consumers = g.consumers();
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    Value& val = g.values[v];
+    if (!val.initializer) continue;
+    bool param = false, state = false;
+    for (NodeId n : consumers[v]) {
+      const Node& node = g.nodes[static_cast<size_t>(n)];
+      if (!node.def) {
+        param = true;  // unknown op: assume trainable, as PyTorch would count it
+        continue;
+      }
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.inputs[i] != static_cast<ValueId>(v)) continue;
+        uint32_t b = 1u << i;
+        if (node.def->state_inputs & b) state = true;
+        else if (!((node.def->nondiff_inputs | node.def->value_inputs) & b)) param = true;
+      }
+    }
+    if (state) val.kind = ValueKind::State;
+    else if (param && dtype_is_float(val.dtype)) val.kind = ValueKind::Parameter;
+    else val.kind = ValueKind::Constant;
+  }
+}
+
+}  // namespace cb

@@ -1,0 +1,24 @@
+// Graph passes that run after import, each a function over the IR.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/graph.h"
+
+namespace cb {
+
+struct FoldStats {
+  int64_t folded = 0;  // nodes whose outputs were all known (constants, shape arithmetic)
+  int64_t dead = 0;    // nodes none of whose outputs reach a graph output
+};
+
+// Replaces nodes whose outputs are all known before execution by constant values (data where
+// the contents are static, `known` dims where they depend on N), removes nodes that do not
+// reach a graph output, and drops values nothing refers to anymore. Keeps topological order.
+FoldStats fold_and_prune(Graph& g);
+
+// Initializers become Parameter (float, used in a differentiable slot), State (BatchNorm running
+// statistics) or Constant (everything else), from the op catalog's input traits.
+void classify_initializers(Graph& g);
+
+}  // namespace cb

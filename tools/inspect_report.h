@@ -1,0 +1,15 @@
+// cb-inspect's three views of an imported model: a readable summary, JSON, and Graphviz dot.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "importer/onnx_importer.h"
+
+namespace cb::tools {
+
+void print_text(std::ostream& os, const std::string& file, const ImportResult& r);
+void print_json(std::ostream& os, const std::string& file, const ImportResult& r);
+void print_dot(std::ostream& os, const ImportResult& r);
+
+}  // namespace cb::tools
