@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian 12 machine: installs what is missing, builds crossbow, exports
+# the model zoo, and runs the main job (today: cb-inspect on the default model).
+#   ./setup.sh               install + build + main job
+#   ./setup.sh --build-only  install + build (+ zoo), no main job  (used by ./test.sh)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(
+  cmake ninja-build g++ pkg-config
+  libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
+  libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev
+  python3-torch python3-torchvision python3-onnx dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}" ||
+    { $SUDO apt-get update && $SUDO apt-get install -y --no-install-recommends "${missing[@]}"; }
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
+
+# The big zoo models (> 2 MB) are not committed; export them (skipped when up to date).
+if /usr/bin/python3 -c "import torch, torchvision, onnx" 2>/dev/null; then
+  /usr/bin/python3 models/export_zoo.py --big
+else
+  echo "setup: python3-torch/torchvision missing: big zoo models not exported (tests skip them)"
+fi
+
+[ "${1:-}" = "--build-only" ] && exit 0
+
+echo
+echo "== main job: cb-inspect models/lenet5_op17.onnx =="
+build/cb-inspect models/lenet5_op17.onnx
