@@ -3,14 +3,10 @@
 // running_var, saved_mean, saved_var); opset >= 14 with training_mode=1 (Y, running_mean,
 // running_var). mean/var initializers are training state (running statistics), not parameters.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct BatchNormalizationParams {
-  float epsilon = 1e-5f;
-  float momentum = 0.9f;  // ONNX convention: running = running * momentum + batch * (1 - momentum)
-  bool training = false;
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

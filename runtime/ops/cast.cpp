@@ -1,11 +1,9 @@
 // Cast(X) to the type in attribute `to`. Known integer contents pass through int->int casts.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct CastParams {
-  DType to;
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

@@ -2,13 +2,10 @@
 #include <limits>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct ClipParams {
-  float min = -std::numeric_limits<float>::infinity();
-  float max = std::numeric_limits<float>::infinity();
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

@@ -1,11 +1,9 @@
 // Concat(inputs...) along `axis`; all other dims must agree. Known 1-D contents concatenate.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct ConcatParams {
-  int64_t axis;
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

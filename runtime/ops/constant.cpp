@@ -3,12 +3,10 @@
 #include <cstring>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct ConstantParams {
-  TensorPtr value;
-};
 
 namespace {
 std::any parse_constant(ParseCtx& c) {

@@ -1,12 +1,9 @@
 // Conv(X [N,C,D...], W [M,C/group,k...], B [M]?) -> [N,M,D'...]
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct ConvParams {
-  WindowAttrs window;  // pads resolved by infer() are stored back here for kernels
-  int64_t group = 1;
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

@@ -2,14 +2,10 @@
 // Opset < 12: `ratio` is an attribute and the node is inference-only unless it has a mask output;
 // from 12: ratio and training_mode are optional scalar inputs that must be known before execution.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct DropoutParams {
-  float ratio = 0.5f;
-  bool training = false;
-  std::optional<int64_t> seed;
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

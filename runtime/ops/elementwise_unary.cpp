@@ -1,6 +1,7 @@
 // Unary elementwise ops: output has the input's type and shape. Their vjps and kernels differ;
 // their contract up to inference is this one shape rule, so they share this file.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
@@ -25,9 +26,6 @@ void infer_neg(InferCtx& c) {
     c.set_known(0, *k);
 }
 
-struct LeakyReluParams {
-  float alpha;
-};
 std::any parse_leaky_relu(ParseCtx& c) { return LeakyReluParams{c.f("alpha", 0.01f)}; }
 }  // namespace
 

@@ -1,12 +1,10 @@
 // Gather(data, indices) along `axis`: out = data.shape[:axis] + indices.shape +
 // data.shape[axis+1:]. Gather on a known shape vector (Shape -> Gather) folds.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct GatherParams {
-  int64_t axis = 0;
-};
 
 namespace {
 std::any parse(ParseCtx& c) { return GatherParams{c.i("axis", 0)}; }

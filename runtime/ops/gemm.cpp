@@ -1,13 +1,10 @@
 // Gemm: Y = alpha * op(A) op(B) + beta * C, A [M,K] (or [K,M] with transA), B [K,N] (or [N,K]),
 // C broadcastable to [M,N] and optional from opset 11.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct GemmParams {
-  float alpha = 1, beta = 1;
-  bool trans_a = false, trans_b = false;
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

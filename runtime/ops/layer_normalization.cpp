@@ -1,13 +1,10 @@
 // LayerNormalization (opset 17): normalises over dims [axis, rank); Scale and B broadcast to
 // those dims. Optional outputs Mean and InvStdDev have X's leading dims and 1s after.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct LayerNormalizationParams {
-  int64_t axis = -1;
-  float epsilon = 1e-5f;
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/op_catalog.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
@@ -35,12 +36,6 @@ struct Window {
 };
 int64_t window_output(const InferCtx& c, int64_t in, const Window& w, bool ceil_mode);
 
-// Conv and pooling attributes, shared by the ops with a sliding window.
-struct WindowAttrs {
-  std::string auto_pad = "NOTSET";
-  std::vector<int64_t> kernel_shape, strides, dilations, pads;  // pads: begins then ends
-  bool ceil_mode = false;
-};
 WindowAttrs parse_window(ParseCtx& c, bool has_ceil_mode, bool has_dilations);
 // Resolves auto_pad and defaults against the spatial input dims; returns the output dims and
 // writes the effective pads back into `w` (pads are what kernels use).

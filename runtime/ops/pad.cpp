@@ -1,14 +1,10 @@
 // Pad(data, pads, constant_value?, axes?) (attributes pads/value before opset 11).
 // pads = [begin_0, ..., begin_k, end_0, ..., end_k]; negative pads crop.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct PadParams {
-  std::string mode = "constant";
-  std::optional<std::vector<int64_t>> pads;  // attribute form
-  float value = 0;
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

@@ -1,14 +1,10 @@
 // Pooling: MaxPool (optional i64 Indices output), AveragePool, GlobalAveragePool.
 // X [N,C,D...] -> [N,C,D'...]; the sliding-window rule is shared with Conv (op_util).
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct PoolParams {
-  WindowAttrs window;
-  bool count_include_pad = false;  // AveragePool
-  int64_t storage_order = 0;       // MaxPool Indices layout
-};
 
 namespace {
 std::any parse_max(ParseCtx& c) {

@@ -3,15 +3,10 @@
 #include <algorithm>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct ReduceParams {
-  std::optional<std::vector<int64_t>> axes;  // from the attribute form
-  bool keepdims = true;
-  bool noop_with_empty_axes = false;
-  int64_t axes_input_since;  // first opset with axes as an input
-};
 
 namespace {
 template <int kAxesInputSince>

@@ -2,12 +2,10 @@
 // (a constant, or shape arithmetic that folds in terms of N): 0 copies the input dim (unless
 // allowzero), -1 is inferred from the element count.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct ReshapeParams {
-  bool allowzero = false;
-};
 struct FlattenParams {
   int64_t axis = 1;
 };

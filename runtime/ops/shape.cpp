@@ -3,13 +3,10 @@
 #include <algorithm>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct ShapeParams {
-  int64_t start = 0;
-  std::optional<int64_t> end;
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

@@ -4,12 +4,10 @@
 #include <limits>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct SliceParams {
-  std::optional<std::vector<int64_t>> starts, ends, axes;  // attribute form (opset < 10)
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

@@ -1,13 +1,10 @@
 // Softmax and LogSoftmax along `axis`. Before opset 13 the input is coerced to 2-D at `axis`
 // (default 1); from 13 the op works along one axis (default -1). Shape is unchanged either way.
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct SoftmaxParams {
-  int64_t axis;
-  bool coerce_2d;  // opset < 13 semantics: softmax over the flattened dims [axis, rank)
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

@@ -1,14 +1,10 @@
 // Split(input, split?) along `axis` into the node's outputs (sizes from `split`, an attribute
 // before opset 13 and an input after; else equal parts, the last smaller with num_outputs at 18).
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct SplitParams {
-  int64_t axis = 0;
-  std::optional<std::vector<int64_t>> split;  // attribute form
-  std::optional<int64_t> num_outputs;         // opset 18
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

@@ -2,12 +2,10 @@
 #include <algorithm>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct SqueezeParams {
-  std::optional<std::vector<int64_t>> axes;  // attribute form
-};
 
 namespace {
 std::any parse(ParseCtx& c) {

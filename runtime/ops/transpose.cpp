@@ -2,12 +2,10 @@
 #include <algorithm>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/params.h"
 
 namespace cb::ops {
 
-struct TransposeParams {
-  std::vector<int64_t> perm;  // empty: reverse; completed by infer()
-};
 
 namespace {
 std::any parse(ParseCtx& c) { return TransposeParams{c.ints("perm")}; }

@@ -1,0 +1,148 @@
+// The typed attribute structs of the ops in runtime/ops/: each op's parse() fills one, infer()
+// completes what depends on input shapes (resolved pads, normalised axes), and kernels read it.
+// Kept in one header so kernels can see them without seeing the rest of the catalog.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.h"
+#include "runtime/tensor.h"
+
+namespace cb::ops {
+
+// Conv and pooling attributes, shared by the ops with a sliding window.
+struct WindowAttrs {
+  std::string auto_pad = "NOTSET";
+  std::vector<int64_t> kernel_shape, strides, dilations, pads;  // pads: begins then ends
+  bool ceil_mode = false;
+};
+
+// batch_normalization.cpp
+struct BatchNormalizationParams {
+  float epsilon = 1e-5f;
+  float momentum = 0.9f;  // ONNX convention: running = running * momentum + batch * (1 - momentum)
+  bool training = false;
+};
+
+// cast.cpp
+struct CastParams {
+  DType to;
+};
+
+// clip.cpp
+struct ClipParams {
+  float min = -std::numeric_limits<float>::infinity();
+  float max = std::numeric_limits<float>::infinity();
+};
+
+// concat.cpp
+struct ConcatParams {
+  int64_t axis;
+};
+
+// constant.cpp
+struct ConstantParams {
+  TensorPtr value;
+};
+
+// conv.cpp
+struct ConvParams {
+  WindowAttrs window;  // pads resolved by infer() are stored back here for kernels
+  int64_t group = 1;
+};
+
+// dropout.cpp
+struct DropoutParams {
+  float ratio = 0.5f;
+  bool training = false;
+  std::optional<int64_t> seed;
+};
+
+// elementwise_unary.cpp
+struct LeakyReluParams {
+  float alpha;
+};
+
+// gather.cpp
+struct GatherParams {
+  int64_t axis = 0;
+};
+
+// gemm.cpp
+struct GemmParams {
+  float alpha = 1, beta = 1;
+  bool trans_a = false, trans_b = false;
+};
+
+// layer_normalization.cpp
+struct LayerNormalizationParams {
+  int64_t axis = -1;
+  float epsilon = 1e-5f;
+};
+
+// pad.cpp
+struct PadParams {
+  std::string mode = "constant";
+  std::optional<std::vector<int64_t>> pads;  // attribute form
+  float value = 0;
+};
+
+// pool.cpp
+struct PoolParams {
+  WindowAttrs window;
+  bool count_include_pad = false;  // AveragePool
+  int64_t storage_order = 0;       // MaxPool Indices layout
+};
+
+// reduce.cpp
+struct ReduceParams {
+  std::optional<std::vector<int64_t>> axes;  // from the attribute form
+  bool keepdims = true;
+  bool noop_with_empty_axes = false;
+  int64_t axes_input_since;  // first opset with axes as an input
+};
+
+// reshape.cpp
+struct ReshapeParams {
+  bool allowzero = false;
+};
+
+// shape.cpp
+struct ShapeParams {
+  int64_t start = 0;
+  std::optional<int64_t> end;
+};
+
+// slice.cpp
+struct SliceParams {
+  std::optional<std::vector<int64_t>> starts, ends, axes;  // attribute form (opset < 10)
+};
+
+// softmax.cpp
+struct SoftmaxParams {
+  int64_t axis;
+  bool coerce_2d;  // opset < 13 semantics: softmax over the flattened dims [axis, rank)
+};
+
+// split.cpp
+struct SplitParams {
+  int64_t axis = 0;
+  std::optional<std::vector<int64_t>> split;  // attribute form
+  std::optional<int64_t> num_outputs;         // opset 18
+};
+
+// squeeze.cpp
+struct SqueezeParams {
+  std::optional<std::vector<int64_t>> axes;  // attribute form
+};
+
+// transpose.cpp
+struct TransposeParams {
+  std::vector<int64_t> perm;  // empty: reverse; completed by infer()
+};
+
+}  // namespace cb::ops
