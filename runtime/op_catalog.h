@@ -50,6 +50,11 @@ struct OpDef {
   uint32_t nondiff_inputs = 0;
   uint32_t state_inputs = 0;  // bit i: an initializer here is training state (BN statistics)
   uint32_t value_inputs = 0;  // bit i: this input's values must be known before execution
+  // Memory traits, read by the planner. inplace_inputs bit i: output 0 may take input i's buffer
+  // when input i dies at this node and has output 0's size. alias: output 0 is input 0's bytes
+  // reinterpreted (Reshape, Flatten, Squeeze, Unsqueeze, Identity): no copy, one buffer.
+  uint32_t inplace_inputs = 0;
+  bool alias = false;
 };
 
 const OpDef& op_def(OpKind k);

@@ -28,6 +28,6 @@ void infer(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kClip{OpKind::Clip, "Clip", 1, 3, 1, 1, parse, infer, bit(1) | bit(2)};
+const OpDef kClip{OpKind::Clip, "Clip", 1, 3, 1, 1, parse, infer, bit(1) | bit(2), 0, 0, bit(0)};
 
 }  // namespace cb::ops

@@ -13,8 +13,8 @@ void infer_arith(InferCtx& c, DimFn fold) {
   c.expect_same_dtype(0, 1);
   c.set(0, c.dtype(0), infer_broadcast(c, 0, 2));
   if (!dtype_is_int(c.dtype(0)) || !fold) return;
-  if (auto k = known_elementwise(
-          c, 2, [fold](const std::vector<Dim>& a) { return fold(a[0], a[1]); }))
+  if (auto k =
+          known_elementwise(c, 2, [fold](const std::vector<Dim>& a) { return fold(a[0], a[1]); }))
     c.set_known(0, *k);
 }
 
@@ -29,8 +29,24 @@ void infer_sub(InferCtx& c) { infer_arith(c, dim_sub); }
 void infer_mul(InferCtx& c) { infer_arith(c, dim_mul); }
 void infer_div(InferCtx& c) { infer_arith(c, int_div); }
 
+// Pow-7: X and Y share one float type. Pow-12 on: X is int32, int64 or float (bfloat16 from 13)
+// and Y any numeric type; Z has X's type.
 void infer_pow(InferCtx& c) {
-  c.expect_float(0, "X");
+  if (c.opset() < 12) {
+    c.expect_float(0, "X");
+    c.expect_same_dtype(0, 1);
+  } else {
+    DType x = c.dtype(0);
+    bool ok = x == DType::F32 || x == DType::F16 || x == DType::F64 || x == DType::I32 ||
+              x == DType::I64 || (x == DType::BF16 && c.opset() >= 13);
+    if (!ok)
+      c.fail(
+          "X (input 0 '{}') must be int32, int64 or a floating point tensor at opset {}, "
+          "got {}",
+          c.in(0).name, c.opset(), dtype_name(x));
+    if (c.dtype(1) == DType::Bool)
+      c.fail("Y (input 1 '{}') must be numeric, got bool", c.in(1).name);
+  }
   c.set(0, c.dtype(0), infer_broadcast(c, 0, 2));
 }
 
@@ -46,11 +62,11 @@ void infer_equal(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kAdd{OpKind::Add, "Add", 2, 2, 1, 1, nullptr, infer_add};
-const OpDef kSub{OpKind::Sub, "Sub", 2, 2, 1, 1, nullptr, infer_sub};
-const OpDef kMul{OpKind::Mul, "Mul", 2, 2, 1, 1, nullptr, infer_mul};
-const OpDef kDiv{OpKind::Div, "Div", 2, 2, 1, 1, nullptr, infer_div};
-const OpDef kPow{OpKind::Pow, "Pow", 2, 2, 1, 1, nullptr, infer_pow, bit(1)};
+const OpDef kAdd{OpKind::Add, "Add", 2, 2, 1, 1, nullptr, infer_add, 0, 0, 0, bit(0) | bit(1)};
+const OpDef kSub{OpKind::Sub, "Sub", 2, 2, 1, 1, nullptr, infer_sub, 0, 0, 0, bit(0) | bit(1)};
+const OpDef kMul{OpKind::Mul, "Mul", 2, 2, 1, 1, nullptr, infer_mul, 0, 0, 0, bit(0) | bit(1)};
+const OpDef kDiv{OpKind::Div, "Div", 2, 2, 1, 1, nullptr, infer_div, 0, 0, 0, bit(0) | bit(1)};
+const OpDef kPow{OpKind::Pow, "Pow", 2, 2, 1, 1, nullptr, infer_pow, bit(1), 0, 0, bit(0)};
 const OpDef kEqual{OpKind::Equal, "Equal", 2, 2, 1, 1, nullptr, infer_equal};
 
 }  // namespace cb::ops

@@ -30,14 +30,13 @@ std::any parse_leaky_relu(ParseCtx& c) { return LeakyReluParams{c.f("alpha", 0.0
 }  // namespace
 
 #define CB_UNARY(name, infer, param_parse) \
-  const OpDef k##name{OpKind::name, #name, 1, 1, 1, 1, param_parse, infer};
+  const OpDef k##name{OpKind::name, #name, 1, 1, 1, 1, param_parse, infer, 0, 0, 0, bit(0)};
 
 CB_UNARY(Abs, infer_numeric_unary, nullptr)
 CB_UNARY(Ceil, infer_float_unary, nullptr)
 CB_UNARY(Erf, infer_float_unary, nullptr)
 CB_UNARY(Exp, infer_float_unary, nullptr)
 CB_UNARY(Floor, infer_float_unary, nullptr)
-CB_UNARY(Identity, infer_identity, nullptr)
 CB_UNARY(LeakyRelu, infer_float_unary, parse_leaky_relu)
 CB_UNARY(Log, infer_float_unary, nullptr)
 CB_UNARY(Neg, infer_neg, nullptr)
@@ -47,5 +46,7 @@ CB_UNARY(Sigmoid, infer_float_unary, nullptr)
 CB_UNARY(Sqrt, infer_float_unary, nullptr)
 CB_UNARY(Tanh, infer_float_unary, nullptr)
 #undef CB_UNARY
+
+const OpDef kIdentity{OpKind::Identity, "Identity", 1, 1, 1, 1, nullptr, infer_identity, 0, 0, 0, 0, true};
 
 }  // namespace cb::ops

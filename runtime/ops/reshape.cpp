@@ -70,8 +70,7 @@ void infer_flatten(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kReshape{OpKind::Reshape, "Reshape", 2, 2, 1, 1, parse_reshape, infer_reshape,
-                     0,               0,         bit(1)};
-const OpDef kFlatten{OpKind::Flatten, "Flatten", 1, 1, 1, 1, parse_flatten, infer_flatten};
+const OpDef kReshape{OpKind::Reshape, "Reshape", 2, 2, 1, 1, parse_reshape, infer_reshape, 0, 0, bit(1), 0, true};
+const OpDef kFlatten{OpKind::Flatten, "Flatten", 1, 1, 1, 1, parse_flatten, infer_flatten, 0, 0, 0, 0, true};
 
 }  // namespace cb::ops

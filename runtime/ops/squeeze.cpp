@@ -56,7 +56,7 @@ void infer_unsqueeze(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kSqueeze{OpKind::Squeeze, "Squeeze", 1, 2, 1, 1, parse, infer_squeeze, 0,          0,         bit(1)};
-const OpDef kUnsqueeze{OpKind::Unsqueeze, "Unsqueeze", 1, 2, 1, 1, parse, infer_unsqueeze, 0,            0,           bit(1)};
+const OpDef kSqueeze{OpKind::Squeeze, "Squeeze", 1, 2, 1, 1, parse, infer_squeeze, 0, 0, bit(1), 0, true};
+const OpDef kUnsqueeze{OpKind::Unsqueeze, "Unsqueeze", 1, 2, 1, 1, parse, infer_unsqueeze, 0, 0, bit(1), 0, true};
 
 }  // namespace cb::ops

@@ -1,0 +1,131 @@
+#include "runtime/executor.h"
+
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace cb {
+
+namespace {
+// The dtype a kernel is selected by (as kernel_dtype() in kernels/kernel.h).
+DType node_kernel_dtype(const Graph& g, const Node& n) {
+  for (ValueId i : n.inputs)
+    if (i != kNoValue) return g.value(i).dtype;
+  return g.value(n.outputs.at(0)).dtype;
+}
+
+// Integer contents known in terms of N, written out for this batch size.
+Tensor materialize_known(const Value& v, int64_t batch) {
+  Tensor t;
+  t.dtype = v.dtype;
+  t.dims = resolve(v.shape, batch);
+  t.bytes.resize(static_cast<size_t>(t.numel()) * dtype_size(v.dtype));
+  for (size_t i = 0; i < v.known->size(); ++i) {
+    int64_t x = (*v.known)[i].resolve(batch);
+    switch (v.dtype) {
+      case DType::I64: t.data<int64_t>()[i] = x; break;
+      case DType::I32: t.data<int32_t>()[i] = static_cast<int32_t>(x); break;
+      default: throw InternalError("symbolic constant of type " + std::string(dtype_name(v.dtype)));
+    }
+  }
+  return t;
+}
+}  // namespace
+
+std::vector<std::string> missing_kernels(const Graph& g, const Device& dev) {
+  std::vector<std::string> gaps;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    if (!node.def) {
+      gaps.push_back(fmt::format("{}: op not in the catalog", g.node_label(static_cast<NodeId>(n))));
+      continue;
+    }
+    DType t = node_kernel_dtype(g, node);
+    if (!dev.supports(node.def->kind, t))
+      gaps.push_back(fmt::format("{}: no {} kernel for {} on {}", g.node_label(static_cast<NodeId>(n)),
+                                 node.op_type, dtype_name(t), dev.caps().name));
+  }
+  return gaps;
+}
+
+Executor::Executor(const Graph& g, Device& dev, int64_t batch)
+    : g_(g), dev_(dev), batch_(batch), plan_(plan_memory(g, batch)) {
+  if (batch <= 0) fail("batch size must be positive, got {}", batch);
+  auto gaps = missing_kernels(g, dev);
+  if (!gaps.empty()) {
+    std::string list;
+    for (const auto& s : gaps) list += "\n  " + s;
+    fail("{} node{} cannot run on {}:{}", gaps.size(), gaps.size() == 1 ? "" : "s",
+         dev.caps().name, list);
+  }
+  arena_ = DeviceBuffer(dev, static_cast<size_t>(std::max<int64_t>(plan_.bytes_peak, 64)));
+  auto* base = static_cast<std::byte*>(arena_.get());
+  views_.resize(g.values.size());
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const Value& val = g.values[v];
+    TensorView& tv = views_[v];
+    tv.dtype = val.dtype;
+    tv.dims = resolve(val.shape, batch);
+    if (plan_.offset[v] != MemoryPlan::kNotInArena) {
+      tv.data = base + plan_.offset[v];
+      continue;
+    }
+    const Tensor* src = val.data.get();
+    Tensor sym;
+    if (!src && val.known) {
+      sym = materialize_known(val, batch);
+      src = &sym;
+    }
+    if (!src) continue;  // unused
+    constants_.emplace_back(dev, std::max<size_t>(src->bytes.size(), 1));
+    dev.upload(constants_.back().get(), src->bytes.data(), src->bytes.size());
+    tv.data = constants_.back().get();
+  }
+  args_.resize(g.nodes.size());
+  skip_.resize(g.nodes.size());
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    KernelArgs& a = args_[n];
+    a.params = &node.params;
+    for (ValueId i : node.inputs) a.in.push_back(i == kNoValue ? TensorView{} : views_[static_cast<size_t>(i)]);
+    for (ValueId o : node.outputs) a.out.push_back(o == kNoValue ? TensorView{} : views_[static_cast<size_t>(o)]);
+    skip_[n] = node.def->alias && a.in[0].data == a.out[0].data;
+  }
+}
+
+std::vector<int64_t> Executor::input_dims(size_t i) const {
+  return views_[static_cast<size_t>(g_.inputs.at(i))].dims;
+}
+
+void Executor::set_input(size_t i, const Tensor& t) {
+  const Value& v = g_.value(g_.inputs.at(i));
+  const TensorView& tv = views_[static_cast<size_t>(g_.inputs[i])];
+  if (t.dtype != v.dtype)
+    fail("input '{}' must be {}, got {}", v.name, dtype_name(v.dtype), dtype_name(t.dtype));
+  if (t.dims != tv.dims)
+    fail("input '{}' must have shape {} at batch {} (model: {}), got {}", v.name,
+         to_string(shape_of(tv.dims)), batch_, to_string(v.shape), to_string(shape_of(t.dims)));
+  dev_.upload(tv.data, t.bytes.data(), t.bytes.size());
+}
+
+void Executor::run() {
+  ++step_;
+  for (size_t n = 0; n < args_.size(); ++n) {
+    if (skip_[n]) continue;
+    args_[n].seed = (step_ << 20) ^ n;
+    dev_.launch(g_.nodes[n].def->kind, args_[n]);
+  }
+  dev_.synchronize();
+}
+
+Tensor Executor::output(size_t i) const {
+  const TensorView& tv = views_[static_cast<size_t>(g_.outputs.at(i))];
+  Tensor t;
+  t.dtype = tv.dtype;
+  t.dims = tv.dims;
+  t.bytes.resize(tv.bytes());
+  dev_.download(t.bytes.data(), tv.data, t.bytes.size());
+  return t;
+}
+
+}  // namespace cb

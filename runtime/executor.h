@@ -1,0 +1,49 @@
+// Runs a planned graph on a device. Construction does all the work that allocates: the memory
+// plan, one arena, device copies of constants and parameters, a view per node; run() then only
+// launches kernels (no allocation in the steady state).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/graph.h"
+#include "runtime/memory_plan.h"
+
+namespace cb {
+
+class Executor {
+ public:
+  // Throws cb::Error listing every node without a kernel on `dev` (all gaps at once).
+  Executor(const Graph& g, Device& dev, int64_t batch);
+
+  const Graph& graph() const { return g_; }
+  const MemoryPlan& plan() const { return plan_; }
+  int64_t batch() const { return batch_; }
+
+  // Copies a host tensor into graph input i; checks its dtype and dims against the graph.
+  void set_input(size_t i, const Tensor& t);
+  // Dims graph input i has at this batch size.
+  std::vector<int64_t> input_dims(size_t i) const;
+  void run();
+  Tensor output(size_t i) const;  // copies graph output i to the host
+  const TensorView& view(ValueId v) const { return views_[static_cast<size_t>(v)]; }
+
+ private:
+  const Graph& g_;
+  Device& dev_;
+  int64_t batch_;
+  MemoryPlan plan_;
+  DeviceBuffer arena_;
+  std::vector<DeviceBuffer> constants_;
+  std::vector<TensorView> views_;       // per value
+  std::vector<KernelArgs> args_;        // per node
+  std::vector<bool> skip_;              // per node: alias whose output already is its input
+  uint64_t step_ = 0;
+};
+
+// Every node whose kernel `dev` lacks, as one message per node (empty: all covered).
+std::vector<std::string> missing_kernels(const Graph& g, const Device& dev);
+
+}  // namespace cb
