@@ -1,4 +1,4 @@
-// cb-inspect MODEL.onnx [--json | --dot] [--no-fold]
+// cb-inspect MODEL.onnx [--json | --dot] [--no-fold] [--memory [--batch-size N]]
 // Reads any ONNX model and shows it back: inputs/outputs, parameters, op histogram, per-node
 // shapes, and which nodes (if any) keep crossbow from training it.
 // Exit codes: 0 trainable, 1 the model (or a file) is bad, 2 usage, 3 read fine but training is
@@ -10,16 +10,21 @@
 
 #include "importer/onnx_importer.h"
 #include "runtime/error.h"
+#include "runtime/memory_plan.h"
 #include "tools/inspect_report.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"cb-inspect: show what crossbow reads from an ONNX model"};
   std::string model;
-  bool json = false, dot = false, no_fold = false;
+  bool json = false, dot = false, no_fold = false, memory = false;
+  int64_t batch = 1;
   app.add_option("model", model, "ONNX model file")->required();
   auto* j = app.add_flag("--json", json, "machine-readable JSON on stdout");
   app.add_flag("--dot", dot, "Graphviz dot on stdout")->excludes(j);
   app.add_flag("--no-fold", no_fold, "keep constant and shape-arithmetic nodes as in the file");
+  app.add_flag("--memory", memory, "print the memory plan: peak, no-reuse total, reuse ratio");
+  app.add_option("--batch-size,-b", batch, "batch size for --memory (default 1)")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -34,6 +39,13 @@ int main(int argc, char** argv) {
     if (json) cb::tools::print_json(out, model, r);
     else if (dot) cb::tools::print_dot(out, r);
     else cb::tools::print_text(out, model, r);
+    if (memory) {
+      if (!r.blockers.empty())
+        throw cb::Error(model + ": no memory plan: nodes of unknown ops have unknown shapes");
+      cb::MemoryPlan plan = cb::plan_memory(r.graph, batch);
+      if (json) cb::tools::print_plan_json(out, plan);
+      else cb::print_plan(out, r.graph, plan);
+    }
     std::cout << out.str();
     if (!r.blockers.empty()) {
       std::cerr << "cb-inspect: " << model << ": training is blocked by " << r.blockers.size()

@@ -191,3 +191,14 @@ void print_dot(std::ostream& os, const ImportResult& r) {
 }
 
 }  // namespace cb::tools
+
+namespace cb::tools {
+
+void print_plan_json(std::ostream& os, const MemoryPlan& p) {
+  fmt::print(os,
+             "{{\"memory\": {{\"batch\": {}, \"bytes_peak\": {}, \"bytes_naive\": {}, "
+             "\"reuse_ratio\": {:.4f}, \"inplace\": {}, \"aliased\": {}}}}}\n",
+             p.batch, p.bytes_peak, p.bytes_naive, p.reuse_ratio(), p.inplace, p.aliased);
+}
+
+}  // namespace cb::tools

@@ -1,0 +1,81 @@
+// Shared by the tests that run the ONNX backend node suite (libonnx-testdata): where it is,
+// which tests are one-node tests of catalog ops, reading its files, and the in-tree lists of
+// expected passes (`name` lines, sorted; `# name: reason` lines explain the rest).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "importer/tensor_proto.h"
+#include "runtime/op_catalog.h"
+
+namespace cb::testing {
+
+namespace fs = std::filesystem;
+
+inline fs::path onnx_node_suite() {
+  const char* env = std::getenv("CB_ONNX_NODE_TESTS");
+  return env && *env ? fs::path(env) : fs::path("/usr/share/libonnx-testdata/data/node");
+}
+
+template <typename P>
+bool parse_proto_file(const fs::path& path, P& proto) {
+  std::ifstream f(path, std::ios::binary);
+  return f && proto.ParseFromIstream(&f);
+}
+
+struct SuiteTest {
+  std::string name;
+  fs::path dir;
+  onnx::ModelProto model;
+};
+
+// One-node tests of default-domain ops that the catalog claims, sorted by name.
+inline std::vector<SuiteTest> catalog_node_tests(const fs::path& suite) {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(suite))
+    if (e.is_directory()) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<SuiteTest> out;
+  for (const fs::path& dir : dirs) {
+    SuiteTest t{dir.filename().string(), dir, {}};
+    if (!parse_proto_file(dir / "model.onnx", t.model) || t.model.graph().node_size() != 1)
+      continue;
+    const auto& node = t.model.graph().node(0);
+    if (!(node.domain().empty() || node.domain() == "ai.onnx") || !find_op(node.op_type()))
+      continue;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// A test data file; ONNX 1.12 stores bfloat16 data as UINT16, undone where the model says so.
+inline TensorPtr read_suite_tensor(const fs::path& f, const onnx::TypeProto& declared) {
+  onnx::TensorProto t;
+  if (!parse_proto_file(f, t)) return nullptr;
+  if (declared.tensor_type().elem_type() == onnx::TensorProto::BFLOAT16 &&
+      t.data_type() == onnx::TensorProto::UINT16)
+    t.set_data_type(onnx::TensorProto::BFLOAT16);
+  return tensor_from_proto(t, f.string(), "");
+}
+
+// The expected passes: non-comment, non-empty lines.
+inline std::vector<std::string> read_expected(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(f, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    out.push_back(line);
+  }
+  return out;
+}
+
+}  // namespace cb::testing
