@@ -204,6 +204,47 @@ def export(name, opset, path):
     return model, proto, restored
 
 
+# --------------------------------------------------------------------------- fixtures
+
+FIXTURE_BATCH = {"mlp": 4, "lenet5": 4, "resnet20": 4, "transformer": 4}  # big ones: 2
+
+
+def write_tensor(path, array, name):
+    from onnx import numpy_helper
+    t = numpy_helper.from_array(array, name)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(t.SerializeToString())
+    os.replace(tmp, path)
+
+
+def has_dropout(model):
+    return any(isinstance(m, torch.nn.Dropout) for m in model.modules())
+
+
+def write_fixtures(name, out_dir):
+    """Golden forward fixtures: a fixed input and PyTorch's outputs for it, in eval mode (running
+    statistics, no dropout) and, for models without dropout, in train mode (batch statistics)."""
+    d = os.path.join(out_dir, "fixtures", name)
+    os.makedirs(d, exist_ok=True)
+    _, shape, dtype, _ = ZOO[name]
+    batch = FIXTURE_BATCH.get(name, 2)
+    g = torch.Generator().manual_seed(2)
+    if dtype == torch.int64:
+        x = torch.randint(0, 1000, (batch,) + shape, generator=g, dtype=torch.int64)
+    else:
+        x = torch.randn((batch,) + shape, generator=g)
+    write_tensor(os.path.join(d, "input.pb"), x.numpy(), "input")
+    with torch.no_grad():
+        model = build(name)
+        model.eval()
+        write_tensor(os.path.join(d, "eval.pb"), model(x).numpy(), "logits")
+        model = build(name)
+        if not has_dropout(model):
+            model.train()
+            write_tensor(os.path.join(d, "train.pb"), model(x).numpy(), "logits")
+
+
 def numel(dims):
     return int(math.prod(dims)) if dims else 1
 
@@ -331,6 +372,8 @@ def main():
                 del proto
                 entry["stamp"] = stamp  # no timings in zoo.json: keep it reproducible
                 status = "exported"
+            if not fresh or not os.path.exists(os.path.join(args.out, "fixtures", name, "eval.pb")):
+                write_fixtures(name, args.out)
             info["files"][key] = entry
             rows.append((name, key, info["num_params"], info["num_buffers_elems"],
                          entry["initializers"]["trainable"], entry["initializers"]["buffers"],

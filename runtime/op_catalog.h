@@ -55,6 +55,8 @@ struct OpDef {
   // reinterpreted (Reshape, Flatten, Squeeze, Unsqueeze, Identity): no copy, one buffer.
   uint32_t inplace_inputs = 0;
   bool alias = false;
+  // Ops that behave differently when training (BatchNormalization, Dropout) switch mode here.
+  void (*set_training)(Node& n, bool training) = nullptr;
 };
 
 const OpDef& op_def(OpKind k);

@@ -123,4 +123,9 @@ void classify_initializers(Graph& g) {
   }
 }
 
+void set_training(Graph& g, bool training) {
+  for (Node& n : g.nodes)
+    if (n.def && n.def->set_training) n.def->set_training(n, training);
+}
+
 }  // namespace cb

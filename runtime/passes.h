@@ -21,4 +21,8 @@ FoldStats fold_and_prune(Graph& g);
 // statistics) or Constant (everything else), from the op catalog's input traits.
 void classify_initializers(Graph& g);
 
+// Training mode (BatchNorm on batch statistics, Dropout active) or evaluation mode (running
+// statistics, Dropout the identity), whatever mode the model was exported in.
+void set_training(Graph& g, bool training);
+
 }  // namespace cb

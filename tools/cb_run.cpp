@@ -1,7 +1,9 @@
-// cb-run MODEL.onnx --input NAME=FILE.pb|random ... --output-dir DIR [--time N]
+// cb-run MODEL.onnx --input NAME=FILE.pb|random ... --output-dir DIR [--time N] [--train-mode]
 // Runs a model forward on the CPU: inputs from ONNX TensorProto files (the ONNX test suite's
 // format) or random data, every graph output written as DIR/<output name>.pb, and with --time N
-// the per-iteration latency.
+// the per-iteration latency. Inference by default: BatchNormalization uses its running
+// statistics and Dropout is the identity even in a model exported for training; --train-mode
+// runs it as exported (batch statistics, active dropout).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -15,6 +17,7 @@
 #include "importer/tensor_io.h"
 #include "runtime/error.h"
 #include "runtime/executor.h"
+#include "runtime/passes.h"
 #include "runtime/thread_pool.h"
 
 namespace fs = std::filesystem;
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   int64_t batch = 0;
   int threads = ThreadPool::hardware_threads(), time_iters = 0;
   uint64_t seed = 0;
+  bool train_mode = false;
   app.add_option("model", model, "ONNX model file")->required();
   app.add_option("--input,-i", inputs, "NAME=FILE.pb (ONNX TensorProto) or NAME=random");
   app.add_option("--output-dir,-o", out_dir, "write every graph output as DIR/<name>.pb");
@@ -66,6 +70,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
   app.add_option("--time", time_iters, "time N iterations after one warm-up, print latency");
   app.add_option("--seed", seed, "seed for random inputs");
+  app.add_flag("--train-mode", train_mode,
+               "run BatchNormalization/Dropout in training mode (default: inference)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -73,6 +79,7 @@ int main(int argc, char** argv) {
   }
   try {
     ImportResult r = import_model(model);
+    set_training(r.graph, train_mode);
     const Graph& g = r.graph;
     std::map<std::string, std::string> spec;
     for (const std::string& s : inputs) {

@@ -38,6 +38,9 @@ void infer(InferCtx& c) {
   c.set(0, c.dtype(0), c.shape(0));
   for (size_t i = 1; i < 5; ++i) c.set(i, c.dtype(3), {ch});
 }
+void set_training(Node& n, bool training) {
+  std::any_cast<BatchNormalizationParams&>(n.params).training = training;
+}
 }  // namespace
 
 const OpDef kBatchNormalization{OpKind::BatchNormalization,
@@ -47,7 +50,12 @@ const OpDef kBatchNormalization{OpKind::BatchNormalization,
                                 1,
                                 5,
                                 parse,
-                                infer, 0,
-                                bit(3) | bit(4)};
+                                infer,
+                                0,
+                                bit(3) | bit(4),
+                                0,
+                                0,
+                                false,
+                                set_training};
 
 }  // namespace cb::ops

@@ -36,8 +36,12 @@ void infer(InferCtx& c) {
   infer_same_as_input(c);
   c.set(1, c.opset() < 10 ? c.dtype(0) : DType::Bool, c.shape(0));
 }
+void set_training(Node& n, bool training) {
+  std::any_cast<DropoutParams&>(n.params).training = training;
+}
 }  // namespace
 
-const OpDef kDropout{OpKind::Dropout, "Dropout", 1, 3, 1, 2, parse, infer, 0, 0, bit(1) | bit(2)};
+const OpDef kDropout{OpKind::Dropout, "Dropout", 1, 3, 1, 2, parse, infer, 0, 0,
+                     bit(1) | bit(2), bit(0), false, set_training};
 
 }  // namespace cb::ops

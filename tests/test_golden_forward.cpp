@@ -1,0 +1,88 @@
+// Golden forward tests: every zoo model, at both opsets, on a fixed input, gives PyTorch's
+// output (fixtures from models/export_zoo.py): in evaluation mode (BatchNorm running statistics,
+// no dropout) and, for models without dropout, in training mode (batch statistics). Tolerance:
+// max |got - want| <= 1e-4 * max |want|. Also cb-run end to end on one model.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "importer/onnx_importer.h"
+#include "runtime/executor.h"
+#include "runtime/passes.h"
+
+using namespace cb;
+namespace fs = std::filesystem;
+
+namespace {
+const char* const kModels[] = {"mlp",      "lenet5",   "resnet20",    "transformer",
+                               "resnet18", "resnet50", "mobilenet_v2", "vgg11_bn"};
+
+double rel_max_diff(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.dims == want.dims);
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    diff = std::max(diff, std::abs(got.real_at(i) - want.real_at(i)));
+    scale = std::max(scale, std::abs(want.real_at(i)));
+  }
+  return diff / std::max(scale, 1e-12);
+}
+
+Tensor run_forward(const std::string& model, const Tensor& input, bool training, Device& dev) {
+  ImportResult r = import_model(model);
+  set_training(r.graph, training);
+  Executor ex(r.graph, dev, input.dims.at(0));
+  ex.set_input(0, input);
+  ex.run();
+  return ex.output(0);
+}
+}  // namespace
+
+TEST_CASE("golden forward: zoo models equal PyTorch") {
+  auto dev = make_cpu_device(2);
+  int checked = 0;
+  for (const char* name : kModels) {
+    fs::path fx = fs::path(CB_SOURCE_DIR) / "models" / "fixtures" / name;
+    if (!fs::exists(fx / "input.pb")) {
+      MESSAGE("skipped " << name << ": no fixtures (setup.sh generates them with python3-torch)");
+      continue;
+    }
+    Tensor input = *read_tensor_file((fx / "input.pb").string());
+    for (int opset : {13, 17}) {
+      std::string model = fmt::format("{}/models/{}_op{}.onnx", CB_SOURCE_DIR, name, opset);
+      if (!fs::exists(model)) continue;
+      for (std::string mode : {"eval", "train"}) {
+        fs::path want_file = fx / (mode + ".pb");
+        if (!fs::exists(want_file)) continue;  // train mode only for models without dropout
+        CAPTURE(model);
+        CAPTURE(mode);
+        Tensor want = *read_tensor_file(want_file.string());
+        Tensor got = run_forward(model, input, mode == "train", *dev);
+        double d = rel_max_diff(got, want);
+        CAPTURE(d);
+        CHECK(d <= 1e-4);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked >= 14);  // the committed small models: 4 eval + 3 train, at two opsets
+}
+
+TEST_CASE("golden forward: cb-run writes PyTorch's output") {
+  fs::path out = fs::temp_directory_path() / "cb_run_golden";
+  fs::remove_all(out);
+  std::string fx = CB_SOURCE_DIR "/models/fixtures/lenet5";
+  std::string cmd = fmt::format("{}/cb-run {}/models/lenet5_op17.onnx --input input={}/input.pb "
+                                "--output-dir {} > /dev/null",
+                                CB_BINARY_DIR, CB_SOURCE_DIR, fx, out.string());
+  int rc = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(rc));
+  REQUIRE(WEXITSTATUS(rc) == 0);
+  Tensor got = *read_tensor_file((out / "logits.pb").string());
+  Tensor want = *read_tensor_file(fx + "/eval.pb");
+  CHECK(rel_max_diff(got, want) <= 1e-4);
+  fs::remove_all(out);
+}
