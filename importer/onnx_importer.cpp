@@ -2,8 +2,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -18,6 +20,85 @@ namespace cb {
 namespace fs = std::filesystem;
 
 namespace {
+
+// No value can be larger than this (as in tensor_proto.cpp): anything above is a broken file,
+// and the limit keeps all shape arithmetic far from int64 overflow.
+constexpr int64_t kMaxValueBytes = int64_t{1} << 40;
+
+// Why `bytes` do not parse as a ModelProto, in words: a text file, a truncated file, another kind
+// of file, or a model whose field `x` is corrupt. Walks the top-level protobuf wire format.
+std::string why_unparsable(const std::string& bytes) {
+  // Text: only printable ASCII and whitespace in the first KiB.
+  size_t head = std::min<size_t>(bytes.size(), 1024), printable = 0;
+  for (size_t i = 0; i < head; ++i) {
+    auto c = static_cast<unsigned char>(bytes[i]);
+    if ((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\r' || c == '\t') ++printable;
+  }
+  if (printable == head) {
+    std::string first = bytes.substr(0, std::min(bytes.find('\n'), size_t{40}));
+    return fmt::format("this is a text file, not an ONNX model (it starts with \"{}\"); ONNX models "
+                       "are binary protobuf files written by an exporter such as "
+                       "torch.onnx.export or onnx.save",
+                       first);
+  }
+  struct Field {
+    int number, wire;
+    const char* name;
+  };
+  static constexpr Field kFields[] = {
+      {1, 0, "ir_version"},     {2, 2, "producer_name"},  {3, 2, "producer_version"},
+      {4, 2, "domain"},         {5, 0, "model_version"},  {6, 2, "doc_string"},
+      {7, 2, "graph"},          {8, 2, "opset_import"},   {14, 2, "metadata_props"},
+      {20, 2, "training_info"}, {25, 2, "functions"}};
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  size_t size = bytes.size(), pos = 0;
+  auto varint = [&](uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos >= size) return false;
+      unsigned char b = p[pos++];
+      v |= uint64_t{static_cast<unsigned char>(b & 0x7f)} << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  };
+  auto truncated = [&](std::string_view where, std::string_view detail) {
+    return fmt::format("the file is truncated: it ends {} after {} bytes{}; copy or export the "
+                       "model again",
+                       where, size, detail);
+  };
+  while (pos < size) {
+    size_t at = pos;
+    uint64_t tag = 0;
+    if (!varint(tag)) return truncated("inside a field tag", "");
+    const Field* f = nullptr;
+    for (const auto& k : kFields)
+      if (static_cast<uint64_t>(k.number) == (tag >> 3)) f = &k;
+    if (!f || f->wire != static_cast<int>(tag & 7))
+      return fmt::format("not an ONNX model: the bytes do not have the layout of an ONNX "
+                         "ModelProto (at byte {}: field {} with wire type {}); is this the right "
+                         "file?",
+                         at, tag >> 3, tag & 7);
+    std::string where = fmt::format("inside the model's '{}' field", f->name);
+    uint64_t v = 0;
+    if (!varint(v)) return truncated(where, "");
+    if (f->wire == 2) {
+      if (v > size - pos)
+        return truncated(where, fmt::format(" ({} of its {} bytes are present)", size - pos, v));
+      std::string sub = bytes.substr(pos, v);
+      bool ok = true;
+      if (f->number == 7) ok = onnx::GraphProto().ParseFromString(sub);
+      else if (f->number == 8) ok = onnx::OperatorSetIdProto().ParseFromString(sub);
+      else if (f->number == 20) ok = onnx::TrainingInfoProto().ParseFromString(sub);
+      else if (f->number == 25) ok = onnx::FunctionProto().ParseFromString(sub);
+      if (!ok)
+        return fmt::format("not a valid ONNX model: its '{}' field (bytes {} to {}) is corrupt",
+                           f->name, pos, pos + v);
+      pos += v;
+    }
+  }
+  return "not a valid ONNX model: the protobuf does not parse (the file is corrupt or not ONNX)";
+}
 
 class Importer {
  public:
@@ -55,11 +136,6 @@ class Importer {
   void check_header() {
     if (m_.ir_version() == 0 && m_.opset_import_size() == 0 && !m_.has_graph())
       bad("not an ONNX model: no IR version, opset or graph (is this the right file?)");
-    if (m_.ir_version() < kMinIrVersion || m_.ir_version() > kMaxIrVersion)
-      bad("IR version {} is not supported (crossbow reads IR versions {} to {}); re-export with "
-          "an opset between {} and {}",
-          m_.ir_version(), kMinIrVersion, kMaxIrVersion, kMinOpset, kMaxOpset);
-    if (!m_.has_graph()) bad("the model has no graph");
     bool found = false;
     for (const auto& o : m_.opset_import()) {
       if (o.domain().empty() || o.domain() == "ai.onnx") {
@@ -67,13 +143,17 @@ class Importer {
         opset_ = o.version();
       }
     }
-    if (!found) {
-      if (m_.ir_version() >= 3) bad("the model imports no default-domain ('ai.onnx') opset");
-    }
+    if (m_.ir_version() < kMinIrVersion || m_.ir_version() > kMaxIrVersion)
+      bad("IR version {}{} is not supported (crossbow reads IR versions {} to {}, opsets {} to "
+          "{}); re-export with opset_version between {} and {}",
+          m_.ir_version(), found ? fmt::format(" (default-domain opset {})", opset_) : "",
+          kMinIrVersion, kMaxIrVersion, kMinOpset, kMaxOpset, kMinOpset, kMaxOpset);
+    if (!m_.has_graph()) bad("the model has no graph");
+    if (!found) bad("the model imports no default-domain ('ai.onnx') opset");
     if (opset_ < kMinOpset || opset_ > kMaxOpset)
-      bad("default-domain opset {} is not supported (crossbow reads opsets {} to {}); re-export "
-          "with opset_version in that range",
-          opset_, kMinOpset, kMaxOpset);
+      bad("default-domain opset {} is {}: crossbow reads opsets {} to {}; re-export with "
+          "opset_version in that range",
+          opset_, opset_ > kMaxOpset ? "too new" : "too old", kMinOpset, kMaxOpset);
   }
 
   ValueId define(const std::string& name, std::string_view what) {
@@ -152,7 +232,23 @@ class Importer {
             what, d.dim_param(), i);
       }
     }
+    if (auto why = too_large(v.shape, v.dtype))
+      bad("{} has shape {}: {}; the file is corrupt or the dims are wrong", what,
+          to_string(v.shape), *why);
     v.shape_known = true;
+  }
+
+  // Why a value of this shape cannot exist (per sample, for shapes in terms of N), if it cannot.
+  static std::optional<std::string> too_large(const Shape& s, DType t) {
+    int64_t bytes = static_cast<int64_t>(dtype_size(t));
+    for (const Dim& d : s) {
+      if (d.value < 0) return fmt::format("dimension {} is negative", to_string(d));
+      if (d.value > kMaxValueBytes || (d.value != 0 && bytes > kMaxValueBytes / d.value))
+        return fmt::format("its dims overflow (more than 1 TiB{})",
+                           shape_is_static(s) ? "" : " per sample");
+      bytes *= d.value;
+    }
+    return std::nullopt;
   }
 
   static AttrValue convert_attr(const onnx::AttributeProto& a, const std::string& what,
@@ -285,6 +381,14 @@ class Importer {
       } catch (const Error& e) {
         bad("{}", e.what());
       }
+      // Catch absurd shapes at the node that makes them, before anything multiplies them out.
+      for (ValueId o : g.nodes[n].outputs) {
+        if (o == kNoValue || !g.value(o).shape_known) continue;
+        const Value& v = g.value(o);
+        if (auto why = too_large(v.shape, v.dtype))
+          bad("{} output '{}' would have shape {}: {}", g.node_label(static_cast<NodeId>(n)),
+              v.name, to_string(v.shape), *why);
+      }
     }
   }
 
@@ -303,10 +407,7 @@ ImportResult import_model_bytes(const std::string& bytes, const std::string& nam
                                 const std::string& dir, const ImportOptions& opts) {
   onnx::ModelProto m;
   if (bytes.empty()) fail("{}: the file is empty; expected an ONNX model", name);
-  if (!m.ParseFromString(bytes))
-    fail("{}: not a valid ONNX model: the protobuf does not parse (the file is truncated, "
-         "corrupt or not ONNX)",
-         name);
+  if (!m.ParseFromString(bytes)) fail("{}: {}", name, why_unparsable(bytes));
   return Importer(m, name, dir, opts).run();
 }
 

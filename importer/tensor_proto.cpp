@@ -27,11 +27,12 @@ void read_external(const onnx::TensorProto& t, const std::string& what, const st
                    size_t expected, std::vector<std::byte>& out) {
   std::string location;
   int64_t offset = 0, length = -1;
+  bool has_length = false;
   for (const auto& kv : t.external_data()) {
     try {
       if (kv.key() == "location") location = kv.value();
       else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value()), has_length = true;
     } catch (const std::exception&) {
       fail("{}: external data '{}' has a non-numeric value '{}'", what, kv.key(), kv.value());
     }
@@ -51,8 +52,10 @@ void read_external(const onnx::TensorProto& t, const std::string& what, const st
   if (!f) fail("{}: cannot open external data file '{}'", what, full.string());
   f.seekg(0, std::ios::end);
   auto size = static_cast<int64_t>(f.tellg());
-  if (length < 0) length = size - offset;
-  if (offset < 0 || offset > size || length > size - offset)
+  if (offset < 0 || (has_length && length < 0))
+    fail("{}: external data offset {} / length {} must not be negative", what, offset, length);
+  if (!has_length) length = size - offset;
+  if (offset > size || length > size - offset)
     fail("{}: external data range [{}, {}+{}) lies beyond the end of '{}' ({} bytes)", what,
          offset, offset, length, full.string(), size);
   if (static_cast<size_t>(length) != expected)
@@ -75,19 +78,23 @@ TensorPtr tensor_from_proto(const onnx::TensorProto& t, const std::string& what,
          what, onnx_dtype_name(t.data_type()), t.data_type());
   auto out = std::make_shared<Tensor>();
   out->dtype = *dt;
+  // Every dim and the byte count stay <= 1 TiB (also with a zero dim elsewhere), which keeps all
+  // later shape arithmetic far from int64 overflow.
   int64_t numel = 1;
-  for (int64_t d : t.dims()) {
-    if (d < 0) fail("{}: dims {} has a negative dimension", what, fmt::join(t.dims(), ","));
-    if (d != 0 && numel > kMaxTensorBytes / d)
-      fail("{}: dims [{}] overflow: the tensor would exceed {} bytes", what,
-           fmt::join(t.dims(), ","), kMaxTensorBytes);
-    numel *= d;
+  bool overflow = false;
+  size_t esize = dtype_size(*dt);
+  for (int i = 0; i < t.dims_size(); ++i) {
+    int64_t d = t.dims(i);
+    if (d < 0)
+      fail("{}: dims [{}] have a negative dimension {} at axis {}; the file is corrupt", what,
+           fmt::join(t.dims(), ","), d, i);
+    overflow |= d > kMaxTensorBytes || (d != 0 && numel > kMaxTensorBytes / d);
+    if (!overflow) numel *= d;
     out->dims.push_back(d);
   }
-  size_t esize = dtype_size(*dt);
-  if (numel > kMaxTensorBytes / static_cast<int64_t>(esize))
-    fail("{}: dims [{}] overflow: the tensor would exceed {} bytes", what,
-         fmt::join(t.dims(), ","), kMaxTensorBytes);
+  if (overflow || numel > kMaxTensorBytes / static_cast<int64_t>(esize))
+    fail("{}: dims [{}] overflow: the tensor would be larger than 1 TiB; the file is corrupt",
+         what, fmt::join(t.dims(), ","));
   size_t expected = static_cast<size_t>(numel) * esize;
   auto mismatch = [&](std::string_view src, size_t have) {
     fail("{}: {} holds {} bytes but dims [{}] of {} need {} bytes; the file is corrupt or was "
