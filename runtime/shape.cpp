@@ -12,8 +12,9 @@ std::string to_string(const Dim& d) {
 
 std::optional<Dim> dim_mul(Dim a, Dim b) {
   if (a.batch && b.batch) return std::nullopt;
-  if (a.batch || b.batch) return Dim::N(a.value * b.value);
-  return Dim::of(a.value * b.value);
+  int64_t v;
+  if (__builtin_mul_overflow(a.value, b.value, &v)) return std::nullopt;
+  return Dim{v, a.batch || b.batch};
 }
 
 std::optional<Dim> dim_div(Dim a, Dim b) {
@@ -26,13 +27,20 @@ std::optional<Dim> dim_div(Dim a, Dim b) {
 }
 
 std::optional<Dim> dim_add(Dim a, Dim b) {
-  if (a.batch == b.batch) return Dim{a.value + b.value, a.batch};
+  if (a.batch == b.batch) {
+    int64_t v;
+    if (__builtin_add_overflow(a.value, b.value, &v)) return std::nullopt;
+    return Dim{v, a.batch};
+  }
   if (a.batch && a.value == 0) return b;
   if (b.batch && b.value == 0) return a;
   return std::nullopt;
 }
 
-std::optional<Dim> dim_sub(Dim a, Dim b) { return dim_add(a, Dim{-b.value, b.batch}); }
+std::optional<Dim> dim_sub(Dim a, Dim b) {
+  if (b.value == INT64_MIN) return std::nullopt;
+  return dim_add(a, Dim{-b.value, b.batch});
+}
 
 std::string to_string(const Shape& s) {
   std::string out = "[";

@@ -21,6 +21,11 @@ void infer(InferCtx& c) {
   out.insert(out.end(), c.shape(1).begin(), c.shape(1).end());
   out.insert(out.end(), d.begin() + p.axis + 1, d.end());
   c.set(0, c.dtype(0), out);
+  if (const auto* ki = c.known(1); ki && d[axis].is_static())
+    for (const Dim& i : *ki)
+      if (!i.batch && (i.value < -d[axis].value || i.value >= d[axis].value))
+        c.fail("constant index {} is out of range for axis {} of size {} (data {})", i.value, axis,
+               d[axis].value, to_string(d));
   const auto* kd = c.known(0);
   const auto* ki = c.known(1);
   if (kd && ki && r == 1) {

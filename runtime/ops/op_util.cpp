@@ -60,6 +60,10 @@ std::optional<std::vector<int64_t>> axes_from(const InferCtx& c,
 
 int64_t window_output(const InferCtx& c, int64_t in, const Window& w, bool ceil_mode) {
   if (w.stride <= 0) c.fail("stride must be positive, got {}", w.stride);
+  constexpr int64_t kMax = int64_t{1} << 40;  // far beyond any real window; keeps math exact
+  if (w.kernel > kMax || w.dilation > kMax || w.pad_begin > kMax || w.pad_end > kMax)
+    c.fail("kernel {}, dilation {} or pads {}+{} are implausibly large", w.kernel, w.dilation,
+           w.pad_begin, w.pad_end);
   int64_t span = w.dilation * (w.kernel - 1) + 1;
   int64_t avail = in + w.pad_begin + w.pad_end - span;
   if (avail < 0)

@@ -35,11 +35,14 @@ void infer(InferCtx& c) {
   Shape out = c.shape(0);
   for (size_t i = 0; i < axes.size(); ++i) {
     Dim& d = out[static_cast<size_t>(axes[i])];
-    int64_t add = pads[i] + pads[i + axes.size()];
+    int64_t add, size;
+    if (__builtin_add_overflow(pads[i], pads[i + axes.size()], &add) ||
+        __builtin_add_overflow(d.value, add, &size))
+      c.fail("pads {} overflow on axis {}", to_string(shape_of(pads)), axes[i]);
     if (add == 0) continue;
     if (d.batch) c.fail("padding the batch dim is not supported");
-    d.value += add;
-    if (d.value < 0) c.fail("pads {} crop dim {} below zero", to_string(shape_of(pads)), axes[i]);
+    if (size < 0) c.fail("pads {} crop dim {} below zero", to_string(shape_of(pads)), axes[i]);
+    d.value = size;
   }
   c.set(0, c.dtype(0), out);
 }
