@@ -5,7 +5,6 @@
 
 namespace cb::ops {
 
-
 namespace {
 std::any parse_max(ParseCtx& c) {
   PoolParams p;
@@ -22,10 +21,11 @@ std::any parse_avg(ParseCtx& c) {
   return p;
 }
 
-Shape pooled(InferCtx& c) {
+// MaxPool from opset 12 also takes int8 and uint8; everything else pools floats only.
+Shape pooled(InferCtx& c, bool allow_8bit) {
   auto& p = c.p_mut<PoolParams>();
   c.expect_min_rank(0, 3, "X");
-  c.expect_float(0, "X");
+  if (!(allow_8bit && (c.dtype(0) == DType::I8 || c.dtype(0) == DType::U8))) c.expect_float(0, "X");
   const Shape& x = c.shape(0);
   if (p.window.kernel_shape.size() != x.size() - 2)
     c.fail("kernel_shape has {} dims but X {} has {} spatial dims", p.window.kernel_shape.size(),
@@ -36,11 +36,11 @@ Shape pooled(InferCtx& c) {
   return out;
 }
 void infer_max(InferCtx& c) {
-  Shape out = pooled(c);
+  Shape out = pooled(c, c.opset() >= 12);
   c.set(0, c.dtype(0), out);
   c.set(1, DType::I64, out);
 }
-void infer_avg(InferCtx& c) { c.set(0, c.dtype(0), pooled(c)); }
+void infer_avg(InferCtx& c) { c.set(0, c.dtype(0), pooled(c, false)); }
 
 void infer_global(InferCtx& c) {
   c.expect_min_rank(0, 3, "X");

@@ -8,7 +8,6 @@
 
 namespace cb::ops {
 
-
 namespace {
 std::any parse(ParseCtx& c) {
   SliceParams p;
@@ -24,7 +23,10 @@ std::any parse(ParseCtx& c) {
 struct Range1 {
   int64_t start, step, len;
 };
+// ONNX Slice clamping: negative indices count from the end; then [0, dim] for a positive step,
+// start in [0, dim-1] and end in [-1, dim-1] for a negative one (an empty dim gives nothing).
 Range1 clamp_range(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  if (dim == 0) return {0, step, 0};
   if (start < 0) start += dim;
   if (end < 0) end += dim;
   if (step > 0) {
@@ -34,8 +36,10 @@ Range1 clamp_range(int64_t dim, int64_t start, int64_t end, int64_t step) {
     start = std::clamp<int64_t>(start, 0, dim - 1);
     end = std::clamp<int64_t>(end, -1, dim - 1);
   }
-  int64_t len = step > 0 ? (end - start + step - 1) / step : (start - end + (-step) - 1) / -step;
-  return {start, step, std::max<int64_t>(0, len)};
+  // Written so that huge steps (INT64_MAX, INT64_MIN) do not overflow.
+  int64_t len = step > 0 ? (end > start ? (end - start - 1) / step + 1 : 0)
+                         : (start > end ? 1 - (start - end - 1) / step : 0);
+  return {start, step, len};
 }
 
 void infer(InferCtx& c) {
@@ -55,10 +59,9 @@ void infer(InferCtx& c) {
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size())
-    c.fail("starts, ends, axes and steps must have the same length ({}, {}, {}, {})",
-           starts.size(), ends.size(), axes.size(), steps.size());
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    c.fail("starts, ends, axes and steps must have the same length ({}, {}, {}, {})", starts.size(),
+           ends.size(), axes.size(), steps.size());
   Shape out = c.shape(0);
   std::vector<bool> seen(static_cast<size_t>(r), false);
   std::optional<Range1> range0;  // for folding known 1-D contents
@@ -92,7 +95,7 @@ void infer(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kSlice{OpKind::Slice, "Slice", 1, 5, 1, 1, parse, infer, 0, 0,
-                   bit(1) | bit(2) | bit(3) | bit(4)};
+const OpDef kSlice{
+    OpKind::Slice, "Slice", 1, 5, 1, 1, parse, infer, 0, 0, bit(1) | bit(2) | bit(3) | bit(4)};
 
 }  // namespace cb::ops

@@ -5,7 +5,6 @@
 
 namespace cb::ops {
 
-
 namespace {
 std::any parse(ParseCtx& c) {
   SplitParams p;
@@ -22,15 +21,24 @@ void infer(InferCtx& c) {
   if (d.batch) c.fail("splitting the batch dim is not supported");
   auto n = static_cast<int64_t>(c.num_outputs());
   std::vector<int64_t> sizes;
-  if (p.split) sizes = *p.split;
-  else if (c.has_input(1)) sizes = c.known_ints(1, "split");
+  if (p.split)
+    sizes = *p.split;
+  else if (c.has_input(1))
+    sizes = c.known_ints(1, "split");
+  if (p.num_outputs && c.has_input(1))
+    c.fail("has both the 'split' input and the 'num_outputs' attribute; give one");
   if (sizes.empty()) {
     if (p.num_outputs && *p.num_outputs != n)
       c.fail("num_outputs={} but the node has {} outputs", *p.num_outputs, n);
-    int64_t chunk = (d.value + n - 1) / n;
     if (!p.num_outputs && d.value % n != 0)
       c.fail("dim {} of size {} does not split evenly into {} outputs", p.axis, d.value, n);
-    for (int64_t i = 0; i < n; ++i) sizes.push_back(std::min(chunk, d.value - i * chunk));
+    // Split-18 with num_outputs: chunks of ceil(size / n), the last one takes the rest.
+    int64_t chunk = (d.value + n - 1) / n, last = d.value - chunk * (n - 1);
+    if (last < 0)
+      c.fail("dim {} of size {} cannot be split into {} chunks of {} (the last would be {})",
+             p.axis, d.value, n, chunk, last);
+    sizes.assign(static_cast<size_t>(n), chunk);
+    sizes.back() = last;
   }
   if (static_cast<int64_t>(sizes.size()) != n)
     c.fail("split has {} sizes for {} outputs", sizes.size(), n);

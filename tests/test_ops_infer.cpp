@@ -1,0 +1,197 @@
+// Unit tests of op inference on corner cases that the ONNX node test suite
+// (test_onnx_node_shapes.cpp) does not reach: each builds a one-node model in memory, imports it
+// unfolded and checks the output dtypes and shapes, or the error a spec violation gets.
+#include <doctest/doctest.h>
+#include <onnx/onnx_pb.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "importer/onnx_importer.h"
+#include "runtime/error.h"
+
+using namespace cb;
+
+namespace {
+
+using TP = onnx::TensorProto;
+
+// A model of one node; inputs are graph inputs (typed) or int64 initializers (known values).
+class OneNode {
+ public:
+  OneNode(const std::string& op, int64_t opset) {
+    m_.set_ir_version(8);
+    auto* o = m_.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    m_.mutable_graph()->set_name("g");
+    node_ = m_.mutable_graph()->add_node();
+    node_->set_op_type(op);
+    node_->set_name("n");
+  }
+  OneNode& in(const std::string& name, int32_t elem, const std::vector<int64_t>& dims) {
+    auto* vi = m_.mutable_graph()->add_input();
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* sh = tt->mutable_shape();
+    for (int64_t d : dims) sh->add_dim()->set_dim_value(d);
+    node_->add_input(name);
+    return *this;
+  }
+  OneNode& ints(const std::string& name, const std::vector<int64_t>& v) {
+    auto* t = m_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TP::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+    node_->add_input(name);
+    return *this;
+  }
+  OneNode& out(const std::string& name) {
+    node_->add_output(name);
+    m_.mutable_graph()->add_output()->set_name(name);
+    return *this;
+  }
+  OneNode& attr(const std::string& name, int64_t v) {
+    auto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+    return *this;
+  }
+  OneNode& attr(const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+    return *this;
+  }
+  // "f32[1,1,3,3]" per graph output, space-separated.
+  std::string infer() const {
+    ImportOptions opts;
+    opts.fold = false;
+    ImportResult r = import_model_bytes(m_.SerializeAsString(), "one_node", "", opts);
+    std::string out;
+    for (ValueId v : r.graph.outputs) {
+      const Value& val = r.graph.value(v);
+      if (!out.empty()) out += ' ';
+      out += dtype_name(val.dtype);
+      out += to_string(val.shape);
+    }
+    return out;
+  }
+  // The import error's message ("" when the import succeeds).
+  std::string error() const {
+    try {
+      infer();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+ private:
+  onnx::ModelProto m_;
+  onnx::NodeProto* node_;
+};
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+
+}  // namespace
+
+TEST_CASE("pooling ceil_mode drops a window that starts in the end padding") {
+  // PyTorch MaxPool2d(2, 2, padding=1, ceil_mode=True) on 5x5 gives 3x3 (onnx/onnx#5741).
+  auto pool = [](const std::vector<int64_t>& pads) {
+    return OneNode("MaxPool", 13)
+        .in("x", TP::FLOAT, {1, 1, 5, 5})
+        .out("y")
+        .attr("kernel_shape", std::vector<int64_t>{2, 2})
+        .attr("strides", std::vector<int64_t>{2, 2})
+        .attr("pads", pads)
+        .attr("ceil_mode", 1)
+        .infer();
+  };
+  CHECK(pool({1, 1, 1, 1}) == "f32[1,1,3,3]");
+  CHECK(pool({0, 0, 0, 0}) == "f32[1,1,3,3]");
+  CHECK(pool({0, 0, 1, 1}) == "f32[1,1,3,3]");
+}
+
+TEST_CASE("MaxPool takes int8/uint8 from opset 12") {
+  auto pool = [](int64_t opset, int32_t elem) {
+    return OneNode("MaxPool", opset)
+        .in("x", elem, {1, 1, 4, 4})
+        .out("y")
+        .attr("kernel_shape", std::vector<int64_t>{2, 2});
+  };
+  CHECK(pool(12, TP::UINT8).infer() == "u8[1,1,3,3]");
+  CHECK(pool(12, TP::INT8).infer() == "i8[1,1,3,3]");
+  CHECK(contains(pool(11, TP::UINT8).error(), "floating point"));
+  CHECK(contains(OneNode("AveragePool", 13)
+                     .in("x", TP::UINT8, {1, 1, 4, 4})
+                     .out("y")
+                     .attr("kernel_shape", std::vector<int64_t>{2, 2})
+                     .error(),
+                 "floating point"));
+}
+
+TEST_CASE("Pow: integer bases and mixed exponent types from opset 12") {
+  auto pow = [](int64_t opset, int32_t x, int32_t y) {
+    return OneNode("Pow", opset).in("x", x, {3}).in("y", y, {1}).out("z");
+  };
+  CHECK(pow(15, TP::INT64, TP::FLOAT).infer() == "i64[3]");
+  CHECK(pow(12, TP::FLOAT, TP::INT32).infer() == "f32[3]");
+  CHECK(contains(pow(11, TP::FLOAT, TP::DOUBLE).error(), "same type"));
+  CHECK(contains(pow(11, TP::INT64, TP::INT64).error(), "floating point"));
+  CHECK(contains(pow(15, TP::UINT8, TP::FLOAT).error(), "int32, int64 or a floating point"));
+  CHECK(contains(pow(15, TP::FLOAT, TP::BOOL).error(), "numeric"));
+}
+
+TEST_CASE("Slice clamps like the spec, also at the edges") {
+  auto slice = [](std::vector<int64_t> dims, int64_t start, int64_t end, int64_t step) {
+    return OneNode("Slice", 13)
+        .in("x", TP::FLOAT, dims)
+        .ints("starts", {start})
+        .ints("ends", {end})
+        .ints("axes", {0})
+        .ints("steps", {step})
+        .out("y")
+        .infer();
+  };
+  CHECK(slice({5}, -1, kMin, -2) == "f32[3]");  // 4, 2, 0
+  CHECK(slice({5}, -1, kMin, -1) == "f32[5]");
+  CHECK(slice({5}, 3, 0, -3) == "f32[1]");
+  CHECK(slice({5}, 0, kMax, kMax) == "f32[1]");      // no overflow on a huge step
+  CHECK(slice({5}, -1, kMin, kMin) == "f32[1]");     // nor on the most negative one
+  CHECK(slice({0, 2}, -1, kMin, -1) == "f32[0,2]");  // an empty dim stays empty
+  CHECK(slice({0, 2}, 0, kMax, 1) == "f32[0,2]");
+  CHECK(slice({5}, 2, 2, 1) == "f32[0]");
+}
+
+TEST_CASE("Split-18 with num_outputs: ceil-sized chunks, the last one smaller") {
+  auto split = [](int64_t dim, int64_t n) {
+    OneNode node("Split", 18);
+    node.in("x", TP::FLOAT, {dim, 2}).attr("num_outputs", n);
+    for (int64_t i = 0; i < n; ++i) node.out("y" + std::to_string(i));
+    return node;
+  };
+  CHECK(split(7, 3).infer() == "f32[3,2] f32[3,2] f32[1,2]");
+  CHECK(split(6, 3).infer() == "f32[2,2] f32[2,2] f32[2,2]");
+  CHECK(split(4, 3).infer() == "f32[2,2] f32[2,2] f32[0,2]");
+  CHECK(contains(split(5, 4).error(), "the last would be -1"));
+  CHECK(contains(OneNode("Split", 18)
+                     .in("x", TP::FLOAT, {4})
+                     .ints("split", {2, 2})
+                     .attr("num_outputs", 2)
+                     .out("a")
+                     .out("b")
+                     .error(),
+                 "give one"));
+  CHECK(contains(OneNode("Split", 13).in("x", TP::FLOAT, {5}).out("a").out("b").error(),
+                 "does not split evenly"));
+}
