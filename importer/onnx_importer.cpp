@@ -318,6 +318,7 @@ class Importer {
         node.outputs.push_back(v);
       }
       if (node.domain.empty()) node.def = find_op(node.op_type);
+      if (node.def && node.def->internal) node.def = nullptr;  // ours, not ONNX
       g.nodes.push_back(std::move(node));
     }
   }

@@ -48,8 +48,17 @@ std::vector<std::string> missing_kernels(const Graph& g, const Device& dev) {
   return gaps;
 }
 
-Executor::Executor(const Graph& g, Device& dev, int64_t batch)
-    : g_(g), dev_(dev), batch_(batch), plan_(plan_memory(g, batch)) {
+namespace {
+std::vector<ValueId> keys(const std::unordered_map<ValueId, void*>& m) {
+  std::vector<ValueId> k;
+  for (const auto& [v, p] : m) k.push_back(v);
+  return k;
+}
+}  // namespace
+
+Executor::Executor(const Graph& g, Device& dev, int64_t batch,
+                   const std::unordered_map<ValueId, void*>& bound)
+    : g_(g), dev_(dev), batch_(batch), plan_(plan_memory(g, batch, keys(bound))) {
   if (batch <= 0) fail("batch size must be positive, got {}", batch);
   auto gaps = missing_kernels(g, dev);
   if (!gaps.empty()) {
@@ -66,6 +75,10 @@ Executor::Executor(const Graph& g, Device& dev, int64_t batch)
     TensorView& tv = views_[v];
     tv.dtype = val.dtype;
     tv.dims = resolve(val.shape, batch);
+    if (auto b = bound.find(static_cast<ValueId>(v)); b != bound.end()) {
+      tv.data = b->second;
+      continue;
+    }
     if (plan_.offset[v] != MemoryPlan::kNotInArena) {
       tv.data = base + plan_.offset[v];
       continue;

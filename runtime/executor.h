@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/device.h"
@@ -16,7 +17,10 @@ namespace cb {
 class Executor {
  public:
   // Throws cb::Error listing every node without a kernel on `dev` (all gaps at once).
-  Executor(const Graph& g, Device& dev, int64_t batch);
+  // `bound` gives device memory for values that live outside the arena (parameters, gradients
+  // and state in flat per-replica buffers); the caller keeps it alive and initialised.
+  Executor(const Graph& g, Device& dev, int64_t batch,
+           const std::unordered_map<ValueId, void*>& bound = {});
 
   const Graph& graph() const { return g_; }
   const MemoryPlan& plan() const { return plan_; }

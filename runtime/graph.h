@@ -54,6 +54,9 @@ struct Node {
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
   AttrMap attrs;  // as imported
+  // Opset whose semantics the node follows: 0 = the graph's. Nodes emitted by crossbow (the
+  // backward pass, losses) use kEmitOpset whatever the model's opset.
+  int64_t opset = 0;
   std::any params;  // the op's typed attribute struct, set by its parse()
 
   template <typename T>
@@ -63,6 +66,8 @@ struct Node {
   bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != kNoValue; }
   bool has_output(size_t i) const { return i < outputs.size() && outputs[i] != kNoValue; }
 };
+
+constexpr int64_t kEmitOpset = 17;
 
 struct Graph {
   std::string name;
@@ -80,6 +85,7 @@ struct Graph {
   std::optional<ValueId> find_value(std::string_view name) const;
   // consumers()[v] lists the nodes reading value v (a node twice if it reads it twice).
   std::vector<std::vector<NodeId>> consumers() const;
+  int64_t opset_of(const Node& n) const { return n.opset ? n.opset : opset; }
   // "[Conv node 'conv1']" -- the prefix of every message about a node.
   std::string node_label(NodeId n) const;
 };

@@ -18,7 +18,7 @@ bool in_arena(const Value& v) {
 }
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& g, int64_t batch) {
+MemoryPlan plan_memory(const Graph& g, int64_t batch, const std::vector<ValueId>& external) {
   size_t nv = g.values.size();
   MemoryPlan p;
   p.batch = batch;
@@ -28,10 +28,12 @@ MemoryPlan plan_memory(const Graph& g, int64_t batch) {
   p.first.assign(nv, 0);
   p.last.assign(nv, -1);
   int end = static_cast<int>(g.nodes.size());
+  std::vector<bool> ext(nv, false);
+  for (ValueId e : external) ext[static_cast<size_t>(e)] = true;
   for (size_t v = 0; v < nv; ++v) {
     p.root[v] = static_cast<ValueId>(v);
     const Value& val = g.values[v];
-    if (!in_arena(val)) continue;
+    if (!in_arena(val) || ext[v]) continue;
     CB_CHECK(val.shape_known);
     int64_t n = 1;
     for (int64_t d : resolve(val.shape, batch)) n *= d;

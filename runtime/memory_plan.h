@@ -30,8 +30,9 @@ struct MemoryPlan {
 
 constexpr int64_t kArenaAlign = 64;
 
-// Values that need arena storage: graph inputs and node outputs (not constants/parameters).
-MemoryPlan plan_memory(const Graph& g, int64_t batch);
+// Values that need arena storage: graph inputs and node outputs (not constants/parameters),
+// except those in `external` (their storage is bound from outside, e.g. flat gradient buffers).
+MemoryPlan plan_memory(const Graph& g, int64_t batch, const std::vector<ValueId>& external = {});
 
 // Throws InternalError if two buffers that are live at the same time overlap.
 void check_plan(const Graph& g, const MemoryPlan& p);

@@ -23,8 +23,16 @@ namespace cb {
   X(Flatten) X(Floor) X(Gather) X(Gemm) X(GlobalAveragePool) X(Identity)                       \
   X(LayerNormalization) X(LeakyRelu) X(Log) X(LogSoftmax) X(MatMul) X(MaxPool) X(Mul) X(Neg)   \
   X(Pad) X(Pow) X(Range) X(Reciprocal) X(ReduceMean) X(ReduceSum) X(Relu) X(Reshape) X(Shape)  \
-  X(Sigmoid) X(Slice) X(Softmax) X(Split) X(Sqrt) X(Squeeze) X(Sub) X(Tanh) X(Transpose)       \
-  X(Unsqueeze) X(Where)
+  X(Sigmoid) X(Slice) X(Softmax) X(SoftmaxCrossEntropyLoss) X(Split) X(Sqrt) X(Squeeze) X(Sub) \
+  X(Tanh) X(Transpose) X(Unsqueeze) X(Where)                                                   \
+  CB_INTERNAL_OPS(X)
+
+// Ops crossbow emits itself (gradients, optimizer steps); OpDef::internal, never imported.
+#define CB_INTERNAL_OPS(X)                                                                     \
+  X(AdamWStep) X(AveragePoolGrad) X(BatchNormalizationGrad) X(ClipGrad) X(ConvGrad)             \
+  X(DropoutGrad) X(GatherGrad) X(LayerNormalizationGrad) X(LeakyReluGrad) X(LogSoftmaxGrad)     \
+  X(MaxPoolGrad) X(ReduceSumTo) X(ReluGrad) X(SgdStep) X(SliceGrad)                             \
+  X(SoftmaxCrossEntropyLossGrad) X(SoftmaxGrad)
 
 enum class OpKind : uint16_t {
 #define CB_OP_ENUM(n) n,
@@ -35,6 +43,7 @@ enum class OpKind : uint16_t {
 
 class ParseCtx;
 class InferCtx;
+class VjpCtx;
 
 struct OpDef {
   OpKind kind;
@@ -57,10 +66,17 @@ struct OpDef {
   bool alias = false;
   // Ops that behave differently when training (BatchNormalization, Dropout) switch mode here.
   void (*set_training)(Node& n, bool training) = nullptr;
+  // Reverse mode: emits the nodes computing the inputs' gradients (runtime/vjp.h). nullptr: the
+  // op is not differentiable (a gradient reaching it is an error naming the node).
+  void (*vjp)(VjpCtx& c) = nullptr;
+  // Ops crossbow emits itself (gradient ops): never read from an ONNX file.
+  bool internal = false;
 };
 
 const OpDef& op_def(OpKind k);
-const OpDef* find_op(std::string_view name);  // default domain only; nullptr when unknown
+// Default domain only; nullptr when unknown. Internal ops are found too (for GraphBuilder);
+// the importer refuses them.
+const OpDef* find_op(std::string_view name);
 std::span<const OpDef* const> all_ops();
 
 namespace ops {
@@ -74,7 +90,7 @@ CB_OPS(CB_OP_DECL)
 class ParseCtx {
  public:
   ParseCtx(const Graph& g, NodeId n);
-  int64_t opset() const { return g_.opset; }
+  int64_t opset() const { return g_.opset_of(node_); }
   bool has(const std::string& name) const { return node_.attrs.count(name) != 0; }
 
   int64_t i(const std::string& name, int64_t def);
@@ -108,7 +124,7 @@ class InferCtx {
  public:
   InferCtx(Graph& g, NodeId n) : g_(g), id_(n) {}
   const Node& node() const { return g_.nodes[static_cast<size_t>(id_)]; }
-  int64_t opset() const { return g_.opset; }
+  int64_t opset() const { return g_.opset_of(node()); }
   template <typename T>
   const T& p() const {
     return node().p<T>();

@@ -3,6 +3,7 @@
 // running_var, saved_mean, saved_var); opset >= 14 with training_mode=1 (Y, running_mean,
 // running_var). mean/var initializers are training state (running statistics), not parameters.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -41,21 +42,35 @@ void infer(InferCtx& c) {
 void set_training(Node& n, bool training) {
   std::any_cast<BatchNormalizationParams&>(n.params).training = training;
 }
+// Training mode: BatchNormalizationGrad(dY, X, scale) -> (dX, dscale, dB), recomputing the batch
+// statistics from X (cheaper in memory than saving them; opset 14+ BN has no saved outputs).
+void vjp(VjpCtx& c) {
+  const auto& p = c.p<BatchNormalizationParams>();
+  if (!p.training) c.fail("BatchNormalization in inference mode (frozen statistics) is not trained");
+  auto out = c.b.emit_with("BatchNormalizationGrad", {c.dy(0), c.x(0), c.x(1)}, p, 3);
+  for (size_t i = 0; i < 3; ++i)
+    if (c.need(i)) c.set_dx(i, out[i]);
+}
+void infer_grad(InferCtx& c) {
+  infer_like(c, 0, 1);
+  infer_like(c, 1, 2);
+  infer_like(c, 2, 2);
+}
 }  // namespace
 
-const OpDef kBatchNormalization{OpKind::BatchNormalization,
-                                "BatchNormalization",
-                                5,
-                                5,
-                                1,
-                                5,
-                                parse,
-                                infer,
-                                0,
-                                bit(3) | bit(4),
-                                0,
-                                0,
-                                false,
-                                set_training};
+const OpDef kBatchNormalization{
+    .kind = OpKind::BatchNormalization,
+    .name = "BatchNormalization",
+    .inputs_min = 5,
+    .inputs_max = 5,
+    .outputs_min = 1,
+    .outputs_max = 5,
+    .parse = parse,
+    .infer = infer,
+    .state_inputs = bit(3) | bit(4),
+    .set_training = set_training, .vjp = vjp};
 
+const OpDef kBatchNormalizationGrad{
+    .kind = OpKind::BatchNormalizationGrad, .name = "BatchNormalizationGrad", .inputs_min = 3,
+    .inputs_max = 3, .outputs_min = 3, .outputs_max = 3, .infer = infer_grad, .internal = true};
 }  // namespace cb::ops

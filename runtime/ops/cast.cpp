@@ -1,5 +1,6 @@
 // Cast(X) to the type in attribute `to`. Known integer contents pass through int->int casts.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -21,8 +22,21 @@ void infer(InferCtx& c) {
   c.set(0, to, c.shape(0));
   if (const auto* k = c.known(0); k && (dtype_is_int(to) || to == DType::Bool)) c.set_known(0, *k);
 }
+void vjp(VjpCtx& c) {
+  DType from = c.val(c.x(0)).dtype;
+  if (!dtype_is_float(from)) return;  // integer inputs get no gradient
+  c.set_dx(0, c.b.op("Cast", {c.dy(0)}, {{"to", int64_t{dtype_to_onnx(from)}}}));
+}
 }  // namespace
 
-const OpDef kCast{OpKind::Cast, "Cast", 1, 1, 1, 1, parse, infer};
+const OpDef kCast{
+    .kind = OpKind::Cast,
+    .name = "Cast",
+    .inputs_min = 1,
+    .inputs_max = 1,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer, .vjp = vjp};
 
 }  // namespace cb::ops

@@ -1,5 +1,6 @@
 // Concat(inputs...) along `axis`; all other dims must agree. Known 1-D contents concatenate.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -44,8 +45,29 @@ void infer(InferCtx& c) {
   c.set(0, c.dtype(0), out);
   if (all_known) c.set_known(0, known);
 }
+void vjp(VjpCtx& c) {  // each input's gradient is its slice of dy along the axis
+  int64_t axis = c.p<ConcatParams>().axis;
+  int64_t off = 0;
+  for (size_t i = 0; i < c.node().inputs.size(); ++i) {
+    if (!c.node().has_input(i)) continue;
+    Dim d = c.x_shape(i)[static_cast<size_t>(axis)];
+    if (d.batch) c.fail("concatenation along the batch dim");
+    if (c.need(i))
+      c.set_dx(i, c.b.op("Slice", {c.dy(0), c.b.ints({off}), c.b.ints({off + d.value}),
+                                   c.b.ints({axis})}));
+    off += d.value;
+  }
+}
 }  // namespace
 
-const OpDef kConcat{OpKind::Concat, "Concat", 1, -1, 1, 1, parse, infer};
+const OpDef kConcat{
+    .kind = OpKind::Concat,
+    .name = "Concat",
+    .inputs_min = 1,
+    .inputs_max = -1,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer, .vjp = vjp};
 
 }  // namespace cb::ops

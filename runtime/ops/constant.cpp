@@ -58,9 +58,24 @@ void infer_constant_of_shape(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kConstant{OpKind::Constant, "Constant", 0, 0, 1, 1, parse_constant, infer_constant};
-const OpDef kConstantOfShape{OpKind::ConstantOfShape,  "ConstantOfShape", 1, 1, 1, 1,
-                             parse_constant_of_shape, infer_constant_of_shape,
-                             0,                        0,                 bit(0)};
+const OpDef kConstant{
+    .kind = OpKind::Constant,
+    .name = "Constant",
+    .inputs_min = 0,
+    .inputs_max = 0,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse_constant,
+    .infer = infer_constant};
+const OpDef kConstantOfShape{
+    .kind = OpKind::ConstantOfShape,
+    .name = "ConstantOfShape",
+    .inputs_min = 1,
+    .inputs_max = 1,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse_constant_of_shape,
+    .infer = infer_constant_of_shape,
+    .value_inputs = bit(0)};
 
 }  // namespace cb::ops

@@ -1,5 +1,6 @@
 // Conv(X [N,C,D...], W [M,C/group,k...], B [M]?) -> [N,M,D'...]
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -44,8 +45,31 @@ void infer(InferCtx& c) {
   out.insert(out.end(), spatial.begin(), spatial.end());
   c.set(0, c.dtype(0), out);
 }
+void vjp(VjpCtx& c) {  // one ConvGrad computes dX, dW and dB (those needed)
+  auto out = c.b.emit_with("ConvGrad", {c.dy(0), c.x(0), c.x(1)}, c.p<ConvParams>(),
+                           c.node().has_input(2) ? 3 : 2);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (c.need(i)) c.set_dx(i, out[i]);
+}
+void infer_grad(InferCtx& c) {  // (dY, X, W) -> (dX, dW, dB [M])
+  infer_like(c, 0, 1);
+  infer_like(c, 1, 2);
+  c.set(2, c.dtype(2), {c.shape(2)[0]});
+}
 }  // namespace
 
-const OpDef kConv{OpKind::Conv, "Conv", 2, 3, 1, 1, parse, infer};
+const OpDef kConv{
+    .kind = OpKind::Conv,
+    .name = "Conv",
+    .inputs_min = 2,
+    .inputs_max = 3,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer, .vjp = vjp};
 
+// ConvGrad(dY, X, W) -> (dX, dW, dB?) (internal), with the forward's ConvParams.
+const OpDef kConvGrad{.kind = OpKind::ConvGrad, .name = "ConvGrad", .inputs_min = 3,
+                      .inputs_max = 3, .outputs_min = 2, .outputs_max = 3, .infer = infer_grad,
+                      .internal = true};
 }  // namespace cb::ops

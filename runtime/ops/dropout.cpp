@@ -2,6 +2,7 @@
 // Opset < 12: `ratio` is an attribute and the node is inference-only unless it has a mask output;
 // from 12: ratio and training_mode are optional scalar inputs that must be known before execution.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -39,9 +40,34 @@ void infer(InferCtx& c) {
 void set_training(Node& n, bool training) {
   std::any_cast<DropoutParams&>(n.params).training = training;
 }
+void vjp(VjpCtx& c) {  // training: dx = dy * mask / (1 - ratio); inference: dx = dy
+  const auto& p = c.p<DropoutParams>();
+  if (!p.training || p.ratio == 0.0f) {
+    c.set_dx(0, c.dy(0));
+    return;
+  }
+  if (!c.node().has_output(1))
+    c.fail("a training-mode Dropout needs its mask output for the gradient; re-export with it");
+  c.set_dx(0, c.b.emit_with("DropoutGrad", {c.dy(0), c.y(1)}, p)[0]);
+}
+void infer_grad(InferCtx& c) { infer_like(c, 0, 0); }
 }  // namespace
 
-const OpDef kDropout{OpKind::Dropout, "Dropout", 1, 3, 1, 2, parse, infer, 0, 0,
-                     bit(1) | bit(2), bit(0), false, set_training};
+const OpDef kDropout{
+    .kind = OpKind::Dropout,
+    .name = "Dropout",
+    .inputs_min = 1,
+    .inputs_max = 3,
+    .outputs_min = 1,
+    .outputs_max = 2,
+    .parse = parse,
+    .infer = infer,
+    .value_inputs = bit(1) | bit(2),
+    .inplace_inputs = bit(0),
+    .set_training = set_training, .vjp = vjp};
 
+// DropoutGrad(dY, mask) (internal), with the forward's DropoutParams.
+const OpDef kDropoutGrad{.kind = OpKind::DropoutGrad, .name = "DropoutGrad", .inputs_min = 2,
+                         .inputs_max = 2, .outputs_min = 1, .outputs_max = 1,
+                         .infer = infer_grad, .inplace_inputs = bit(0), .internal = true};
 }  // namespace cb::ops

@@ -2,6 +2,7 @@
 // On integer inputs whose contents are known (shape arithmetic), the result is computed at import
 // time, in terms of N where the batch size enters, so Reshape targets fold to constants.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
 
@@ -60,13 +61,90 @@ void infer_equal(InferCtx& c) {
       }))
     c.set_known(0, *k);
 }
+
+// ---- vjps: gradients are summed back over broadcast dims (sum_to)
+void vjp_add(VjpCtx& c) {
+  if (c.need(0)) c.set_dx(0, c.b.sum_to(c.dy(0), c.x_shape(0)));
+  if (c.need(1)) c.set_dx(1, c.b.sum_to(c.dy(0), c.x_shape(1)));
+}
+void vjp_sub(VjpCtx& c) {
+  if (c.need(0)) c.set_dx(0, c.b.sum_to(c.dy(0), c.x_shape(0)));
+  if (c.need(1)) c.set_dx(1, c.b.sum_to(c.b.op("Neg", {c.dy(0)}), c.x_shape(1)));
+}
+void vjp_mul(VjpCtx& c) {
+  if (c.need(0)) c.set_dx(0, c.b.sum_to(c.b.op("Mul", {c.dy(0), c.x(1)}), c.x_shape(0)));
+  if (c.need(1)) c.set_dx(1, c.b.sum_to(c.b.op("Mul", {c.dy(0), c.x(0)}), c.x_shape(1)));
+}
+void vjp_div(VjpCtx& c) {  // y = a / b: da = dy / b, db = -dy * y / b
+  if (c.need(0)) c.set_dx(0, c.b.sum_to(c.b.op("Div", {c.dy(0), c.x(1)}), c.x_shape(0)));
+  if (c.need(1)) {
+    ValueId t = c.b.op("Mul", {c.dy(0), c.b.op("Div", {c.y(0), c.x(1)})});
+    c.set_dx(1, c.b.sum_to(c.b.op("Neg", {t}), c.x_shape(1)));
+  }
+}
+void vjp_pow(VjpCtx& c) {  // y = x^e: dx = dy * e * x^(e-1); e is not differentiated
+  DType t = c.val(c.x(1)).dtype;
+  if (!dtype_is_float(t)) c.fail("integer exponents are not differentiable here");
+  ValueId em1 = c.b.op("Sub", {c.x(1), c.b.scalar(1.0, t)});
+  ValueId d = c.b.op("Mul", {c.x(1), c.b.op("Pow", {c.x(0), em1})});
+  if (c.val(c.x(0)).dtype != t) c.fail("base and exponent types differ");
+  c.set_dx(0, c.b.sum_to(c.b.op("Mul", {c.dy(0), d}), c.x_shape(0)));
+}
 }  // namespace
 
-const OpDef kAdd{OpKind::Add, "Add", 2, 2, 1, 1, nullptr, infer_add, 0, 0, 0, bit(0) | bit(1)};
-const OpDef kSub{OpKind::Sub, "Sub", 2, 2, 1, 1, nullptr, infer_sub, 0, 0, 0, bit(0) | bit(1)};
-const OpDef kMul{OpKind::Mul, "Mul", 2, 2, 1, 1, nullptr, infer_mul, 0, 0, 0, bit(0) | bit(1)};
-const OpDef kDiv{OpKind::Div, "Div", 2, 2, 1, 1, nullptr, infer_div, 0, 0, 0, bit(0) | bit(1)};
-const OpDef kPow{OpKind::Pow, "Pow", 2, 2, 1, 1, nullptr, infer_pow, bit(1), 0, 0, bit(0)};
-const OpDef kEqual{OpKind::Equal, "Equal", 2, 2, 1, 1, nullptr, infer_equal};
+const OpDef kAdd{
+    .kind = OpKind::Add,
+    .name = "Add",
+    .inputs_min = 2,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer_add,
+    .inplace_inputs = bit(0) | bit(1), .vjp = vjp_add};
+const OpDef kSub{
+    .kind = OpKind::Sub,
+    .name = "Sub",
+    .inputs_min = 2,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer_sub,
+    .inplace_inputs = bit(0) | bit(1), .vjp = vjp_sub};
+const OpDef kMul{
+    .kind = OpKind::Mul,
+    .name = "Mul",
+    .inputs_min = 2,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer_mul,
+    .inplace_inputs = bit(0) | bit(1), .vjp = vjp_mul};
+const OpDef kDiv{
+    .kind = OpKind::Div,
+    .name = "Div",
+    .inputs_min = 2,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer_div,
+    .inplace_inputs = bit(0) | bit(1), .vjp = vjp_div};
+const OpDef kPow{
+    .kind = OpKind::Pow,
+    .name = "Pow",
+    .inputs_min = 2,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer_pow,
+    .nondiff_inputs = bit(1),
+    .inplace_inputs = bit(0), .vjp = vjp_pow};
+const OpDef kEqual{
+    .kind = OpKind::Equal,
+    .name = "Equal",
+    .inputs_min = 2,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer_equal};
 
 }  // namespace cb::ops

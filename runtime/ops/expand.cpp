@@ -1,5 +1,6 @@
 // Expand(X, shape): broadcast X to `shape` (numpy rules: a 1 in either keeps the other's dim).
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
 
@@ -16,8 +17,17 @@ void infer(InferCtx& c) {
       out->at(0).value <= kKnownMaxElems)
     c.set_known(0, std::vector<Dim>(static_cast<size_t>(out->at(0).value), k->at(0)));
 }
+void vjp(VjpCtx& c) { c.set_dx(0, c.b.sum_to(c.dy(0), c.x_shape(0))); }
 }  // namespace
 
-const OpDef kExpand{OpKind::Expand, "Expand", 2, 2, 1, 1, nullptr, infer, 0, 0, bit(1)};
+const OpDef kExpand{
+    .kind = OpKind::Expand,
+    .name = "Expand",
+    .inputs_min = 2,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer,
+    .value_inputs = bit(1), .vjp = vjp};
 
 }  // namespace cb::ops

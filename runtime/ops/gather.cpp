@@ -1,6 +1,7 @@
 // Gather(data, indices) along `axis`: out = data.shape[:axis] + indices.shape +
 // data.shape[axis+1:]. Gather on a known shape vector (Shape -> Gather) folds.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -41,8 +42,27 @@ void infer(InferCtx& c) {
     c.set_known(0, k);
   }
 }
+void vjp(VjpCtx& c) {  // scatter-add dy into zeros shaped like data (embedding tables)
+  c.set_dx(0, c.b.emit_with("GatherGrad", {c.dy(0), c.x(1), c.b.shape_of(c.x_shape(0))},
+                            c.p<GatherParams>())[0]);
+}
+void infer_grad(InferCtx& c) { infer_known_shape(c, 0, 0, 2); }
 }  // namespace
 
-const OpDef kGather{OpKind::Gather, "Gather", 2, 2, 1, 1, parse, infer, bit(1)};
+const OpDef kGather{
+    .kind = OpKind::Gather,
+    .name = "Gather",
+    .inputs_min = 2,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer,
+    .nondiff_inputs = bit(1), .vjp = vjp};
 
+// GatherGrad(dY, indices, data_shape) (internal): zeros shaped like data, dY added at the
+// gathered positions (repeated indices accumulate).
+const OpDef kGatherGrad{.kind = OpKind::GatherGrad, .name = "GatherGrad", .inputs_min = 3,
+                        .inputs_max = 3, .outputs_min = 1, .outputs_max = 1, .infer = infer_grad,
+                        .nondiff_inputs = bit(1), .value_inputs = bit(2), .internal = true};
 }  // namespace cb::ops

@@ -1,6 +1,7 @@
 // Gemm: Y = alpha * op(A) op(B) + beta * C, A [M,K] (or [K,M] with transA), B [K,N] (or [N,K]),
 // C broadcastable to [M,N] and optional from opset 11.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -36,8 +37,33 @@ void infer(InferCtx& c) {
            to_string(n));
   c.set(0, c.dtype(0), out);
 }
+// Y = alpha op(A) op(B) + beta C; each gradient is one more Gemm with the right transposes.
+void vjp(VjpCtx& c) {
+  const auto& p = c.p<GemmParams>();
+  auto gemm = [&](ValueId a, ValueId b, bool ta, bool tb) {
+    return c.b.op("Gemm", {a, b}, {{"alpha", p.alpha}, {"transA", int64_t{ta}}, {"transB", int64_t{tb}}});
+  };
+  ValueId dy = c.dy(0);
+  if (c.need(0))
+    c.set_dx(0, p.trans_a ? gemm(c.x(1), dy, p.trans_b, true) : gemm(dy, c.x(1), false, !p.trans_b));
+  if (c.need(1))
+    c.set_dx(1, p.trans_b ? gemm(dy, c.x(0), true, p.trans_a) : gemm(c.x(0), dy, !p.trans_a, false));
+  if (c.need(2)) {
+    DType t = c.val(dy).dtype;
+    ValueId d = p.beta == 1.0f ? dy : c.b.op("Mul", {dy, c.b.scalar(p.beta, t)});
+    c.set_dx(2, c.b.sum_to(d, c.x_shape(2)));
+  }
+}
 }  // namespace
 
-const OpDef kGemm{OpKind::Gemm, "Gemm", 2, 3, 1, 1, parse, infer};
+const OpDef kGemm{
+    .kind = OpKind::Gemm,
+    .name = "Gemm",
+    .inputs_min = 2,
+    .inputs_max = 3,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer, .vjp = vjp};
 
 }  // namespace cb::ops

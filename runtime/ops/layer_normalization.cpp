@@ -1,6 +1,7 @@
 // LayerNormalization (opset 17): normalises over dims [axis, rank); Scale and B broadcast to
 // those dims. Optional outputs Mean and InvStdDev have X's leading dims and 1s after.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -33,15 +34,32 @@ void infer(InferCtx& c) {
   c.set(1, DType::F32, stat);
   c.set(2, DType::F32, stat);
 }
+// LayerNormalizationGrad(dY, X, scale) -> (dX, dscale, dB), statistics recomputed from X.
+void vjp(VjpCtx& c) {
+  if (c.dy(1) != kNoValue || c.dy(2) != kNoValue) c.fail("Mean/InvStdDev outputs have no gradient");
+  auto out = c.b.emit_with("LayerNormalizationGrad", {c.dy(0), c.x(0), c.x(1)},
+                           c.p<LayerNormalizationParams>(), 3);
+  for (size_t i = 0; i < 3; ++i)
+    if (c.need(i)) c.set_dx(i, out[i]);
+}
+void infer_grad(InferCtx& c) {
+  infer_like(c, 0, 1);
+  infer_like(c, 1, 2);
+  infer_like(c, 2, 2);
+}
 }  // namespace
 
-const OpDef kLayerNormalization{OpKind::LayerNormalization,
-                                "LayerNormalization",
-                                2,
-                                3,
-                                1,
-                                3,
-                                parse,
-                                infer};
+const OpDef kLayerNormalization{
+    .kind = OpKind::LayerNormalization,
+    .name = "LayerNormalization",
+    .inputs_min = 2,
+    .inputs_max = 3,
+    .outputs_min = 1,
+    .outputs_max = 3,
+    .parse = parse,
+    .infer = infer, .vjp = vjp};
 
+const OpDef kLayerNormalizationGrad{
+    .kind = OpKind::LayerNormalizationGrad, .name = "LayerNormalizationGrad", .inputs_min = 3,
+    .inputs_max = 3, .outputs_min = 3, .outputs_max = 3, .infer = infer_grad, .internal = true};
 }  // namespace cb::ops

@@ -1,6 +1,7 @@
 // MatMul with numpy semantics: [...,M,K] x [...,K,N] -> [broadcast(...),M,N]; a 1-D operand is
 // promoted by a unit dim that is removed from the result.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
 
@@ -24,8 +25,31 @@ void infer(InferCtx& c) {
   if (!b1) out.push_back(b.back());
   c.set(0, c.dtype(0), out);
 }
+// dA = dY B^T, dB = A^T dY (transposing the last two dims), summed over broadcast batch dims.
+ValueId swap_last(VjpCtx& c, ValueId v) {
+  auto r = static_cast<int64_t>(c.val(v).shape.size());
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r; ++i) perm.push_back(i);
+  std::swap(perm[static_cast<size_t>(r - 1)], perm[static_cast<size_t>(r - 2)]);
+  return c.b.op("Transpose", {v}, {{"perm", perm}});
+}
+void vjp(VjpCtx& c) {
+  if (c.x_shape(0).size() < 2 || c.x_shape(1).size() < 2)
+    c.fail("MatMul with a 1-D operand has no gradient yet; reshape it to 2-D before export");
+  if (c.need(0))
+    c.set_dx(0, c.b.sum_to(c.b.op("MatMul", {c.dy(0), swap_last(c, c.x(1))}), c.x_shape(0)));
+  if (c.need(1))
+    c.set_dx(1, c.b.sum_to(c.b.op("MatMul", {swap_last(c, c.x(0)), c.dy(0)}), c.x_shape(1)));
+}
 }  // namespace
 
-const OpDef kMatMul{OpKind::MatMul, "MatMul", 2, 2, 1, 1, nullptr, infer};
+const OpDef kMatMul{
+    .kind = OpKind::MatMul,
+    .name = "MatMul",
+    .inputs_min = 2,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer, .vjp = vjp};
 
 }  // namespace cb::ops

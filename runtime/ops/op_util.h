@@ -42,3 +42,12 @@ WindowAttrs parse_window(ParseCtx& c, bool has_ceil_mode, bool has_dilations);
 Shape infer_window(const InferCtx& c, WindowAttrs& w, const Shape& spatial_in);
 
 }  // namespace cb::ops
+
+namespace cb::ops {
+// Output `out` gets input `in`'s dtype and shape (gradient ops: dX is shaped like X).
+inline void infer_like(InferCtx& c, size_t out, size_t in) { c.set(out, c.dtype(in), c.shape(in)); }
+// Output `out` gets input `like`'s dtype and the known shape held by input `shape_in`.
+inline void infer_known_shape(InferCtx& c, size_t out, size_t like, size_t shape_in) {
+  c.set(out, c.dtype(like), c.known_dims(shape_in, "shape"));
+}
+}  // namespace cb::ops

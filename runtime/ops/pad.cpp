@@ -1,6 +1,7 @@
 // Pad(data, pads, constant_value?, axes?) (attributes pads/value before opset 11).
 // pads = [begin_0, ..., begin_k, end_0, ..., end_k]; negative pads crop.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -46,8 +47,41 @@ void infer(InferCtx& c) {
   }
   c.set(0, c.dtype(0), out);
 }
+void vjp(VjpCtx& c) {
+  const auto& p = c.p<PadParams>();
+  if (p.mode != "constant") c.fail("Pad mode '{}' has no gradient (only constant)", p.mode);
+  if (c.node().has_input(3)) c.fail("Pad with an axes input has no gradient");
+  std::vector<int64_t> pads;
+  if (p.pads) {
+    pads = *p.pads;
+  } else {
+    for (const Dim& d : *c.val(c.x(1)).known) pads.push_back(d.value);
+  }
+  const Shape& x = c.x_shape(0);
+  std::vector<int64_t> starts, ends, axes;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (pads[i] == 0 && pads[i + x.size()] == 0) continue;
+    starts.push_back(pads[i]);
+    ends.push_back(pads[i] + x[i].value);
+    axes.push_back(static_cast<int64_t>(i));
+  }
+  if (axes.empty()) {
+    c.set_dx(0, c.dy(0));
+    return;
+  }
+  c.set_dx(0, c.b.op("Slice", {c.dy(0), c.b.ints(starts), c.b.ints(ends), c.b.ints(axes)}));
+}
 }  // namespace
 
-const OpDef kPad{OpKind::Pad, "Pad", 1, 4, 1, 1, parse, infer, 0, 0, bit(1) | bit(3)};
+const OpDef kPad{
+    .kind = OpKind::Pad,
+    .name = "Pad",
+    .inputs_min = 1,
+    .inputs_max = 4,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer,
+    .value_inputs = bit(1) | bit(3), .vjp = vjp};
 
 }  // namespace cb::ops

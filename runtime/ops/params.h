@@ -104,6 +104,7 @@ struct ReduceParams {
   bool keepdims = true;
   bool noop_with_empty_axes = false;
   int64_t axes_input_since;  // first opset with axes as an input
+  std::vector<bool> reduced;  // completed by infer(): per input dim, is it reduced (all false: noop)
 };
 
 // reshape.cpp
@@ -120,6 +121,8 @@ struct ShapeParams {
 // slice.cpp
 struct SliceParams {
   std::optional<std::vector<int64_t>> starts, ends, axes;  // attribute form (opset < 10)
+  // Completed by infer(): per input dim, the first index taken and the step (0, 1 if untouched).
+  std::vector<int64_t> dim_start, dim_step;
 };
 
 // softmax.cpp
@@ -143,6 +146,22 @@ struct SqueezeParams {
 // transpose.cpp
 struct TransposeParams {
   std::vector<int64_t> perm;  // empty: reverse; completed by infer()
+};
+
+// softmax_cross_entropy_loss.cpp: scores [N,C], labels [N] -> loss (mean/sum: scalar, none: [N])
+struct SoftmaxCrossEntropyLossParams {
+  std::string reduction = "mean";
+};
+
+// optimizer.cpp: steps over flat buffers (PyTorch's semantics)
+struct SgdParams {
+  float lr = 0.01f, momentum = 0, weight_decay = 0, dampening = 0;
+  bool nesterov = false;
+  bool first_step = true;  // PyTorch starts the momentum buffer at the first gradient
+};
+struct AdamWParams {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 1e-2f;
+  int64_t step = 1;  // 1-based, for bias correction
 };
 
 }  // namespace cb::ops

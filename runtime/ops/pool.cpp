@@ -1,6 +1,7 @@
 // Pooling: MaxPool (optional i64 Indices output), AveragePool, GlobalAveragePool.
 // X [N,C,D...] -> [N,C,D'...]; the sliding-window rule is shared with Conv (op_util).
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -49,11 +50,59 @@ void infer_global(InferCtx& c) {
   for (size_t i = 2; i < out.size(); ++i) out[i] = Dim::of(1);
   c.set(0, c.dtype(0), out);
 }
+void vjp_max(VjpCtx& c) {  // the window maximum (recomputed from X) gets dy
+  if (c.dy(1) != kNoValue) c.fail("the Indices output has no gradient");
+  c.set_dx(0, c.b.emit_with("MaxPoolGrad", {c.dy(0), c.x(0)}, c.p<PoolParams>())[0]);
+}
+void vjp_avg(VjpCtx& c) {
+  c.set_dx(0, c.b.emit_with("AveragePoolGrad", {c.dy(0), c.b.shape_of(c.x_shape(0))},
+                            c.p<PoolParams>())[0]);
+}
+void vjp_global(VjpCtx& c) {  // dx = expand(dy) / (H*W)
+  const Shape& x = c.x_shape(0);
+  int64_t n = 1;
+  for (size_t i = 2; i < x.size(); ++i) n *= x[i].value;
+  DType t = c.val(c.dy(0)).dtype;
+  ValueId e = c.b.op("Expand", {c.dy(0), c.b.shape_of(x)});
+  c.set_dx(0, c.b.op("Div", {e, c.b.scalar(static_cast<double>(n), t)}));
+}
+void infer_max_grad(InferCtx& c) { infer_like(c, 0, 1); }
+void infer_avg_grad(InferCtx& c) { infer_known_shape(c, 0, 0, 1); }
 }  // namespace
 
-const OpDef kMaxPool{OpKind::MaxPool, "MaxPool", 1, 1, 1, 2, parse_max, infer_max};
-const OpDef kAveragePool{OpKind::AveragePool, "AveragePool", 1, 1, 1, 1, parse_avg, infer_avg};
+const OpDef kMaxPool{
+    .kind = OpKind::MaxPool,
+    .name = "MaxPool",
+    .inputs_min = 1,
+    .inputs_max = 1,
+    .outputs_min = 1,
+    .outputs_max = 2,
+    .parse = parse_max,
+    .infer = infer_max, .vjp = vjp_max};
+const OpDef kAveragePool{
+    .kind = OpKind::AveragePool,
+    .name = "AveragePool",
+    .inputs_min = 1,
+    .inputs_max = 1,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse_avg,
+    .infer = infer_avg, .vjp = vjp_avg};
 const OpDef kGlobalAveragePool{
-    OpKind::GlobalAveragePool, "GlobalAveragePool", 1, 1, 1, 1, nullptr, infer_global};
+    .kind = OpKind::GlobalAveragePool,
+    .name = "GlobalAveragePool",
+    .inputs_min = 1,
+    .inputs_max = 1,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer_global, .vjp = vjp_global};
 
+// MaxPoolGrad(dY, X) and AveragePoolGrad(dY, x_shape) (internal), with the forward's PoolParams.
+const OpDef kMaxPoolGrad{.kind = OpKind::MaxPoolGrad, .name = "MaxPoolGrad", .inputs_min = 2,
+                         .inputs_max = 2, .outputs_min = 1, .outputs_max = 1,
+                         .infer = infer_max_grad, .internal = true};
+const OpDef kAveragePoolGrad{.kind = OpKind::AveragePoolGrad, .name = "AveragePoolGrad",
+                             .inputs_min = 2, .inputs_max = 2, .outputs_min = 1,
+                             .outputs_max = 1, .infer = infer_avg_grad, .value_inputs = bit(1),
+                             .internal = true};
 }  // namespace cb::ops

@@ -31,7 +31,14 @@ void infer(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kRange{OpKind::Range, "Range", 3, 3, 1, 1, nullptr, infer, 0, 0,
-                   bit(0) | bit(1) | bit(2)};
+const OpDef kRange{
+    .kind = OpKind::Range,
+    .name = "Range",
+    .inputs_min = 3,
+    .inputs_max = 3,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer,
+    .value_inputs = bit(0) | bit(1) | bit(2)};
 
 }  // namespace cb::ops

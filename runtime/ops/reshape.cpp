@@ -2,6 +2,7 @@
 // (a constant, or shape arithmetic that folds in terms of N): 0 copies the input dim (unless
 // allowzero), -1 is inferred from the element count.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -68,9 +69,29 @@ void infer_flatten(InferCtx& c) {
   if (!a || !b) c.fail("cannot flatten {} at axis {}", to_string(in), axis);
   c.set(0, c.dtype(0), {*a, *b});
 }
+void vjp_reshape(VjpCtx& c) { c.set_dx(0, c.b.reshape_to(c.dy(0), c.x_shape(0))); }
 }  // namespace
 
-const OpDef kReshape{OpKind::Reshape, "Reshape", 2, 2, 1, 1, parse_reshape, infer_reshape, 0, 0, bit(1), 0, true};
-const OpDef kFlatten{OpKind::Flatten, "Flatten", 1, 1, 1, 1, parse_flatten, infer_flatten, 0, 0, 0, 0, true};
+const OpDef kReshape{
+    .kind = OpKind::Reshape,
+    .name = "Reshape",
+    .inputs_min = 2,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse_reshape,
+    .infer = infer_reshape,
+    .value_inputs = bit(1),
+    .alias = true, .vjp = vjp_reshape};
+const OpDef kFlatten{
+    .kind = OpKind::Flatten,
+    .name = "Flatten",
+    .inputs_min = 1,
+    .inputs_max = 1,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse_flatten,
+    .infer = infer_flatten,
+    .alias = true, .vjp = vjp_reshape};
 
 }  // namespace cb::ops

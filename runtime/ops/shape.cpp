@@ -29,6 +29,14 @@ void infer(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kShape{OpKind::Shape, "Shape", 1, 1, 1, 1, parse, infer};
+const OpDef kShape{
+    .kind = OpKind::Shape,
+    .name = "Shape",
+    .inputs_min = 1,
+    .inputs_max = 1,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer};
 
 }  // namespace cb::ops

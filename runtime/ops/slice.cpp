@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -63,6 +64,9 @@ void infer(InferCtx& c) {
     c.fail("starts, ends, axes and steps must have the same length ({}, {}, {}, {})", starts.size(),
            ends.size(), axes.size(), steps.size());
   Shape out = c.shape(0);
+  auto& rp = c.p_mut<SliceParams>();
+  rp.dim_start.assign(static_cast<size_t>(r), 0);
+  rp.dim_step.assign(static_cast<size_t>(r), 1);
   std::vector<bool> seen(static_cast<size_t>(r), false);
   std::optional<Range1> range0;  // for folding known 1-D contents
   for (size_t i = 0; i < starts.size(); ++i) {
@@ -79,6 +83,8 @@ void infer(InferCtx& c) {
     }
     Range1 rg = clamp_range(d.value, starts[i], ends[i], steps[i]);
     out[a] = Dim::of(rg.len);
+    rp.dim_start[a] = rg.start;
+    rp.dim_step[a] = rg.step;
     if (a == 0) range0 = rg;
   }
   c.set(0, c.dtype(0), out);
@@ -93,9 +99,26 @@ void infer(InferCtx& c) {
     c.set_known(0, v);
   }
 }
+void vjp(VjpCtx& c) {
+  c.set_dx(0, c.b.emit_with("SliceGrad", {c.dy(0), c.b.shape_of(c.x_shape(0))},
+                            c.p<SliceParams>())[0]);
+}
+void infer_grad(InferCtx& c) { infer_known_shape(c, 0, 0, 1); }
 }  // namespace
 
 const OpDef kSlice{
-    OpKind::Slice, "Slice", 1, 5, 1, 1, parse, infer, 0, 0, bit(1) | bit(2) | bit(3) | bit(4)};
+    .kind = OpKind::Slice,
+    .name = "Slice",
+    .inputs_min = 1,
+    .inputs_max = 5,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer,
+    .value_inputs = bit(1) | bit(2) | bit(3) | bit(4), .vjp = vjp};
 
+// SliceGrad(dY, x_shape) (internal): dX zero except the sliced positions, which get dY.
+const OpDef kSliceGrad{.kind = OpKind::SliceGrad, .name = "SliceGrad", .inputs_min = 2,
+                       .inputs_max = 2, .outputs_min = 1, .outputs_max = 1, .infer = infer_grad,
+                       .value_inputs = bit(1), .internal = true};
 }  // namespace cb::ops

@@ -1,6 +1,7 @@
 // Split(input, split?) along `axis` into the node's outputs (sizes from `split`, an attribute
 // before opset 13 and an input after; else equal parts, the last smaller with num_outputs at 18).
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -53,8 +54,34 @@ void infer(InferCtx& c) {
     c.set(i, c.dtype(0), s);
   }
 }
+void vjp(VjpCtx& c) {  // concatenate the outputs' gradients, zeros where none flows
+  std::vector<ValueId> parts;
+  for (size_t i = 0; i < c.node().outputs.size(); ++i) {
+    if (c.dy(i) != kNoValue) {
+      parts.push_back(c.dy(i));
+      continue;
+    }
+    const Value& y = c.val(c.y(i));
+    Tensor zero;
+    zero.dtype = y.dtype;
+    zero.dims = {1};
+    zero.bytes.resize(dtype_size(y.dtype));
+    parts.push_back(c.b.op("ConstantOfShape", {c.b.shape_of(y.shape)},
+                           {{"value", std::make_shared<Tensor>(zero)}}));
+  }
+  c.set_dx(0, c.b.op("Concat", parts, {{"axis", c.p<SplitParams>().axis}}));
+}
 }  // namespace
 
-const OpDef kSplit{OpKind::Split, "Split", 1, 2, 1, -1, parse, infer, 0, 0, bit(1)};
+const OpDef kSplit{
+    .kind = OpKind::Split,
+    .name = "Split",
+    .inputs_min = 1,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = -1,
+    .parse = parse,
+    .infer = infer,
+    .value_inputs = bit(1), .vjp = vjp};
 
 }  // namespace cb::ops

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -54,9 +55,30 @@ void infer_unsqueeze(InferCtx& c) {
   c.set(0, c.dtype(0), out);
   pass_known(c);
 }
+void vjp_reshape(VjpCtx& c) { c.set_dx(0, c.b.reshape_to(c.dy(0), c.x_shape(0))); }
 }  // namespace
 
-const OpDef kSqueeze{OpKind::Squeeze, "Squeeze", 1, 2, 1, 1, parse, infer_squeeze, 0, 0, bit(1), 0, true};
-const OpDef kUnsqueeze{OpKind::Unsqueeze, "Unsqueeze", 1, 2, 1, 1, parse, infer_unsqueeze, 0, 0, bit(1), 0, true};
+const OpDef kSqueeze{
+    .kind = OpKind::Squeeze,
+    .name = "Squeeze",
+    .inputs_min = 1,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer_squeeze,
+    .value_inputs = bit(1),
+    .alias = true, .vjp = vjp_reshape};
+const OpDef kUnsqueeze{
+    .kind = OpKind::Unsqueeze,
+    .name = "Unsqueeze",
+    .inputs_min = 1,
+    .inputs_max = 2,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer_unsqueeze,
+    .value_inputs = bit(1),
+    .alias = true, .vjp = vjp_reshape};
 
 }  // namespace cb::ops

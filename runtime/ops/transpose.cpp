@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
 
 namespace cb::ops {
@@ -25,8 +26,22 @@ void infer(InferCtx& c) {
   }
   c.set(0, c.dtype(0), out);
 }
+void vjp(VjpCtx& c) {
+  const auto& perm = c.p<TransposeParams>().perm;
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  c.set_dx(0, c.b.op("Transpose", {c.dy(0)}, {{"perm", inv}}));
+}
 }  // namespace
 
-const OpDef kTranspose{OpKind::Transpose, "Transpose", 1, 1, 1, 1, parse, infer};
+const OpDef kTranspose{
+    .kind = OpKind::Transpose,
+    .name = "Transpose",
+    .inputs_min = 1,
+    .inputs_max = 1,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .parse = parse,
+    .infer = infer, .vjp = vjp};
 
 }  // namespace cb::ops

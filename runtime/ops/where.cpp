@@ -1,5 +1,6 @@
 // Where(cond, X, Y): elementwise select with three-way numpy broadcasting.
 #include "runtime/ops/op_util.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
 
@@ -14,8 +15,21 @@ void infer(InferCtx& c) {
       }))
     c.set_known(0, *k);
 }
+void vjp(VjpCtx& c) {
+  ValueId zero = c.b.scalar(0.0, c.val(c.dy(0)).dtype);
+  if (c.need(1)) c.set_dx(1, c.b.sum_to(c.b.op("Where", {c.x(0), c.dy(0), zero}), c.x_shape(1)));
+  if (c.need(2)) c.set_dx(2, c.b.sum_to(c.b.op("Where", {c.x(0), zero, c.dy(0)}), c.x_shape(2)));
+}
 }  // namespace
 
-const OpDef kWhere{OpKind::Where, "Where", 3, 3, 1, 1, nullptr, infer, bit(0)};
+const OpDef kWhere{
+    .kind = OpKind::Where,
+    .name = "Where",
+    .inputs_min = 3,
+    .inputs_max = 3,
+    .outputs_min = 1,
+    .outputs_max = 1,
+    .infer = infer,
+    .nondiff_inputs = bit(0), .vjp = vjp};
 
 }  // namespace cb::ops

@@ -1,0 +1,202 @@
+#include "autodiff/autodiff.h"
+
+#include <map>
+
+#include "runtime/error.h"
+#include "runtime/graph_builder.h"
+#include "runtime/op_catalog.h"
+#include "runtime/passes.h"
+#include "runtime/vjp.h"
+
+namespace cb {
+
+std::string_view loss_kind_name(LossKind k) {
+  switch (k) {
+    case LossKind::SoftmaxCrossEntropy: return "softmax cross-entropy";
+    case LossKind::MeanSquaredError: return "mean squared error";
+    case LossKind::ModelOutput: return "the model's own loss output";
+  }
+  return "?";
+}
+
+namespace {
+
+ValueId find_output(const Graph& g, const std::string& name) {
+  if (name.empty()) return g.outputs.at(0);
+  for (ValueId o : g.outputs)
+    if (g.value(o).name == name) return o;
+  std::string names;
+  for (ValueId o : g.outputs) names += (names.empty() ? "" : ", ") + g.value(o).name;
+  fail("the model has no output '{}' (outputs: {})", name, names);
+}
+
+}  // namespace
+
+LossSpec detect_loss(const Graph& g) {
+  for (ValueId o : g.outputs) {
+    const Value& v = g.value(o);
+    if (dtype_is_float(v.dtype) && v.shape.empty()) return {LossKind::ModelOutput, v.name};
+  }
+  for (ValueId o : g.outputs) {
+    const Value& v = g.value(o);
+    if (dtype_is_float(v.dtype) && v.shape.size() == 2 && v.shape[0].batch)
+      return {LossKind::SoftmaxCrossEntropy, v.name};
+  }
+  fail("cannot tell which loss to train with: no scalar loss output and no [N,C] logits output; "
+       "pass --loss mse (prediction vs targets) or export the loss from the model");
+}
+
+TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
+  TrainingGraph t;
+  t.graph = forward;
+  Graph& g = t.graph;
+  set_training(g, true);
+  g.nodes.reserve(g.nodes.size() * 8 + 64);  // vjps emit while walking; keep node refs stable
+  t.loss_kind = spec.kind;
+  t.output = find_output(g, spec.output);
+  const Value out = g.value(t.output);
+  GraphBuilder lb(g, "loss");
+  switch (spec.kind) {
+    case LossKind::SoftmaxCrossEntropy:
+      if (out.shape.size() != 2 || !dtype_is_float(out.dtype))
+        fail("softmax cross-entropy needs [N,C] float logits; output '{}' is {}{}", out.name,
+             dtype_name(out.dtype), to_string(out.shape));
+      t.target = lb.input("labels", DType::I64, {out.shape[0]});
+      t.loss = lb.op("SoftmaxCrossEntropyLoss", {t.output, t.target});
+      break;
+    case LossKind::MeanSquaredError: {
+      if (!dtype_is_float(out.dtype)) fail("mean squared error needs a float output");
+      t.target = lb.input("targets", out.dtype, out.shape);
+      ValueId diff = lb.op("Sub", {t.output, t.target});
+      t.loss = lb.op("ReduceMean", {lb.op("Mul", {diff, diff})}, {{"keepdims", int64_t{0}}});
+      break;
+    }
+    case LossKind::ModelOutput:
+      if (!out.shape.empty() || !dtype_is_float(out.dtype))
+        fail("output '{}' is {}{}, not a scalar loss", out.name, dtype_name(out.dtype),
+             to_string(out.shape));
+      t.loss = t.output;
+      break;
+  }
+
+  // Which values depend on a parameter (forward sweep).
+  std::vector<bool> requires_grad(g.values.size(), false);
+  for (size_t v = 0; v < g.values.size(); ++v)
+    requires_grad[v] = g.values[v].kind == ValueKind::Parameter;
+  const size_t n_forward = g.nodes.size();
+  for (size_t n = 0; n < n_forward; ++n) {
+    const Node& node = g.nodes[n];
+    uint32_t blocked = node.def->nondiff_inputs | node.def->value_inputs | node.def->state_inputs;
+    bool any = false;
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] != kNoValue && requires_grad[static_cast<size_t>(node.inputs[i])] &&
+          !((blocked >> i) & 1u))
+        any = true;
+    if (!any) continue;
+    for (ValueId o : node.outputs)
+      if (o != kNoValue && dtype_is_float(g.value(o).dtype)) requires_grad[static_cast<size_t>(o)] = true;
+  }
+  if (!requires_grad[static_cast<size_t>(t.loss)])
+    fail("the loss does not depend on any trainable parameter");
+
+  // Reverse sweep: gradient contributions per value, summed when a value is read twice.
+  GraphBuilder b(g, "grad");
+  std::map<ValueId, std::vector<ValueId>> contrib;
+  auto total = [&](ValueId v) -> ValueId {
+    auto it = contrib.find(v);
+    if (it == contrib.end() || it->second.empty()) return kNoValue;
+    auto& parts = it->second;
+    while (parts.size() > 1) {
+      ValueId s = b.op("Add", {parts[parts.size() - 2], parts.back()});
+      parts.pop_back();
+      parts.back() = s;
+    }
+    return parts[0];
+  };
+  contrib[t.loss].push_back(b.scalar(1.0, g.value(t.loss).dtype));
+  std::vector<std::string> missing;
+  for (size_t n = n_forward; n-- > 0;) {
+    const Node node = g.nodes[n];  // a copy: vjps append to g.nodes
+    std::vector<ValueId> dy;
+    bool any_dy = false;
+    for (ValueId o : node.outputs) {
+      dy.push_back(o == kNoValue ? kNoValue : total(o));
+      any_dy |= dy.back() != kNoValue;
+    }
+    if (!any_dy) continue;
+    uint32_t blocked = node.def->nondiff_inputs | node.def->value_inputs | node.def->state_inputs;
+    std::vector<bool> need(node.inputs.size(), false);
+    bool any_need = false;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      need[i] = node.inputs[i] != kNoValue && requires_grad[static_cast<size_t>(node.inputs[i])] &&
+                !((blocked >> i) & 1u);
+      any_need |= need[i];
+    }
+    if (!any_need) continue;
+    if (!node.def->vjp) {
+      missing.push_back(fmt::format("{}: {} has no gradient", g.node_label(static_cast<NodeId>(n)),
+                                    node.op_type));
+      continue;
+    }
+    VjpCtx ctx(b, static_cast<NodeId>(n), dy, need);
+    node.def->vjp(ctx);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      ValueId dx = ctx.dx()[i];
+      if (dx == kNoValue || !need[i]) continue;
+      const Value& x = g.value(node.inputs[i]);
+      const Value& d = g.value(dx);
+      if (d.shape != x.shape || d.dtype != x.dtype)
+        throw InternalError(fmt::format("{}: vjp gave input {} a gradient {}{} for {}{}",
+                                        g.node_label(static_cast<NodeId>(n)), i, dtype_name(d.dtype),
+                                        to_string(d.shape), dtype_name(x.dtype), to_string(x.shape)));
+      contrib[node.inputs[i]].push_back(dx);
+    }
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += "\n  " + m;
+    fail("cannot train: {} node{} on the path from the parameters to the loss {} no gradient:{}",
+         missing.size(), missing.size() == 1 ? "" : "s", missing.size() == 1 ? "has" : "have", list);
+  }
+
+  // One gradient per parameter, each in a value of its own (it gets a slice of the flat buffer).
+  auto consumers = g.consumers();
+  std::vector<bool> taken(g.values.size(), false);
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (g.values[v].kind != ValueKind::Parameter) continue;
+    auto p = static_cast<ValueId>(v);
+    ValueId d = total(p);
+    if (d == kNoValue) {  // unused parameter: a zero gradient
+      Tensor z;
+      z.dtype = g.value(p).dtype;
+      z.dims = g.value(p).data->dims;
+      z.bytes.assign(g.value(p).data->bytes.size(), std::byte{0});
+      d = b.op("Identity", {b.constant(std::move(z), "zero_grad")});
+    } else {
+      consumers = g.consumers();
+      bool own = g.value(d).producer >= 0 && consumers[static_cast<size_t>(d)].empty() &&
+                 !taken[static_cast<size_t>(d)] && d != t.loss;
+      if (!own) d = b.op("Identity", {d});
+    }
+    taken[static_cast<size_t>(d)] = true;
+    t.params.push_back(p);
+    t.grads.push_back(d);
+  }
+  // BatchNorm running statistics: outputs 1 and 2 are the updated inputs 3 and 4.
+  for (const Node& n : g.nodes) {
+    if (!n.def || n.def->state_inputs == 0) continue;
+    int out = 1;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if ((n.def->state_inputs >> i) & 1u) {
+        if (n.has_output(static_cast<size_t>(out)))
+          t.state_updates.emplace_back(n.inputs[i], n.outputs[static_cast<size_t>(out)]);
+        ++out;
+      }
+  }
+  g.outputs = {t.loss, t.output};
+  for (ValueId d : t.grads) g.outputs.push_back(d);
+  for (const auto& [s, u] : t.state_updates) g.outputs.push_back(u);
+  return t;
+}
+
+}  // namespace cb

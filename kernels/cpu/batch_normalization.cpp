@@ -1,0 +1,115 @@
+// BatchNormalization on the CPU (X f32/f64; scale, B, mean, var each f32 or f64).
+// X [N,C,S...] with per-channel [C] parameters; every channel reduces over N and the spatial dims.
+// Inference: y = scale * (x - mean) / sqrt(var + eps) + B with the given (running) statistics.
+// Training (BatchNormalizationParams::training): normalise with the batch statistics (biased
+// variance), and write
+//   out 1, 2: running_mean = mean * momentum + batch_mean * (1 - momentum),
+//             running_var  = var * momentum + batch_var_unbiased * (1 - momentum)   (PyTorch's
+//             rule; the ONNX reference uses the biased variance here),
+//   out 3, 4 (opset <= 13): saved_mean = batch_mean, saved_var = batch_var (biased), as the
+//             ONNX spec names them.
+// Statistics are accumulated in double. Outputs 1..4 may alias inputs 3/4 (each channel is read
+// before it is written); Y may alias X.
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/plane_sum.h"
+#include "runtime/ops/params.h"
+#include "runtime/thread_pool.h"
+
+namespace cb::cpu {
+
+namespace {
+
+double at(const TensorView& v, int64_t i) {
+  return v.dtype == DType::F64 ? v.ptr<double>()[i] : v.ptr<float>()[i];
+}
+void put(const TensorView& v, int64_t i, double x) {
+  if (v.dtype == DType::F64)
+    v.ptr<double>()[i] = x;
+  else
+    v.ptr<float>()[i] = static_cast<float>(x);
+}
+
+template <typename T>
+void batch_norm(const KernelArgs& a) {
+  const auto& p = a.p<ops::BatchNormalizationParams>();
+  const TensorView &X = a.in[0], &Y = a.out[0];
+  const int64_t n = X.dims[0], c = X.dims[1];
+  const int64_t s = n * c != 0 ? X.numel() / (n * c) : 0, count = n * s;
+  const T* x = X.ptr<T>();
+  T* y = Y.ptr<T>();
+  // Per channel, [C] each: batch mean and biased variance (training), then y = x * mul + add.
+  double* mean = scratch<double, 0>(c);
+  double* var = scratch<double, 1>(c);
+  T* mul = scratch<T, 2>(c);
+  T* add = scratch<T, 3>(c);
+  ThreadPool* pool = a.pool && X.numel() >= (int64_t{1} << 14) ? a.pool : nullptr;
+  auto channels = [&](const std::function<void(int64_t, int64_t)>& f) {
+    if (pool)
+      pool->parallel_for(c, f);
+    else
+      f(0, c);
+  };
+  if (p.training) {
+    channels([&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        double sum = 0, sq = 0;
+        for (int64_t i = 0; i < n; ++i) sum += plane_sum(x + (i * c + ch) * s, s);
+        const double mu = count ? sum / static_cast<double>(count) : 0;
+        const T mu_t = static_cast<T>(mu);  // two-pass: deviations from the mean, no cancellation
+        for (int64_t i = 0; i < n; ++i)
+          sq += plane_sum(x + (i * c + ch) * s, s, [mu_t](T v) { return (v - mu_t) * (v - mu_t); });
+        mean[ch] = mu;
+        var[ch] = count ? sq / static_cast<double>(count) : 0;
+      }
+    });
+  } else {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      mean[ch] = at(a.in[3], ch);
+      var[ch] = at(a.in[4], ch);
+    }
+  }
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double m = at(a.in[1], ch) / std::sqrt(var[ch] + static_cast<double>(p.epsilon));
+    mul[ch] = static_cast<T>(m);
+    add[ch] = static_cast<T>(at(a.in[2], ch) - mean[ch] * m);
+  }
+  auto normalize = [&](int64_t p0, int64_t p1) {
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      int64_t ch = pl % c;
+      const T* xp = x + pl * s;
+      T* yp = y + pl * s;
+      const T m = mul[ch], b = add[ch];
+      for (int64_t j = 0; j < s; ++j) yp[j] = xp[j] * m + b;
+    }
+  };
+  if (pool)
+    pool->parallel_for(n * c, normalize);
+  else
+    normalize(0, n * c);
+  if (!p.training) return;
+  const double mom = p.momentum;
+  const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double rm = at(a.in[3], ch), rv = at(a.in[4], ch);  // read before any aliased write
+    if (a.out.size() > 1 && a.out[1].present()) put(a.out[1], ch, rm * mom + mean[ch] * (1 - mom));
+    if (a.out.size() > 2 && a.out[2].present())
+      put(a.out[2], ch, rv * mom + var[ch] * unbias * (1 - mom));
+    if (a.out.size() > 3 && a.out[3].present()) put(a.out[3], ch, mean[ch]);
+    if (a.out.size() > 4 && a.out[4].present()) put(a.out[4], ch, var[ch]);
+  }
+}
+
+}  // namespace
+
+void BatchNormalization(const KernelArgs& a) {
+  if (kernel_dtype(a) == DType::F64)
+    batch_norm<double>(a);
+  else
+    batch_norm<float>(a);
+}
+
+}  // namespace cb::cpu

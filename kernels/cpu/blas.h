@@ -1,0 +1,32 @@
+// Row-major GEMM over CBLAS (OpenBLAS) for the CPU kernels, plus the per-thread scratch buffer
+// they share. BLAS always runs on the calling thread only (openblas_set_num_threads(1) on first
+// use): parallelism is ours, through the device's ThreadPool, never BLAS threads on top of it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace cb::cpu {
+
+// C[M,N] = alpha * op(A) op(B) + beta * C, row-major with leading dims lda/ldb/ldc;
+// op(A) is [M,K] (A stored [K,M] when trans_a), op(B) is [K,N] (B stored [N,K] when trans_b).
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+          int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+          int64_t ldc);
+
+// Makes BLAS single-threaded; idempotent and cheap after the first call.
+void blas_single_thread();
+
+// A buffer of at least n elements owned by the calling thread; it grows, never shrinks, so the
+// steady state allocates nothing. `slot` tells apart buffers needed at the same time.
+template <typename T, int slot = 0>
+T* scratch(int64_t n) {
+  thread_local std::vector<T> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
+}  // namespace cb::cpu

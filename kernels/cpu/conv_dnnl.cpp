@@ -1,0 +1,198 @@
+// Conv through oneDNN (f32, 1-D to 3-D, groups, dilations), used by the Conv kernel when crossbow
+// is built with oneDNN (CB_HAVE_DNNL). oneDNN runs single-threaded inside each of our pool's
+// threads (its OpenMP team is set to 1 per thread): the pool splits the batch, thread t convolves
+// samples [n0, n1) with a primitive built for that sub-batch. oneDNN picks its own (blocked)
+// layouts; X, W are reordered in and Y out on every call, since W changes every training step.
+// Primitives are cached per thread and per shape; the reordered X/W/Y live in per-thread
+// scratch buffers shared by all shapes (the largest wins), so the steady state builds and
+// allocates nothing and the extra memory is one conv's worth per thread, not one per node.
+#include "kernels/cpu/conv.h"
+
+#ifdef CB_HAVE_DNNL
+#include <array>
+#include <atomic>
+#include <dnnl.hpp>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "kernels/cpu/blas.h"
+#include "runtime/thread_pool.h"
+
+// libgomp: oneDNN's Debian build threads with OpenMP; we keep its team at 1 on our threads.
+extern "C" void omp_set_num_threads(int);
+extern "C" int omp_get_max_threads();
+
+namespace cb::cpu {
+
+namespace {
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+using Key = std::array<int64_t, 24>;
+
+struct Prim {
+  bool ok = false;  // false: oneDNN has no implementation; the caller falls back
+  dnnl::convolution_forward conv;
+  dnnl::memory x_user, w_user, b_user, y_user;  // our layouts; data handles set per call
+  dnnl::memory x, w, y;  // the primitive's layouts: the user memories, or scratch-backed
+  dnnl::reorder to_x, to_w, from_y;
+  bool re_x = false, re_w = false, re_y = false;
+  std::unordered_map<int, dnnl::memory> args;
+};
+
+struct ThreadState {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  std::map<Key, std::unique_ptr<Prim>> prims;
+};
+
+ThreadState& state() {
+  thread_local ThreadState s;
+  return s;
+}
+
+tag plain(size_t rank, bool grouped) {
+  if (grouped) return rank == 3 ? tag::goiw : rank == 4 ? tag::goihw : tag::goidhw;
+  return rank == 3 ? tag::ncw : rank == 4 ? tag::nchw : tag::ncdhw;
+}
+
+std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bool has_bias) {
+  const auto& p = a.p<ops::ConvParams>();
+  const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
+  size_t rank = X.dims.size(), r = rank - 2;
+  auto prim = std::make_unique<Prim>();
+  dnnl::memory::dims xd(X.dims.begin(), X.dims.end()), yd(Y.dims.begin(), Y.dims.end());
+  xd[0] = yd[0] = nb;
+  dnnl::memory::dims wd(W.dims.begin(), W.dims.end());
+  bool grouped = p.group > 1;
+  if (grouped) {  // [M, C/G, k...] is [G, M/G, C/G, k...]
+    wd[0] /= p.group;
+    wd.insert(wd.begin(), p.group);
+  }
+  dnnl::memory::desc x_md(xd, dt::f32, plain(rank, false)), y_md(yd, dt::f32, plain(rank, false));
+  dnnl::memory::desc w_md(wd, dt::f32, plain(rank, grouped)), b_md({Y.dims[1]}, dt::f32, tag::x);
+  dnnl::memory::dims st(r), dil(r), pl(r), pr(r);
+  for (size_t i = 0; i < r; ++i) {
+    st[i] = p.window.strides[i];
+    dil[i] = p.window.dilations[i] - 1;  // oneDNN counts the gaps
+    pl[i] = p.window.pads[i];
+    pr[i] = p.window.pads[i + r];
+  }
+  auto any = [](const dnnl::memory::desc& d) {
+    return dnnl::memory::desc(d.dims(), dt::f32, tag::any);
+  };
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::library);
+  dnnl::convolution_forward::primitive_desc pd;
+  try {
+    auto desc =
+        has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                   dnnl::algorithm::convolution_direct, any(x_md),
+                                                   any(w_md), b_md, any(y_md), st, dil, pl, pr)
+                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                   dnnl::algorithm::convolution_direct, any(x_md),
+                                                   any(w_md), any(y_md), st, dil, pl, pr);
+    pd = dnnl::convolution_forward::primitive_desc(desc, attr, ts.eng);
+  } catch (const dnnl::error&) {
+    return prim;  // not ok
+  }
+  prim->conv = dnnl::convolution_forward(pd);
+  prim->x_user = dnnl::memory(x_md, ts.eng, nullptr);
+  prim->w_user = dnnl::memory(w_md, ts.eng, nullptr);
+  prim->y_user = dnnl::memory(y_md, ts.eng, nullptr);
+  auto own = [&](const dnnl::memory::desc& want, dnnl::memory& user, bool& re) {
+    re = want != user.get_desc();
+    return re ? dnnl::memory(want, ts.eng, nullptr) : user;  // handle set per call
+  };
+  prim->x = own(pd.src_desc(), prim->x_user, prim->re_x);
+  prim->w = own(pd.weights_desc(), prim->w_user, prim->re_w);
+  prim->y = own(pd.dst_desc(), prim->y_user, prim->re_y);
+  if (prim->re_x) prim->to_x = dnnl::reorder(prim->x_user, prim->x);
+  if (prim->re_w) prim->to_w = dnnl::reorder(prim->w_user, prim->w);
+  if (prim->re_y) prim->from_y = dnnl::reorder(prim->y, prim->y_user);
+  prim->args = {{DNNL_ARG_SRC, prim->x}, {DNNL_ARG_WEIGHTS, prim->w}, {DNNL_ARG_DST, prim->y}};
+  if (has_bias) {
+    prim->b_user = dnnl::memory(b_md, ts.eng, nullptr);
+    prim->args[DNNL_ARG_BIAS] = prim->b_user;
+  }
+  prim->ok = true;
+  return prim;
+}
+
+// Convolves samples [n0, n1) on the calling thread; false when oneDNN cannot.
+bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
+  const auto& p = a.p<ops::ConvParams>();
+  const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
+  bool has_bias = a.in.size() > 2 && a.in[2].present();
+  size_t r = X.dims.size() - 2;
+  Key key{};
+  size_t k = 0;
+  key[k++] = n1 - n0;
+  key[k++] = p.group;
+  key[k++] = has_bias;
+  for (int64_t d : X.dims) key[k++] = d;  // the batch dim too: harmless, N is fixed per node
+  key[k++] = Y.dims[1];
+  for (size_t i = 0; i < r; ++i) {
+    key[k++] = p.window.kernel_shape[i];
+    key[k++] = p.window.strides[i];
+    key[k++] = p.window.dilations[i];
+    key[k++] = p.window.pads[i] * 4096 + p.window.pads[i + r];
+  }
+  ThreadState& ts = state();
+  int omp_threads = omp_get_max_threads();  // the caller's setting, restored below
+  omp_set_num_threads(1);
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{omp_threads};
+  auto& slot = ts.prims[key];
+  if (!slot) slot = build(ts, a, n1 - n0, has_bias);
+  Prim& pr = *slot;
+  if (!pr.ok) return false;
+  int64_t x_sample = X.numel() / X.dims[0], y_sample = Y.numel() / Y.dims[0];
+  pr.x_user.set_data_handle(X.ptr<float>() + n0 * x_sample);
+  pr.w_user.set_data_handle(W.data);
+  pr.y_user.set_data_handle(Y.ptr<float>() + n0 * y_sample);
+  if (has_bias) pr.b_user.set_data_handle(a.in[2].data);
+  auto bind = [](dnnl::memory& m, float* buf) { m.set_data_handle(buf); };
+  auto floats = [](const dnnl::memory& m) {
+    return static_cast<int64_t>(m.get_desc().get_size() / sizeof(float)) + 16;
+  };
+  if (pr.re_x) bind(pr.x, scratch<float, 1>(floats(pr.x)));
+  if (pr.re_w) bind(pr.w, scratch<float, 2>(floats(pr.w)));
+  if (pr.re_y) bind(pr.y, scratch<float, 3>(floats(pr.y)));
+  if (pr.re_x) pr.to_x.execute(ts.strm, pr.x_user, pr.x);
+  if (pr.re_w) pr.to_w.execute(ts.strm, pr.w_user, pr.w);
+  pr.conv.execute(ts.strm, pr.args);
+  if (pr.re_y) pr.from_y.execute(ts.strm, pr.y, pr.y_user);
+  ts.strm.wait();
+  return true;
+}
+}  // namespace
+
+bool conv_dnnl(const KernelArgs& a) {
+  if (kernel_dtype(a) != DType::F32 || a.in[0].rank() < 3 || a.in[0].rank() > 5) return false;
+  int64_t n = a.in[0].dims[0];
+  if (n == 0) return true;
+  int threads = a.pool ? a.pool->size() : 1;
+  if (threads <= 1 || n == 1) return run_chunk(a, 0, n);
+  // Equal sub-batches, one per thread; a shape oneDNN rejects is rejected by every chunk alike.
+  int64_t parts = std::min<int64_t>(threads, n), chunk = (n + parts - 1) / parts;
+  std::atomic<bool> ok{true};
+  a.pool->parallel_for(parts, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk))) ok = false;
+  });
+  return ok;
+}
+
+bool conv_dnnl_available() { return true; }
+
+}  // namespace cb::cpu
+
+#else
+namespace cb::cpu {
+bool conv_dnnl(const KernelArgs&) { return false; }
+bool conv_dnnl_available() { return false; }
+}  // namespace cb::cpu
+#endif

@@ -1,0 +1,381 @@
+// Data movement kernels: ops that move or convert elements without arithmetic on them.
+// Convention: byte-moving kernels dispatch on the element size only, so they cover every dtype.
+// Reshape-likes (Identity, Reshape, Flatten, Squeeze, Unsqueeze) copy only when the planner did
+// not alias output and input. Transpose, Slice and Expand are one strided copy: out[i...] =
+// in[base + sum_d i_d * stride_d] (strides may be 0 to broadcast or negative to step back).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/common/scalar_math.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kernel_util.h"
+#include "runtime/ops/params.h"
+
+namespace cb::cpu {
+
+namespace {
+constexpr int kMaxRank = 16;
+
+struct Strided {
+  int rank = 0;
+  int64_t base = 0;
+  int64_t dims[kMaxRank], strides[kMaxRank];
+};
+
+// Drops dims of size 1 and merges runs whose input strides are contiguous with each other.
+Strided collapse(int r, const int64_t* dims, const int64_t* strides, int64_t base) {
+  Strided s;
+  s.base = base;
+  for (int d = 0; d < r; ++d) {
+    if (dims[d] == 1) continue;
+    if (s.rank > 0 && s.strides[s.rank - 1] == strides[d] * dims[d]) {
+      s.dims[s.rank - 1] *= dims[d];
+      s.strides[s.rank - 1] = strides[d];
+      continue;
+    }
+    s.dims[s.rank] = dims[d];
+    s.strides[s.rank] = strides[d];
+    ++s.rank;
+  }
+  if (s.rank == 0) s.dims[0] = 1, s.strides[0] = 1, s.rank = 1;
+  return s;
+}
+
+template <class E>
+void strided_range(const Strided& s, const E* in, E* out, int64_t begin, int64_t end) {
+  const int r = s.rank;
+  int64_t idx[kMaxRank], off = s.base, rem = begin;
+  for (int d = r - 1; d >= 0; --d) {
+    idx[d] = rem % s.dims[d];
+    rem /= s.dims[d];
+  }
+  for (int d = 0; d < r - 1; ++d) off += idx[d] * s.strides[d];
+  const int64_t inner = s.dims[r - 1], st = s.strides[r - 1];
+  for (int64_t pos = begin; pos < end;) {
+    int64_t i0 = idx[r - 1], n = std::min(inner - i0, end - pos);
+    const E* src = in + off + i0 * st;
+    E* dst = out + pos;
+    if (st == 1)
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(E));
+    else if (st == 0)
+      std::fill(dst, dst + n, *src);
+    else
+      for (int64_t k = 0; k < n; ++k) dst[k] = src[k * st];
+    pos += n;
+    idx[r - 1] = 0;
+    for (int d = r - 2; d >= 0; --d) {
+      off += s.strides[d];
+      if (++idx[d] < s.dims[d]) break;
+      off -= idx[d] * s.strides[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// out (dims out.dims) from in with per-output-dim element strides `strides` and offset `base`.
+void strided_copy(const KernelArgs& a, const TensorView& in, const TensorView& out,
+                  const int64_t* strides, int64_t base) {
+  int64_t n = out.numel();
+  if (n == 0) return;
+  if (out.rank() > kMaxRank)
+    fail("data movement ops support rank <= {}, got {}", kMaxRank, out.rank());
+  Strided s = collapse(static_cast<int>(out.rank()), out.dims.data(), strides, base);
+  dispatch_bytes(out.dtype, [&]<class E>(Tag<E>) {
+    const E* src = in.ptr<const E>();
+    E* dst = out.ptr<E>();
+    parallel(a, n, 1, [&](int64_t b, int64_t e) { strided_range(s, src, dst, b, e); });
+  });
+}
+
+// Contiguous element strides of `dims`.
+void contiguous_strides(const std::vector<int64_t>& dims, int64_t* st) {
+  int64_t acc = 1;
+  for (size_t d = dims.size(); d-- > 0;) {
+    st[d] = acc;
+    acc *= dims[d];
+  }
+}
+
+int64_t prod(const std::vector<int64_t>& dims, size_t b, size_t e) {
+  int64_t p = 1;
+  for (size_t i = b; i < e; ++i) p *= dims[i];
+  return p;
+}
+
+// Cast element conversion; f16/bf16 travel through f32, float -> int saturates (NaN -> 0).
+struct F16 {
+  uint16_t bits;
+};
+struct BF16 {
+  uint16_t bits;
+};
+template <class S>
+auto load(S s) {
+  if constexpr (std::is_same_v<S, F16>)
+    return math::f16_to_f32(s.bits);
+  else if constexpr (std::is_same_v<S, BF16>)
+    return math::bf16_to_f32(s.bits);
+  else
+    return s;
+}
+template <class D, class V>
+D store(V v) {
+  if constexpr (std::is_same_v<D, F16>)
+    return D{math::f32_to_f16(static_cast<float>(v))};
+  else if constexpr (std::is_same_v<D, BF16>)
+    return D{math::f32_to_bf16(static_cast<float>(v))};
+  else if constexpr (std::is_same_v<D, bool>)
+    return v != V(0);
+  else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<V>) {
+    if (std::isnan(v)) return D(0);
+    if (v <= static_cast<V>(std::numeric_limits<D>::lowest()))
+      return std::numeric_limits<D>::lowest();
+    if (v >= static_cast<V>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+    return static_cast<D>(v);
+  } else {
+    return static_cast<D>(v);
+  }
+}
+template <class F>
+void dispatch_all(DType t, F&& f) {
+  if (t == DType::F16) return f(Tag<F16>{});
+  if (t == DType::BF16) return f(Tag<BF16>{});
+  dispatch_numeric(t, std::forward<F>(f), true);
+}
+}  // namespace
+
+// ---- reshape-likes: same bytes, new dims ----
+void Identity(const KernelArgs& a) { copy_if_distinct(a.in[0], a.out[0]); }
+void Reshape(const KernelArgs& a) { copy_if_distinct(a.in[0], a.out[0]); }
+void Flatten(const KernelArgs& a) { copy_if_distinct(a.in[0], a.out[0]); }
+void Squeeze(const KernelArgs& a) { copy_if_distinct(a.in[0], a.out[0]); }
+void Unsqueeze(const KernelArgs& a) { copy_if_distinct(a.in[0], a.out[0]); }
+
+// Transpose: [d_0..d_r) -> [d_perm[0]..d_perm[r-1]]
+void Transpose(const KernelArgs& a) {
+  const auto& perm = a.p<ops::TransposeParams>().perm;
+  int64_t in_st[kMaxRank], st[kMaxRank];
+  CB_CHECK(a.in[0].rank() <= kMaxRank);
+  contiguous_strides(a.in[0].dims, in_st);
+  for (size_t i = 0; i < perm.size(); ++i) st[i] = in_st[perm[i]];
+  strided_copy(a, a.in[0], a.out[0], st, 0);
+}
+
+// Expand: [a...] -> broadcast([a...], shape) (a 1 in X repeats along the output dim).
+void Expand(const KernelArgs& a) {
+  const TensorView &in = a.in[0], &out = a.out[0];
+  int64_t in_st[kMaxRank], st[kMaxRank];
+  CB_CHECK(out.rank() <= kMaxRank && in.rank() <= out.rank());
+  contiguous_strides(in.dims, in_st);
+  int64_t shift = out.rank() - in.rank();
+  for (int64_t d = 0; d < out.rank(); ++d) {
+    int64_t k = d - shift;
+    st[d] = (k < 0 || in.dims[static_cast<size_t>(k)] == 1) ? 0 : in_st[k];
+  }
+  strided_copy(a, in, out, st, 0);
+}
+
+// Slice(data, starts, ends, axes?, steps?): infer() resolved the output dims and, per input dim,
+// the first index taken and the step (params dim_start, dim_step).
+void Slice(const KernelArgs& a) {
+  const auto& p = a.p<ops::SliceParams>();
+  const TensorView &in = a.in[0], &out = a.out[0];
+  const int64_t r = in.rank();
+  CB_CHECK(r <= kMaxRank && static_cast<int64_t>(p.dim_start.size()) == r &&
+           static_cast<int64_t>(p.dim_step.size()) == r);
+  int64_t st[kMaxRank], base = 0;
+  contiguous_strides(in.dims, st);
+  for (size_t d = 0; d < static_cast<size_t>(r); ++d) {
+    base += p.dim_start[d] * st[d];
+    st[d] *= p.dim_step[d];
+  }
+  strided_copy(a, in, out, st, base);
+}
+
+// Concat: inputs [.., k_i, ..] along axis -> [.., sum k_i, ..]
+void Concat(const KernelArgs& a) {
+  const TensorView& out = a.out[0];
+  auto axis = static_cast<size_t>(a.p<ops::ConcatParams>().axis);
+  int64_t outer = prod(out.dims, 0, axis), es = static_cast<int64_t>(dtype_size(out.dtype));
+  int64_t row = out.numel() / std::max<int64_t>(outer, 1) * es;  // bytes per outer index
+  auto* dst = static_cast<std::byte*>(out.data);
+  parallel(a, outer, row, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      int64_t at = o * row;
+      for (const TensorView& in : a.in) {
+        if (!in.present()) continue;
+        int64_t chunk = in.numel() / std::max<int64_t>(outer, 1) * es;
+        std::memcpy(dst + at, static_cast<const std::byte*>(in.data) + o * chunk,
+                    static_cast<size_t>(chunk));
+        at += chunk;
+      }
+    }
+  });
+}
+
+// Split: [.., k, ..] -> outputs [.., k_i, ..] along axis (sizes from the outputs' dims).
+void Split(const KernelArgs& a) {
+  const TensorView& in = a.in[0];
+  auto axis = static_cast<size_t>(a.p<ops::SplitParams>().axis);
+  int64_t outer = prod(in.dims, 0, axis), es = static_cast<int64_t>(dtype_size(in.dtype));
+  int64_t row = in.numel() / std::max<int64_t>(outer, 1) * es;
+  const auto* src = static_cast<const std::byte*>(in.data);
+  parallel(a, outer, row, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      int64_t at = o * row;
+      for (const TensorView& out : a.out) {
+        int64_t chunk = prod(out.dims, axis, out.dims.size()) * es;
+        if (out.present())
+          std::memcpy(static_cast<std::byte*>(out.data) + o * chunk, src + at,
+                      static_cast<size_t>(chunk));
+        at += chunk;
+      }
+    }
+  });
+}
+
+// Gather(data [.., n, ..], indices [i...]) along axis -> [.., i..., ..]; negative indices count
+// from the end; an index out of range is an error naming it.
+void Gather(const KernelArgs& a) {
+  const TensorView &data = a.in[0], &idx = a.in[1], &out = a.out[0];
+  auto axis = static_cast<size_t>(a.p<ops::GatherParams>().axis);
+  int64_t outer = prod(data.dims, 0, axis), n = data.dims[axis];
+  int64_t inner_bytes =
+      prod(data.dims, axis + 1, data.dims.size()) * static_cast<int64_t>(dtype_size(data.dtype));
+  int64_t ni = idx.numel();
+  for (int64_t k = 0; k < ni; ++k) {
+    int64_t j = int_at(idx, k);
+    if (j < -n || j >= n)
+      fail("Gather: index {} is out of range for axis {} of size {}", j, axis, n);
+  }
+  const auto* src = static_cast<const std::byte*>(data.data);
+  auto* dst = static_cast<std::byte*>(out.data);
+  parallel(a, outer, ni * inner_bytes, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o)
+      for (int64_t k = 0; k < ni; ++k) {
+        int64_t j = int_at(idx, k);
+        if (j < 0) j += n;
+        std::memcpy(dst + (o * ni + k) * inner_bytes, src + (o * n + j) * inner_bytes,
+                    static_cast<size_t>(inner_bytes));
+      }
+  });
+}
+
+// Cast: any dtype -> params.to, elementwise.
+void Cast(const KernelArgs& a) {
+  const TensorView &in = a.in[0], &out = a.out[0];
+  if (in.dtype == out.dtype) return copy_if_distinct(in, out);
+  int64_t n = in.numel();
+  dispatch_all(in.dtype, [&]<class S>(Tag<S>) {
+    dispatch_all(out.dtype, [&]<class D>(Tag<D>) {
+      const S* s = in.ptr<const S>();
+      D* d = out.ptr<D>();
+      parallel(a, n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) d[i] = store<D>(load(s[i]));
+      });
+    });
+  });
+}
+
+// Shape: [d...] -> i64 [end - start] (the input's dims; only the input's dims are read).
+void Shape(const KernelArgs& a) {
+  const auto& p = a.p<ops::ShapeParams>();
+  int64_t r = a.in[0].rank();
+  auto clamp = [r](int64_t x) { return std::clamp<int64_t>(x < 0 ? x + r : x, 0, r); };
+  int64_t b = clamp(p.start), e = clamp(p.end.value_or(r));
+  for (int64_t i = b; i < e; ++i)
+    a.out[0].ptr<int64_t>()[i - b] = a.in[0].dims[static_cast<size_t>(i)];
+}
+
+// Constant: the params' tensor. ConstantOfShape: [shape] filled with the params' one value.
+void Constant(const KernelArgs& a) {
+  const Tensor& v = *a.p<ops::ConstantParams>().value;
+  std::memcpy(a.out[0].data, v.bytes.data(), std::min(v.bytes.size(), a.out[0].bytes()));
+}
+void ConstantOfShape(const KernelArgs& a) {
+  const Tensor& v = *a.p<ops::ConstantParams>().value;
+  dispatch_bytes(a.out[0].dtype, [&]<class E>(Tag<E>) {
+    E x;
+    std::memcpy(&x, v.bytes.data(), sizeof(E));
+    std::fill(a.out[0].ptr<E>(), a.out[0].ptr<E>() + a.out[0].numel(), x);
+  });
+}
+
+// Range(start, limit, delta) -> [n]: out[i] = start + i * delta (n resolved by infer()).
+void Range(const KernelArgs& a) {
+  dispatch_numeric(a.out[0].dtype, [&]<class T>(Tag<T>) {
+    T start = read_scalar<T>(a.in[0]), delta = read_scalar<T>(a.in[2]);
+    T* o = a.out[0].ptr<T>();
+    for (int64_t i = 0; i < a.out[0].numel(); ++i)
+      o[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  });
+}
+
+// Pad(data, pads, value?, axes?) -> [d_i + begin_i + end_i]; modes constant, reflect (mirror
+// without repeating the edge), edge (repeat the edge). Negative pads crop.
+void Pad(const KernelArgs& a) {
+  const auto& p = a.p<ops::PadParams>();
+  const TensorView &in = a.in[0], &out = a.out[0];
+  const int64_t r = in.rank();
+  CB_CHECK(r <= kMaxRank);
+  int64_t begin[kMaxRank] = {};
+  if (p.pads) {
+    for (int64_t d = 0; d < r; ++d) begin[d] = (*p.pads)[static_cast<size_t>(d)];
+  } else {
+    bool has_axes = a.in.size() > 3 && a.in[3].present();
+    int64_t na = has_axes ? a.in[3].numel() : r;
+    for (int64_t i = 0; i < na; ++i)
+      begin[has_axes ? norm_axis(int_at(a.in[3], i), r) : i] = int_at(a.in[1], i);
+  }
+  const int mode = p.mode == "reflect" ? 1 : p.mode == "edge" ? 2 : 0;
+  // Input coordinate of output coordinate o along d, or -1 (constant padding).
+  auto src = [&](int64_t d, int64_t o) -> int64_t {
+    int64_t n = in.dims[static_cast<size_t>(d)], i = o - begin[d];
+    if (i >= 0 && i < n) return i;
+    if (mode == 0 || n == 0) return -1;
+    if (mode == 2) return std::clamp<int64_t>(i, 0, n - 1);
+    if (n == 1) return 0;
+    int64_t period = 2 * (n - 1), m = ((i % period) + period) % period;
+    return m < n ? m : period - m;
+  };
+  int64_t in_st[kMaxRank];
+  contiguous_strides(in.dims, in_st);
+  const int64_t inner = r > 0 ? out.dims.back() : 1,
+                rows = out.numel() / std::max<int64_t>(inner, 1);
+  if (out.numel() == 0) return;
+  dispatch_all(in.dtype, [&]<class T>(Tag<T>) {
+    T value{};
+    if (!p.pads && a.in.size() > 2 && a.in[2].present())
+      std::memcpy(&value, a.in[2].data, sizeof(T));
+    else
+      value = store<T>(p.value);
+    const T* x = in.ptr<const T>();
+    T* y = out.ptr<T>();
+    parallel(a, rows, inner, [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        int64_t off = 0, rem = row;
+        bool outside = false;
+        for (int64_t d = r - 2; d >= 0; --d) {
+          int64_t o = rem % out.dims[static_cast<size_t>(d)];
+          rem /= out.dims[static_cast<size_t>(d)];
+          int64_t s = src(d, o);
+          outside |= s < 0;
+          off += s * in_st[d];
+        }
+        T* dst = y + row * inner;
+        if (outside) {
+          std::fill(dst, dst + inner, value);
+          continue;
+        }
+        for (int64_t o = 0; o < inner; ++o) {
+          int64_t s = r > 0 ? src(r - 1, o) : 0;
+          dst[o] = s < 0 ? value : x[off + s];
+        }
+      }
+    });
+  });
+}
+
+}  // namespace cb::cpu

@@ -1,0 +1,174 @@
+// Gemm and MatMul on the CPU through CBLAS, plus the gemm wrappers of blas.h.
+// Gemm:   Y [M,N] = alpha * op(A) [M,K] x op(B) [K,N] + beta * C (C broadcast to [M,N]).
+// MatMul: [...,M,K] x [...,K,N] -> [broadcast(...),M,N]; 1-D operands are promoted ([K] -> [1,K]
+// on the left, [K,1] on the right) and the unit dim is absent from the output view.
+// Parallelism: across matrices of a batch, or across row blocks of one large product.
+#include <cblas.h>
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+
+#include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/error.h"
+#include "runtime/ops/params.h"
+#include "runtime/thread_pool.h"
+
+namespace cb::cpu {
+
+void blas_single_thread() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  blas_single_thread();
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  blas_single_thread();
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+namespace {
+
+// Below this many multiply-adds a product runs on one thread.
+constexpr int64_t kSplitMacs = int64_t{1} << 17;
+
+// One product, its rows of op(A)/C split across the pool when it is large enough.
+template <typename T>
+void gemm_rows(ThreadPool* pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
+               const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  int64_t threads = pool ? pool->size() : 1;
+  if (threads <= 1 || m * n * k < kSplitMacs || m < 2 * threads) {
+    gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  int64_t grain = std::max<int64_t>(8, (m + threads - 1) / threads);
+  pool->parallel_for(
+      m,
+      [&](int64_t r0, int64_t r1) {
+        const T* ar = ta ? a + r0 : a + r0 * lda;
+        gemm(ta, tb, r1 - r0, n, k, alpha, ar, lda, b, ldb, beta, c + r0 * ldc, ldc);
+      },
+      grain);
+}
+
+// ---- Gemm ---------------------------------------------------------------------------------------
+template <typename T>
+void gemm_typed(const KernelArgs& a) {
+  const auto& p = a.p<ops::GemmParams>();
+  const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
+  int64_t m = Y.dims[0], n = Y.dims[1];
+  int64_t k = p.trans_a ? A.dims[0] : A.dims[1];
+  T* y = Y.ptr<T>();
+  T beta = static_cast<T>(p.beta);
+  bool has_c = a.in.size() > 2 && a.in[2].present() && beta != T(0);
+  if (has_c) {  // Y = beta * C broadcast to [M,N]; then the product accumulates onto it
+    const TensorView& C = a.in[2];
+    const T* c = C.ptr<T>();
+    int64_t sm = 0, sn = 0;
+    if (C.rank() == 2) {
+      sm = C.dims[0] == 1 ? 0 : C.dims[1];
+      sn = C.dims[1] == 1 ? 0 : 1;
+    } else if (C.rank() == 1) {
+      sn = C.dims[0] == 1 ? 0 : 1;
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] = beta * c[i * sm + j * sn];
+  }
+  if (k == 0) {
+    if (!has_c) std::fill(y, y + m * n, T(0));
+    return;
+  }
+  gemm_rows<T>(a.pool, p.trans_a, p.trans_b, m, n, k, static_cast<T>(p.alpha), A.ptr<T>(),
+               A.dims[1], B.ptr<T>(), B.dims[1], has_c ? T(1) : T(0), y, n);
+}
+
+// ---- MatMul -------------------------------------------------------------------------------------
+constexpr size_t kMaxBatchDims = 16;
+using Dims = std::array<int64_t, kMaxBatchDims>;
+
+template <typename T>
+void matmul_typed(const KernelArgs& a) {
+  const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
+  // Promote 1-D operands: [K] -> [1,K] on the left, [K] -> [K,1] on the right.
+  const size_t ra = A.dims.size(), rb = B.dims.size();
+  const int64_t m = ra == 1 ? 1 : A.dims[ra - 2], k = A.dims[ra - 1];
+  const int64_t n = rb == 1 ? 1 : B.dims[rb - 1];
+  const size_t na = ra > 2 ? ra - 2 : 0, nb = rb > 2 ? rb - 2 : 0, nbatch = std::max(na, nb);
+  CB_CHECK(nbatch <= kMaxBatchDims);
+  // Output batch dims, and each operand's element stride per batch dim (0 where broadcast).
+  Dims out{}, sa{}, sb{};
+  int64_t count = 1, a_count = 1, b_count = 1, stride_a = m * k, stride_b = k * n;
+  for (size_t i = 0; i < nbatch; ++i) {  // i counts from the innermost batch dim
+    size_t o = nbatch - 1 - i;
+    int64_t da = i < na ? A.dims[na - 1 - i] : 1, db = i < nb ? B.dims[nb - 1 - i] : 1;
+    out[o] = da == 1 ? db : da;
+    sa[o] = da == 1 ? 0 : stride_a;
+    sb[o] = db == 1 ? 0 : stride_b;
+    stride_a *= da;
+    stride_b *= db;
+    count *= out[o];
+    a_count *= da;
+    b_count *= db;
+  }
+  const T* pa = A.ptr<T>();
+  const T* pb = B.ptr<T>();
+  T* py = Y.ptr<T>();
+  if (count == 0 || m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill(py, py + count * m * n, T(0));
+    return;
+  }
+  // One right-hand matrix for the whole batch: fold the batch into the rows,
+  // [count*M, K] x [K, N] -> [count*M, N]. Also the plain single product.
+  if (b_count == 1 && a_count == count) {
+    gemm_rows<T>(a.pool, false, false, count * m, n, k, T(1), pa, k, pb, n, T(0), py, n);
+    return;
+  }
+  // [M, K] x [K, N] -> [M, N] per batch index, the batch across the pool.
+  auto body = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t rem = i, oa = 0, ob = 0;
+      for (size_t d = nbatch; d-- > 0;) {
+        int64_t idx = rem % out[d];
+        rem /= out[d];
+        oa += idx * sa[d];
+        ob += idx * sb[d];
+      }
+      gemm(false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, T(0), py + i * m * n, n);
+    }
+  };
+  if (a.pool && m * n * k * count >= kSplitMacs)
+    a.pool->parallel_for(count, body);
+  else
+    body(0, count);
+}
+
+}  // namespace
+
+void Gemm(const KernelArgs& a) {
+  if (kernel_dtype(a) == DType::F64)
+    gemm_typed<double>(a);
+  else
+    gemm_typed<float>(a);
+}
+
+void MatMul(const KernelArgs& a) {
+  if (kernel_dtype(a) == DType::F64)
+    matmul_typed<double>(a);
+  else
+    matmul_typed<float>(a);
+}
+
+}  // namespace cb::cpu

@@ -1,0 +1,132 @@
+// Helpers shared by the CPU kernel files: dtype dispatch (a DType -> a C++ type given to a
+// templated lambda as std::type_identity<T>), parallel loops that run inline without a pool or
+// below the grain, and the readers of small constant inputs (axes, pads, starts) that ops take as
+// tensors. Kernel files include this; nothing outside kernels/cpu/ does.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/kernel.h"
+#include "runtime/error.h"
+#include "runtime/thread_pool.h"
+
+namespace cb::cpu {
+
+template <class T>
+using Tag = std::type_identity<T>;
+
+// f32, f64.
+template <class F>
+void dispatch_float(DType t, F&& f) {
+  switch (t) {
+    case DType::F32:
+      f(Tag<float>{});
+      return;
+    case DType::F64:
+      f(Tag<double>{});
+      return;
+    default:
+      throw InternalError(fmt::format("no float kernel for {}", dtype_name(t)));
+  }
+}
+
+// f32, f64, i64, i32, i8, u8 (and bool where `with_bool`).
+template <class F>
+void dispatch_numeric(DType t, F&& f, bool with_bool = false) {
+  switch (t) {
+    case DType::F32:
+      f(Tag<float>{});
+      return;
+    case DType::F64:
+      f(Tag<double>{});
+      return;
+    case DType::I64:
+      f(Tag<int64_t>{});
+      return;
+    case DType::I32:
+      f(Tag<int32_t>{});
+      return;
+    case DType::I8:
+      f(Tag<int8_t>{});
+      return;
+    case DType::U8:
+      f(Tag<uint8_t>{});
+      return;
+    case DType::Bool:
+      if (with_bool) {
+        f(Tag<bool>{});
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  throw InternalError(fmt::format("no numeric kernel for {}", dtype_name(t)));
+}
+
+// An unsigned integer type of the element's size: for kernels that only move elements.
+template <class F>
+void dispatch_bytes(DType t, F&& f) {
+  switch (dtype_size(t)) {
+    case 1:
+      f(Tag<uint8_t>{});
+      return;
+    case 2:
+      f(Tag<uint16_t>{});
+      return;
+    case 4:
+      f(Tag<uint32_t>{});
+      return;
+    case 8:
+      f(Tag<uint64_t>{});
+      return;
+    default:
+      throw InternalError(fmt::format("no element size {}", dtype_size(t)));
+  }
+}
+
+// Elements per task below which a loop is not worth splitting.
+constexpr int64_t kGrain = 1 << 15;
+
+// fn(begin, end) over [0, n) where one index costs about `cost` element operations: inline
+// without a pool or below 2 * kGrain in total, else split over the pool in chunks of >= kGrain.
+template <class F>
+void parallel(const KernelArgs& a, int64_t n, int64_t cost, F&& fn) {
+  if (n <= 0) return;
+  cost = std::max<int64_t>(1, cost);
+  if (!a.pool || a.pool->size() <= 1 || n < 2 || n * cost < 2 * kGrain) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  int64_t grain = std::max<int64_t>(1, kGrain / cost);
+  const F* f = &fn;  // one pointer: fits std::function's small buffer, no allocation
+  a.pool->parallel_for(
+      n, [f](int64_t b, int64_t e) { (*f)(b, e); }, grain);
+}
+
+// Copies input 0 to output 0 unless the planner made them one buffer.
+inline void copy_if_distinct(const TensorView& in, const TensorView& out) {
+  if (out.data != in.data && out.bytes() > 0) std::memmove(out.data, in.data, out.bytes());
+}
+
+// Element i of a small integer input (axes, pads, starts, steps) as int64: i64 or i32 data.
+inline int64_t int_at(const TensorView& v, int64_t i) {
+  CB_CHECK(v.dtype == DType::I64 || v.dtype == DType::I32);
+  return v.dtype == DType::I32 ? v.ptr<int32_t>()[i] : v.ptr<int64_t>()[i];
+}
+
+// A scalar input read as T (Clip bounds, Range start/delta, Pad value).
+template <class T>
+T read_scalar(const TensorView& v) {
+  T r{};
+  dispatch_numeric(
+      v.dtype, [&]<class U>(Tag<U>) { r = static_cast<T>(v.ptr<U>()[0]); }, true);
+  return r;
+}
+
+inline int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+}  // namespace cb::cpu

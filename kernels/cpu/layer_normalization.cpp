@@ -1,0 +1,77 @@
+// LayerNormalization(X, Scale, B?) -> Y, Mean?, InvStdDev?
+// X is viewed as [outer, m] with m = product of dims[axis:]; per row:
+//   mean = sum(x) / m, var = sum((x - mean)^2) / m, inv = 1 / sqrt(var + epsilon),
+//   y = (x - mean) * inv * scale + b
+// with statistics in double and written as f32 (stash_type 1) in [outer dims, 1...]. Scale and B
+// have the normalised dims or broadcast to them (numpy rules, right-aligned).
+#include <cmath>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kernel_util.h"
+#include "runtime/ops/params.h"
+
+namespace cb::cpu {
+
+namespace {
+// Index into a tensor `v` broadcast to the normalised dims `norm` (rank nr) of flat index k.
+int64_t bcast_index(const TensorView& v, const int64_t* norm, int64_t nr, int64_t k) {
+  int64_t idx = 0, st = 1;
+  for (int64_t d = nr - 1, j = v.rank() - 1; d >= 0; --d, --j) {
+    int64_t c = k % norm[d];
+    k /= norm[d];
+    if (j < 0) continue;
+    int64_t vd = v.dims[static_cast<size_t>(j)];
+    if (vd != 1) idx += c * st;
+    st *= vd;
+  }
+  return idx;
+}
+}  // namespace
+
+void LayerNormalization(const KernelArgs& a) {
+  const auto& p = a.p<ops::LayerNormalizationParams>();
+  const TensorView &x = a.in[0], &scale = a.in[1], &out = a.out[0];
+  const TensorView* bias = a.in.size() > 2 && a.in[2].present() ? &a.in[2] : nullptr;
+  const TensorView* mean_out = a.out.size() > 1 && a.out[1].present() ? &a.out[1] : nullptr;
+  const TensorView* inv_out = a.out.size() > 2 && a.out[2].present() ? &a.out[2] : nullptr;
+  const int64_t r = x.rank(), axis = norm_axis(p.axis, r);
+  int64_t outer = 1, m = 1;
+  for (int64_t d = 0; d < r; ++d) (d < axis ? outer : m) *= x.dims[static_cast<size_t>(d)];
+  const int64_t* norm = x.dims.data() + axis;
+  const bool scale_full = scale.numel() == m, bias_full = !bias || bias->numel() == m;
+  const double eps = p.epsilon;
+  dispatch_float(x.dtype, [&]<class T>(Tag<T>) {
+    const T* xs = x.ptr<const T>();
+    const T* s = scale.ptr<const T>();
+    const T* b = bias ? bias->ptr<const T>() : nullptr;
+    T* y = out.ptr<T>();
+    parallel(a, outer, m * 3, [&](int64_t rb, int64_t re) {
+      for (int64_t row = rb; row < re; ++row) {
+        const T* xr = xs + row * m;
+        T* yr = y + row * m;
+        double sum = 0, sq = 0;
+        for (int64_t k = 0; k < m; ++k) sum += xr[k];
+        const double mean = m > 0 ? sum / static_cast<double>(m) : 0.0;
+        for (int64_t k = 0; k < m; ++k) {
+          double c = xr[k] - mean;
+          sq += c * c;
+        }
+        const double inv = 1.0 / std::sqrt((m > 0 ? sq / static_cast<double>(m) : 0.0) + eps);
+        if (mean_out) mean_out->ptr<float>()[row] = static_cast<float>(mean);
+        if (inv_out) inv_out->ptr<float>()[row] = static_cast<float>(inv);
+        const T tm = static_cast<T>(mean), ti = static_cast<T>(inv);
+        if (scale_full && bias_full) {
+          for (int64_t k = 0; k < m; ++k) yr[k] = (xr[k] - tm) * ti * s[k] + (b ? b[k] : T(0));
+          continue;
+        }
+        for (int64_t k = 0; k < m; ++k) {
+          T sk = scale_full ? s[k] : s[bcast_index(scale, norm, r - axis, k)];
+          T bk = !b ? T(0) : bias_full ? b[k] : b[bcast_index(*bias, norm, r - axis, k)];
+          yr[k] = (xr[k] - tm) * ti * sk + bk;
+        }
+      }
+    });
+  });
+}
+
+}  // namespace cb::cpu

@@ -1,0 +1,206 @@
+// Pooling on the CPU: MaxPool (f32, f64, i8, u8; optional i64 Indices), AveragePool and
+// GlobalAveragePool (f32, f64). X [N,C,D...] -> Y [N,C,D'...], 1-D to 3-D spatial dims padded to
+// 3-D (WindowGeom, conv.h); pads, strides, dilations and ceil_mode come resolved from infer().
+// Conventions (ONNX, as PyTorch): padding never wins a max; MaxPool Indices are flat offsets into
+// X ([0, N*C*D...)), row-major, or column-major over the spatial dims with storage_order=1;
+// AveragePool divides by the valid count, or with count_include_pad by the window's positions
+// inside the padded input (not the ceil_mode overhang). Planes [n, c] run across the pool.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/plane_sum.h"
+#include "runtime/ops/params.h"
+#include "runtime/thread_pool.h"
+
+namespace cb::cpu {
+
+namespace {
+
+// Runs body(plane_begin, plane_end) over the N*C planes, in parallel when there is work enough.
+template <typename F>
+void over_planes(const KernelArgs& a, int64_t planes, int64_t work_per_plane, const F& body) {
+  if (a.pool && planes > 1 && planes * work_per_plane >= (int64_t{1} << 15))
+    a.pool->parallel_for(planes, body);
+  else
+    body(0, planes);
+}
+
+template <typename T>
+bool greater(T v, T best) {
+  if constexpr (std::is_floating_point_v<T>)
+    return v > best || (std::isnan(v) && !std::isnan(best));  // NaN propagates, as in PyTorch
+  else
+    return v > best;
+}
+
+// ---- MaxPool ------------------------------------------------------------------------------------
+// One plane, one output row at a time: every window position (kd, kh, kw) updates the whole row,
+// in window order, so the first maximum wins as in a per-window loop, and the value-only variant
+// vectorises. ip: this plane's indices or nullptr; base: the plane's offset in X.
+template <typename T, bool kIndices>
+void max_pool_plane(const WindowGeom& g, const T* xp, T* yp, int64_t* ip, int64_t base,
+                    bool col_major) {
+  const int64_t O1 = g.out[1], O2 = g.out[2], s2 = g.s[2];
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < O1; ++oh) {
+      T* yr = yp + (od * O1 + oh) * O2;
+      int64_t* ir = kIndices ? ip + (od * O1 + oh) * O2 : nullptr;
+      std::fill(yr, yr + O2, std::numeric_limits<T>::lowest());
+      if constexpr (kIndices) std::fill(ir, ir + O2, int64_t{-1});
+      for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+        int64_t id = od * g.s[0] - g.p[0] + kd * g.d[0];
+        if (id < 0 || id >= g.in[0]) continue;
+        for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+          int64_t ih = oh * g.s[1] - g.p[1] + kh * g.d[1];
+          if (ih < 0 || ih >= g.in[1]) continue;
+          for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+            int64_t off = kw * g.d[2] - g.p[2], lo, hi;
+            valid_range(off, s2, g.in[2], O2, lo, hi);
+            const T* xs = xp + (id * g.in[1] + ih) * g.in[2] + off;  // xs[ow * s2] = x[.., iw]
+            if constexpr (!kIndices) {
+              for (int64_t ow = lo; ow < hi; ++ow) {
+                T v = xs[ow * s2];
+                yr[ow] = greater(v, yr[ow]) ? v : yr[ow];
+              }
+            } else {
+              // The index is affine in ow: pos0 + ow * step (iw = ow * s2 + off).
+              const int64_t pos0 = base + (col_major ? id + (ih + off * g.in[1]) * g.in[0]
+                                                     : (id * g.in[1] + ih) * g.in[2] + off);
+              const int64_t step = col_major ? s2 * g.in[1] * g.in[0] : s2;
+              for (int64_t ow = lo; ow < hi; ++ow) {  // branch-free, so it vectorises
+                T v = xs[ow * s2];
+                bool take = ir[ow] < 0 || greater(v, yr[ow]);
+                yr[ow] = take ? v : yr[ow];
+                ir[ow] = take ? pos0 + ow * step : ir[ow];
+              }
+            }
+          }
+        }
+      }
+      if constexpr (kIndices)
+        for (int64_t ow = 0; ow < O2; ++ow)
+          if (ir[ow] < 0) yr[ow] = T(0), ir[ow] = base;  // a window wholly in padding
+    }
+}
+
+template <typename T>
+void max_pool(const KernelArgs& a) {
+  const auto& p = a.p<ops::PoolParams>();
+  const TensorView &X = a.in[0], &Y = a.out[0];
+  const TensorView* I = a.out.size() > 1 && a.out[1].present() ? &a.out[1] : nullptr;
+  const WindowGeom g = window_geom(p.window, X.dims, Y.dims, 1);
+  const T* x = X.ptr<T>();
+  T* y = Y.ptr<T>();
+  int64_t* ind = I ? I->ptr<int64_t>() : nullptr;
+  auto body = [&](int64_t c0, int64_t c1) {
+    for (int64_t pc = c0; pc < c1; ++pc) {
+      if (ind)
+        max_pool_plane<T, true>(g, x + pc * g.in_vol, y + pc * g.out_vol, ind + pc * g.out_vol,
+                                pc * g.in_vol, p.storage_order == 1);
+      else
+        max_pool_plane<T, false>(g, x + pc * g.in_vol, y + pc * g.out_vol, nullptr, 0, false);
+    }
+  };
+  over_planes(a, g.n * g.c, g.out_vol * g.k_vol, body);
+}
+
+// ---- AveragePool --------------------------------------------------------------------------------
+// Window positions k in [0, K) with start + k*dil inside [lo, hi).
+inline int64_t count_in(int64_t start, int64_t k, int64_t dil, int64_t lo, int64_t hi) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < k; ++i) n += start + i * dil >= lo && start + i * dil < hi;
+  return n;
+}
+
+template <typename T>
+void average_pool(const KernelArgs& a) {
+  const auto& p = a.p<ops::PoolParams>();
+  const TensorView &X = a.in[0], &Y = a.out[0];
+  const WindowGeom g = window_geom(p.window, X.dims, Y.dims, 1);
+  const T* x = X.ptr<T>();
+  T* y = Y.ptr<T>();
+  auto body = [&](int64_t c0, int64_t c1) {
+    for (int64_t pc = c0; pc < c1; ++pc) {
+      const T* xp = x + pc * g.in_vol;
+      T* yp = y + pc * g.out_vol;
+      int64_t o = 0;
+      for (int64_t od = 0; od < g.out[0]; ++od)
+        for (int64_t oh = 0; oh < g.out[1]; ++oh)
+          for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+            int64_t sd = od * g.s[0] - g.p[0], sh = oh * g.s[1] - g.p[1], sw = ow * g.s[2] - g.p[2];
+            T sum = 0;
+            int64_t valid = 0;
+            for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+              int64_t id = sd + kd * g.d[0];
+              if (id < 0 || id >= g.in[0]) continue;
+              for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+                int64_t ih = sh + kh * g.d[1];
+                if (ih < 0 || ih >= g.in[1]) continue;
+                const T* xr = xp + (id * g.in[1] + ih) * g.in[2];
+                for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+                  int64_t iw = sw + kw * g.d[2];
+                  if (iw < 0 || iw >= g.in[2]) continue;
+                  sum += xr[iw];
+                  ++valid;
+                }
+              }
+            }
+            int64_t div = valid;
+            if (p.count_include_pad)
+              div = count_in(sd, g.k[0], g.d[0], -g.p[0], g.in[0] + g.pe[0]) *
+                    count_in(sh, g.k[1], g.d[1], -g.p[1], g.in[1] + g.pe[1]) *
+                    count_in(sw, g.k[2], g.d[2], -g.p[2], g.in[2] + g.pe[2]);
+            yp[o] = div > 0 ? sum / static_cast<T>(div) : T(0);
+          }
+    }
+  };
+  over_planes(a, g.n * g.c, g.out_vol * g.k_vol, body);
+}
+
+// ---- GlobalAveragePool: [N,C,D...] -> [N,C,1...] -----------------------------------------------
+template <typename T>
+void global_average_pool(const KernelArgs& a) {
+  const TensorView &X = a.in[0], &Y = a.out[0];
+  int64_t planes = X.dims[0] * X.dims[1], vol = planes ? X.numel() / planes : 0;
+  const T* x = X.ptr<T>();
+  T* y = Y.ptr<T>();
+  over_planes(a, planes, vol, [&](int64_t c0, int64_t c1) {
+    for (int64_t pc = c0; pc < c1; ++pc) {
+      y[pc] = vol ? static_cast<T>(plane_sum(x + pc * vol, vol) / static_cast<double>(vol)) : T(0);
+    }
+  });
+}
+
+}  // namespace
+
+void MaxPool(const KernelArgs& a) {
+  switch (kernel_dtype(a)) {
+    case DType::F64:
+      return max_pool<double>(a);
+    case DType::I8:
+      return max_pool<int8_t>(a);
+    case DType::U8:
+      return max_pool<uint8_t>(a);
+    default:
+      return max_pool<float>(a);
+  }
+}
+
+void AveragePool(const KernelArgs& a) {
+  if (kernel_dtype(a) == DType::F64)
+    average_pool<double>(a);
+  else
+    average_pool<float>(a);
+}
+
+void GlobalAveragePool(const KernelArgs& a) {
+  if (kernel_dtype(a) == DType::F64)
+    global_average_pool<double>(a);
+  else
+    global_average_pool<float>(a);
+}
+
+}  // namespace cb::cpu

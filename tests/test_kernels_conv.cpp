@@ -1,0 +1,402 @@
+// CPU kernels of the conv / gemm / matmul / pooling / batchnorm family, called directly through
+// the kernel table (no graph): Conv (groups, depthwise, strides, asymmetric pads, dilations,
+// 1-D to 3-D; f32 through the default path and im2col, f64) against a naive loop, Gemm's
+// transposes and C broadcasting, MatMul's batch broadcasting and 1-D promotion, MaxPool indices,
+// AveragePool's divisors, BatchNormalization's training-mode statistics by hand.
+#include <doctest/doctest.h>
+
+#include <any>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/ops/params.h"
+#include "runtime/thread_pool.h"
+
+using namespace cb;
+
+namespace {
+
+template <class T>
+constexpr DType dtype_of() {
+  return std::is_same_v<T, double> ? DType::F64 : DType::F32;
+}
+
+template <class T>
+TensorView view(std::vector<T>& v, std::vector<int64_t> dims) {
+  return TensorView{v.data(), dtype_of<T>(), std::move(dims)};
+}
+
+int64_t numel(const std::vector<int64_t>& d) {
+  return std::accumulate(d.begin(), d.end(), int64_t{1}, std::multiplies<>());
+}
+
+template <class T>
+std::vector<T> random_vec(int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> d(-1, 1);
+  std::vector<T> v(static_cast<size_t>(n));
+  for (T& x : v) x = static_cast<T>(d(g));
+  return v;
+}
+
+void launch(OpKind op, KernelArgs& a, ThreadPool* pool, const std::any* params) {
+  a.pool = pool;
+  a.params = params;
+  KernelFn fn = cpu::find_cpu_kernel(op, kernel_dtype(a));
+  REQUIRE(bool(fn));
+  fn(a);
+}
+
+// ---- Conv ---------------------------------------------------------------------------------------
+struct ConvCase {
+  std::vector<int64_t> in;  // spatial input dims
+  std::vector<int64_t> k, s, d, pads;
+  int64_t n, c, m, group;
+  bool bias;
+};
+
+template <class T>
+void check_conv(const ConvCase& cc, ThreadPool* pool, bool im2col_only) {
+  size_t r = cc.in.size();
+  ops::ConvParams p;
+  p.window.kernel_shape = cc.k;
+  p.window.strides = cc.s;
+  p.window.dilations = cc.d;
+  p.window.pads = cc.pads;
+  p.group = cc.group;
+  std::any params = p;
+  std::vector<int64_t> xd{cc.n, cc.c}, wd{cc.m, cc.c / cc.group}, yd{cc.n, cc.m};
+  for (size_t i = 0; i < r; ++i) {
+    xd.push_back(cc.in[i]);
+    wd.push_back(cc.k[i]);
+    int64_t span = cc.d[i] * (cc.k[i] - 1) + 1;
+    yd.push_back((cc.in[i] + cc.pads[i] + cc.pads[i + r] - span) / cc.s[i] + 1);
+  }
+  auto x = random_vec<T>(numel(xd), 1), w = random_vec<T>(numel(wd), 2),
+       b = random_vec<T>(cc.m, 3);
+  std::vector<T> y(static_cast<size_t>(numel(yd)), T(-99));
+  KernelArgs a;
+  a.in = {view(x, xd), view(w, wd), cc.bias ? view(b, {cc.m}) : TensorView{}};
+  a.out = {view(y, yd)};
+  if (im2col_only) {
+    a.pool = pool;
+    a.params = &params;
+    cpu::conv_im2col(a);
+  } else {
+    launch(OpKind::Conv, a, pool, &params);
+  }
+  // Naive reference over 3-D-padded dims.
+  auto dim3 = [&](const std::vector<int64_t>& v, size_t off, int64_t def) {
+    std::array<int64_t, 3> o{def, def, def};
+    for (size_t i = 0; i < r; ++i) o[3 - r + i] = v[off + i];
+    return o;
+  };
+  auto I = dim3(xd, 2, 1), O = dim3(yd, 2, 1), K = dim3(cc.k, 0, 1), S = dim3(cc.s, 0, 1),
+       D = dim3(cc.d, 0, 1), P = dim3(cc.pads, 0, 0);
+  int64_t cg = cc.c / cc.group, mg = cc.m / cc.group, bad = 0;
+  double worst = 0;
+  for (int64_t n = 0; n < cc.n; ++n)
+    for (int64_t m = 0; m < cc.m; ++m)
+      for (int64_t o0 = 0; o0 < O[0]; ++o0)
+        for (int64_t o1 = 0; o1 < O[1]; ++o1)
+          for (int64_t o2 = 0; o2 < O[2]; ++o2) {
+            double acc = cc.bias ? double(b[size_t(m)]) : 0.0;
+            int64_t g = m / mg;
+            for (int64_t c = 0; c < cg; ++c)
+              for (int64_t k0 = 0; k0 < K[0]; ++k0)
+                for (int64_t k1 = 0; k1 < K[1]; ++k1)
+                  for (int64_t k2 = 0; k2 < K[2]; ++k2) {
+                    int64_t i0 = o0 * S[0] - P[0] + k0 * D[0], i1 = o1 * S[1] - P[1] + k1 * D[1],
+                            i2 = o2 * S[2] - P[2] + k2 * D[2];
+                    if (i0 < 0 || i0 >= I[0] || i1 < 0 || i1 >= I[1] || i2 < 0 || i2 >= I[2])
+                      continue;
+                    double xv = x[size_t((((n * cc.c + g * cg + c) * I[0] + i0) * I[1] + i1) * I[2] + i2)];
+                    double wv = w[size_t((((m * cg + c) * K[0] + k0) * K[1] + k1) * K[2] + k2)];
+                    acc += xv * wv;
+                  }
+            double got = y[size_t((((n * cc.m + m) * O[0] + o0) * O[1] + o1) * O[2] + o2)];
+            double err = std::abs(got - acc);
+            worst = std::max(worst, err);
+            bad += err > (std::is_same_v<T, double> ? 1e-10 : 1e-4) * (1 + std::abs(acc));
+          }
+  CAPTURE(worst);
+  CHECK(bad == 0);
+}
+
+const std::vector<ConvCase> kConvCases = {
+    // in, kernel, strides, dilations, pads (begins, ends), n, c, m, group, bias
+    {{9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 3, 4, 6, 1, true},        // plain 3x3 same
+    {{11, 10}, {3, 2}, {2, 3}, {1, 1}, {0, 1, 2, 1}, 2, 4, 6, 2, true},      // groups, asym pads
+    {{12, 12}, {3, 3}, {1, 2}, {2, 3}, {2, 1, 1, 2}, 2, 3, 4, 1, false},     // dilations
+    {{10, 9}, {3, 3}, {2, 1}, {1, 2}, {1, 1, 1, 1}, 3, 6, 12, 6, true},      // depthwise x2
+    {{7, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 2, 8, 5, 1, true},        // pointwise
+    {{8, 8}, {1, 1}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 2, 8, 4, 1, false},       // 1x1 stride 2
+    {{17}, {4}, {2}, {2}, {3, 1}, 2, 4, 4, 2, true},                         // 1-D
+    {{5, 6, 7}, {2, 3, 2}, {1, 2, 1}, {2, 1, 1}, {1, 0, 1, 0, 1, 1}, 2, 2, 3, 1, true},  // 3-D
+};
+
+}  // namespace
+
+TEST_CASE("conv: groups, depthwise, strides, pads, dilations, 1-D to 3-D, against a naive loop") {
+  ThreadPool one(1), two(2);
+  for (size_t i = 0; i < kConvCases.size(); ++i) {
+    CAPTURE(i);
+    for (ThreadPool* pool : {&one, &two}) {
+      check_conv<double>(kConvCases[i], pool, false);
+      check_conv<float>(kConvCases[i], pool, false);  // oneDNN where built with it
+      check_conv<float>(kConvCases[i], pool, true);   // im2col + GEMM
+    }
+  }
+}
+
+TEST_CASE("gemm: transposes, alpha, beta and C broadcasting") {
+  ThreadPool pool(2);
+  const int64_t M = 37, N = 29, K = 23;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (std::vector<int64_t> cd : std::vector<std::vector<int64_t>>{{}, {N}, {M, 1}, {1}, {M, N}, {0}}) {
+        bool has_c = cd != std::vector<int64_t>{0};
+        CAPTURE(ta);
+        CAPTURE(tb);
+        CAPTURE(cd.size());
+        ops::GemmParams p;
+        p.alpha = 0.5f;
+        p.beta = 2.0f;
+        p.trans_a = ta;
+        p.trans_b = tb;
+        std::any params = p;
+        auto A = random_vec<double>(M * K, 4), B = random_vec<double>(K * N, 5),
+             C = random_vec<double>(has_c ? numel(cd) : 1, 6);
+        std::vector<double> Y(size_t(M * N), -99);
+        KernelArgs a;
+        a.in = {view(A, ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}),
+                view(B, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}),
+                has_c ? view(C, cd) : TensorView{}};
+        a.out = {view(Y, {M, N})};
+        launch(OpKind::Gemm, a, &pool, &params);
+        int bad = 0;
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k)
+              acc += A[size_t(ta ? k * M + i : i * K + k)] * B[size_t(tb ? j * K + k : k * N + j)];
+            double c = 0;
+            if (has_c) {
+              if (cd.size() == 2) c = C[size_t((cd[0] == 1 ? 0 : i) * cd[1] + (cd[1] == 1 ? 0 : j))];
+              else if (cd.size() == 1) c = C[size_t(cd[0] == 1 ? 0 : j)];
+              else c = C[0];
+            }
+            bad += std::abs(Y[size_t(i * N + j)] - (0.5 * acc + 2.0 * c)) > 1e-12;
+          }
+        CHECK(bad == 0);
+      }
+  // Large enough to be split by rows over the pool (f32).
+  ops::GemmParams p;
+  p.trans_b = true;
+  std::any params = p;
+  const int64_t m = 256, n = 96, k = 80;
+  auto A = random_vec<float>(m * k, 7), B = random_vec<float>(n * k, 8), C = random_vec<float>(n, 9);
+  std::vector<float> Y(size_t(m * n));
+  KernelArgs a;
+  a.in = {view(A, {m, k}), view(B, {n, k}), view(C, {n})};
+  a.out = {view(Y, {m, n})};
+  launch(OpKind::Gemm, a, &pool, &params);
+  int bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = C[size_t(j)];
+      for (int64_t q = 0; q < k; ++q) acc += double(A[size_t(i * k + q)]) * B[size_t(j * k + q)];
+      bad += std::abs(Y[size_t(i * n + j)] - acc) > 1e-4 * (1 + std::abs(acc));
+    }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("matmul: batch broadcasting and 1-D promotion") {
+  ThreadPool pool(2);
+  struct Case {
+    std::vector<int64_t> a, b, y;
+  };
+  const std::vector<Case> cases = {
+      {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}},  // both broadcast
+      {{4}, {2, 4, 3}, {2, 3}},                 // 1-D left
+      {{2, 3, 4}, {4}, {2, 3}},                 // 1-D right
+      {{4}, {4}, {}},                           // dot
+      {{6, 3, 4}, {4, 5}, {6, 3, 5}},           // shared right matrix: folded into rows
+      {{3, 4}, {6, 4, 5}, {6, 3, 5}},           // shared left matrix
+      {{64, 48}, {48, 40}, {64, 40}},           // one product split over the pool
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.a.size());
+    CAPTURE(c.b.size());
+    auto A = random_vec<double>(numel(c.a), 10), B = random_vec<double>(numel(c.b), 11);
+    std::vector<double> Y(size_t(numel(c.y)), -99);
+    KernelArgs k;
+    k.in = {view(A, c.a), view(B, c.b)};
+    k.out = {view(Y, c.y)};
+    launch(OpKind::MatMul, k, &pool, nullptr);
+    // Reference: promote, broadcast over 4 batch dims.
+    std::vector<int64_t> ad = c.a, bd = c.b;
+    if (ad.size() == 1) ad.insert(ad.begin(), 1);
+    if (bd.size() == 1) bd.push_back(1);
+    while (ad.size() < 6) ad.insert(ad.begin(), 1);
+    while (bd.size() < 6) bd.insert(bd.begin(), 1);
+    int64_t M = ad[4], K = ad[5], N = bd[5];
+    std::vector<int64_t> ob(4);
+    for (size_t i = 0; i < 4; ++i) ob[i] = std::max(ad[i], bd[i]);
+    int bad = 0;
+    int64_t o = 0;
+    for (int64_t b0 = 0; b0 < ob[0]; ++b0)
+      for (int64_t b1 = 0; b1 < ob[1]; ++b1)
+        for (int64_t b2 = 0; b2 < ob[2]; ++b2)
+          for (int64_t b3 = 0; b3 < ob[3]; ++b3) {
+            auto off = [&](const std::vector<int64_t>& d) {
+              int64_t idx[4] = {b0, b1, b2, b3}, f = 0;
+              for (size_t i = 0; i < 4; ++i) f = f * d[i] + (d[i] == 1 ? 0 : idx[i]);
+              return f * d[4] * d[5];
+            };
+            int64_t oa = off(ad), obb = off(bd);
+            for (int64_t i = 0; i < M; ++i)
+              for (int64_t j = 0; j < N; ++j, ++o) {
+                double acc = 0;
+                for (int64_t q = 0; q < K; ++q) acc += A[size_t(oa + i * K + q)] * B[size_t(obb + q * N + j)];
+                bad += std::abs(Y[size_t(o)] - acc) > 1e-12;
+              }
+          }
+    CHECK(o == numel(c.y));
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("maxpool: values and indices (row- and column-major) with pads, strides, dilations") {
+  ThreadPool pool(2);
+  // X [2,3,7,6], kernel 3x2, strides 2x1, dilations 1x2, pads 1,0 / 1,1, ceil_mode.
+  const int64_t N = 2, C = 3, H = 7, W = 6;
+  for (int64_t order : {0, 1}) {
+    ops::PoolParams p;
+    p.window.kernel_shape = {3, 2};
+    p.window.strides = {2, 1};
+    p.window.dilations = {1, 2};
+    p.window.pads = {1, 0, 1, 1};
+    p.window.ceil_mode = true;
+    p.storage_order = order;
+    std::any params = p;
+    const int64_t OH = 4, OW = 5;  // ceil((7+2-3)/2)+1 = 4; (6+1-3)/1+1 = 5
+    auto x = random_vec<float>(N * C * H * W, 12);
+    std::vector<float> y(size_t(N * C * OH * OW));
+    std::vector<int64_t> ind(y.size(), -1);
+    KernelArgs a;
+    a.in = {view(x, {N, C, H, W})};
+    a.out = {view(y, {N, C, OH, OW}), TensorView{ind.data(), DType::I64, {N, C, OH, OW}}};
+    launch(OpKind::MaxPool, a, &pool, &params);
+    int bad = 0;
+    for (int64_t pc = 0; pc < N * C; ++pc)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float best = -1e30f;
+          int64_t bh = -1, bw = -1;
+          for (int64_t kh = 0; kh < 3; ++kh)
+            for (int64_t kw = 0; kw < 2; ++kw) {
+              int64_t ih = oh * 2 - 1 + kh, iw = ow - 0 + kw * 2;
+              if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+              float v = x[size_t((pc * H + ih) * W + iw)];
+              if (v > best) best = v, bh = ih, bw = iw;
+            }
+          size_t o = size_t((pc * OH + oh) * OW + ow);
+          int64_t want = pc * H * W + (order == 0 ? bh * W + bw : bh + bw * H);
+          bad += y[o] != best || ind[o] != want;
+        }
+    CAPTURE(order);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("averagepool: count_include_pad and ceil_mode divisors") {
+  // X [1,1,3,3] = 1..9, kernel 2x2, stride 2, pads 1 each side -> out 2x2 (floor).
+  std::vector<float> x{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  for (bool include : {false, true}) {
+    ops::PoolParams p;
+    p.window.kernel_shape = {2, 2};
+    p.window.strides = {2, 2};
+    p.window.dilations = {1, 1};
+    p.window.pads = {1, 1, 1, 1};
+    p.count_include_pad = include;
+    std::any params = p;
+    std::vector<float> y(4);
+    KernelArgs a;
+    a.in = {view(x, {1, 1, 3, 3})};
+    a.out = {view(y, {1, 1, 2, 2})};
+    launch(OpKind::AveragePool, a, nullptr, &params);
+    // Windows: {1}, {2,3}, {4,7}, {5,6,8,9}
+    std::vector<float> want = include ? std::vector<float>{1 / 4.f, 5 / 4.f, 11 / 4.f, 28 / 4.f}
+                                      : std::vector<float>{1, 2.5f, 5.5f, 7};
+    for (size_t i = 0; i < 4; ++i) CHECK(y[i] == doctest::Approx(want[i]));
+  }
+  // ceil_mode overhang is not counted as padding: X [1,1,1,5], kernel 1x2, stride 2, no pads,
+  // ceil -> 3 windows, the last holding x[4] alone.
+  ops::PoolParams p;
+  p.window.kernel_shape = {1, 2};
+  p.window.strides = {1, 2};
+  p.window.dilations = {1, 1};
+  p.window.pads = {0, 0, 0, 0};
+  p.window.ceil_mode = true;
+  p.count_include_pad = true;
+  std::any params = p;
+  std::vector<float> x5{1, 2, 3, 4, 10}, y3(3);
+  KernelArgs a;
+  a.in = {view(x5, {1, 1, 1, 5})};
+  a.out = {view(y3, {1, 1, 1, 3})};
+  launch(OpKind::AveragePool, a, nullptr, &params);
+  CHECK(y3[2] == doctest::Approx(10));
+}
+
+TEST_CASE("batchnorm: training-mode statistics and running updates by hand") {
+  ThreadPool pool(2);
+  const int64_t N = 3, C = 2, S = 4;  // X [3,2,2,2]
+  auto x = random_vec<double>(N * C * S, 13);
+  std::vector<double> scale{1.5, -0.5}, bias{0.25, 1.0}, rmean{0.1, -0.2}, rvar{0.9, 1.1};
+  ops::BatchNormalizationParams p;
+  p.epsilon = 1e-3f;
+  p.momentum = 0.8f;
+  p.training = true;
+  std::any params = p;
+  std::vector<double> y(x.size()), om(2), ov(2), sm(2), sv(2);
+  KernelArgs a;
+  a.in = {view(x, {N, C, 2, 2}), view(scale, {C}), view(bias, {C}), view(rmean, {C}),
+          view(rvar, {C})};
+  a.out = {view(y, {N, C, 2, 2}), view(om, {C}), view(ov, {C}), view(sm, {C}), view(sv, {C})};
+  launch(OpKind::BatchNormalization, a, &pool, &params);
+  const double mom = double(0.8f), eps = double(1e-3f);
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0, sq = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) sum += x[size_t((n * C + c) * S + s)];
+    double mean = sum / (N * S);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) sq += std::pow(x[size_t((n * C + c) * S + s)] - mean, 2);
+    double var = sq / (N * S), var_unbiased = sq / (N * S - 1);
+    CHECK(om[size_t(c)] == doctest::Approx(rmean[size_t(c)] * mom + mean * (1 - mom)).epsilon(1e-12));
+    CHECK(ov[size_t(c)] == doctest::Approx(rvar[size_t(c)] * mom + var_unbiased * (1 - mom)).epsilon(1e-12));
+    CHECK(sm[size_t(c)] == doctest::Approx(mean).epsilon(1e-12));
+    CHECK(sv[size_t(c)] == doctest::Approx(var).epsilon(1e-12));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) {
+        size_t i = size_t((n * C + c) * S + s);
+        double want = scale[size_t(c)] * (x[i] - mean) / std::sqrt(var + eps) + bias[size_t(c)];
+        CHECK(y[i] == doctest::Approx(want).epsilon(1e-12));
+      }
+  }
+  // Inference mode normalises with the running statistics (f32).
+  p.training = false;
+  params = p;
+  std::vector<float> xf{1, 2, 3, 4}, sf{2}, bf{1}, mf{2}, vf{4}, yf(4);
+  KernelArgs b;
+  b.in = {view(xf, {4, 1}), view(sf, {1}), view(bf, {1}), view(mf, {1}), view(vf, {1})};
+  b.out = {view(yf, {4, 1})};
+  launch(OpKind::BatchNormalization, b, &pool, &params);
+  for (size_t i = 0; i < 4; ++i)
+    CHECK(yf[i] == doctest::Approx(2 * (xf[i] - 2) / std::sqrt(4 + 1e-3) + 1).epsilon(1e-6));
+}

@@ -1,0 +1,369 @@
+// CPU kernels of the elementwise / data-movement / reduction / softmax / dropout / layernorm
+// family, called directly through the kernel table (no graph): broadcasting against a naive
+// loop, tensors large enough to be split over a 4-thread pool (checked against 1 thread),
+// softmax rows summing to 1, dropout mask statistics and determinism, layernorm by hand.
+#include <doctest/doctest.h>
+
+#include <any>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/ops/params.h"
+#include "runtime/thread_pool.h"
+
+using namespace cb;
+
+namespace {
+
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::F64;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::I64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::I32;
+  else
+    return DType::Bool;
+}
+
+template <class T>
+TensorView view(std::vector<T>& v, std::vector<int64_t> dims) {
+  return TensorView{v.data(), dtype_of<T>(), std::move(dims)};
+}
+TensorView view(std::vector<uint8_t>& v, std::vector<int64_t> dims) {  // bool storage
+  return TensorView{v.data(), DType::Bool, std::move(dims)};
+}
+
+void launch(OpKind op, KernelArgs& a, ThreadPool* pool, const std::any* params = nullptr) {
+  a.pool = pool;
+  a.params = params;
+  KernelFn fn = cpu::find_cpu_kernel(op, kernel_dtype(a));
+  REQUIRE(static_cast<bool>(fn));
+  fn(a);
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -2, float hi = 2) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+// Flat index into a tensor of `dims` broadcast to `out` (right-aligned), from out's flat index.
+int64_t bcast_at(const std::vector<int64_t>& out, const std::vector<int64_t>& dims, int64_t i) {
+  int64_t idx = 0, st = 1;
+  for (int64_t d = static_cast<int64_t>(out.size()) - 1, j = static_cast<int64_t>(dims.size()) - 1;
+       d >= 0; --d, --j) {
+    int64_t c = i % out[static_cast<size_t>(d)];
+    i /= out[static_cast<size_t>(d)];
+    if (j < 0) continue;
+    int64_t n = dims[static_cast<size_t>(j)];
+    if (n != 1) idx += c * st;
+    st *= n;
+  }
+  return idx;
+}
+
+int64_t numel(const std::vector<int64_t>& d) {
+  return std::accumulate(d.begin(), d.end(), int64_t{1}, std::multiplies<>());
+}
+
+// Runs a binary f32 op on the two shapes and compares with a naive broadcast loop.
+template <class F>
+void check_binary(OpKind op, std::vector<int64_t> da, std::vector<int64_t> db,
+                  std::vector<int64_t> dout, F ref, ThreadPool* pool) {
+  CAPTURE(numel(dout));
+  auto a = random_floats(static_cast<size_t>(numel(da)), 1);
+  auto b = random_floats(static_cast<size_t>(numel(db)), 2, 0.5f, 2.0f);
+  std::vector<float> out(static_cast<size_t>(numel(dout)), -99.0f);
+  KernelArgs k;
+  k.in = {view(a, da), view(b, db)};
+  k.out = {view(out, dout)};
+  launch(op, k, pool);
+  int bad = 0;
+  for (int64_t i = 0; i < numel(dout); ++i) {
+    float want = ref(a[static_cast<size_t>(bcast_at(dout, da, i))],
+                     b[static_cast<size_t>(bcast_at(dout, db, i))]);
+    bad += std::abs(out[static_cast<size_t>(i)] - want) > 1e-6f * (1 + std::abs(want));
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("elementwise: numpy broadcasting against a naive loop") {
+  ThreadPool pool(4);
+  auto add = [](float x, float y) { return x + y; };
+  auto sub = [](float x, float y) { return x - y; };
+  auto div = [](float x, float y) { return x / y; };
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    // [N,C,H,W] + [C,1,1], large enough to be split over the pool
+    check_binary(OpKind::Add, {4, 8, 64, 64}, {8, 1, 1}, {4, 8, 64, 64}, add, p);
+    check_binary(OpKind::Sub, {8, 1, 1}, {4, 8, 64, 64}, {4, 8, 64, 64}, sub, p);
+    // scalars: rank 0 and [1], on either side
+    check_binary(
+        OpKind::Mul, {2, 3, 4}, {}, {2, 3, 4}, [](float x, float y) { return x * y; }, p);
+    check_binary(OpKind::Div, {}, {70000}, {70000}, div, p);
+    check_binary(OpKind::Sub, {1}, {5, 7}, {5, 7}, sub, p);
+    // 1-D against the last dim, and two-sided broadcasting [3,1] op [4] -> [3,4]
+    check_binary(OpKind::Add, {2, 3, 4}, {4}, {2, 3, 4}, add, p);
+    check_binary(OpKind::Div, {300, 1}, {257}, {300, 257}, div, p);
+    check_binary(OpKind::Add, {5, 1, 6, 1}, {1, 7, 1, 9}, {5, 7, 6, 9}, add, p);
+    // same shapes
+    check_binary(OpKind::Add, {100000}, {100000}, {100000}, add, p);
+  }
+}
+
+TEST_CASE("elementwise: ints, Equal, Where, Pow, Clip") {
+  std::vector<int64_t> a{7, -7, 9, 0}, b{2}, out(4);
+  KernelArgs k;
+  k.in = {view(a, {4}), view(b, {1})};
+  k.out = {view(out, {4})};
+  launch(OpKind::Div, k, nullptr);
+  CHECK(out == std::vector<int64_t>{3, -3, 4, 0});  // truncation
+  launch(OpKind::Pow, k, nullptr);
+  CHECK(out == std::vector<int64_t>{49, 49, 81, 0});
+
+  std::vector<uint8_t> eq(4);
+  std::vector<int64_t> c{7, 0, 9, 1};
+  KernelArgs e;
+  e.in = {view(a, {4}), view(c, {4})};
+  e.out = {view(eq, {4})};
+  launch(OpKind::Equal, e, nullptr);
+  CHECK(eq == std::vector<uint8_t>{1, 0, 1, 0});
+
+  // Where(cond [2,1], x [3], y scalar) -> [2,3]
+  std::vector<uint8_t> cond{1, 0};
+  std::vector<float> x{1, 2, 3}, y{-1}, w(6);
+  KernelArgs wh;
+  wh.in = {view(cond, {2, 1}), view(x, {3}), view(y, {})};
+  wh.out = {view(w, {2, 3})};
+  launch(OpKind::Where, wh, nullptr);
+  CHECK(w == std::vector<float>{1, 2, 3, -1, -1, -1});
+
+  // Clip with bounds from the params (attribute form) and from an input (max only)
+  std::vector<float> v{-3, -0.5f, 0.5f, 3}, r(4), hi{1};
+  std::any cp = ops::ClipParams{-1, 2};
+  KernelArgs cl;
+  cl.in = {view(v, {4})};
+  cl.out = {view(r, {4})};
+  launch(OpKind::Clip, cl, nullptr, &cp);
+  CHECK(r == std::vector<float>{-1, -0.5f, 0.5f, 2});
+  std::any none = ops::ClipParams{};
+  cl.in = {view(v, {4}), TensorView{}, view(hi, {})};
+  launch(OpKind::Clip, cl, nullptr, &none);
+  CHECK(r == std::vector<float>{-3, -0.5f, 0.5f, 1});
+}
+
+TEST_CASE("softmax: rows sum to 1 (coerce-to-2D and single-axis semantics)") {
+  ThreadPool pool(4);
+  const std::vector<int64_t> dims{6, 5, 70, 3};  // inner 210 > one tile of 64 columns
+  auto x = random_floats(static_cast<size_t>(numel(dims)), 3, -30, 30);
+  std::vector<float> y(x.size()), ylog(x.size());
+  for (bool coerce : {false, true}) {
+    for (int64_t axis : {0, 1, 3}) {
+      CAPTURE(coerce);
+      CAPTURE(axis);
+      std::any p = ops::SoftmaxParams{axis, coerce};
+      KernelArgs k;
+      k.in = {view(x, dims)};
+      k.out = {view(y, dims)};
+      launch(OpKind::Softmax, k, &pool, &p);
+      k.out = {view(ylog, dims)};
+      launch(OpKind::LogSoftmax, k, &pool, &p);
+      int64_t outer = numel({dims.begin(), dims.begin() + axis}), n = dims[size_t(axis)], inner = 1;
+      if (coerce)
+        n = numel({dims.begin() + axis, dims.end()});
+      else
+        inner = numel({dims.begin() + axis + 1, dims.end()});
+      int bad = 0;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < inner; ++j) {
+          double s = 0, sl = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            size_t at = static_cast<size_t>((o * n + i) * inner + j);
+            s += y[at];
+            sl += std::exp(double(ylog[at]));
+            bad += !(y[at] >= 0 && y[at] <= 1);
+            if (y[at] > 1e-30f)  // log(softmax) == logsoftmax where softmax is representable
+              bad += std::abs(std::log(y[at]) - ylog[at]) > 1e-3f * (1 + std::abs(ylog[at]));
+          }
+          bad += std::abs(s - 1) > 1e-5 || std::abs(sl - 1) > 1e-4;
+        }
+      CHECK(bad == 0);
+    }
+  }
+  // f64, a huge logit does not overflow
+  std::vector<double> xd{1000, 0, -1000, 5}, yd(4);
+  std::any p = ops::SoftmaxParams{1, false};
+  KernelArgs k;
+  k.in = {view(xd, {2, 2})};
+  k.out = {view(yd, {2, 2})};
+  launch(OpKind::Softmax, k, nullptr, &p);
+  CHECK(yd[0] == doctest::Approx(1.0));
+  CHECK(yd[1] == doctest::Approx(0.0));
+  CHECK(yd[2] + yd[3] == doctest::Approx(1.0));
+  CHECK(yd[3] == doctest::Approx(1.0));
+}
+
+TEST_CASE("dropout: mask statistics, scaling, determinism for a fixed seed") {
+  ThreadPool pool(4), one(1);
+  const int64_t n = 200000;
+  std::vector<float> x(n, 2.0f), y(n), y2(n);
+  std::vector<uint8_t> mask(n), mask2(n);
+  ops::DropoutParams dp;
+  dp.ratio = 0.3f;
+  dp.training = true;
+  std::any p = dp;
+  auto run = [&](std::vector<float>& out, std::vector<uint8_t>& m, uint64_t seed, ThreadPool* pl) {
+    KernelArgs k;
+    k.in = {view(x, {n})};
+    k.out = {view(out, {n}), view(m, {n})};
+    k.seed = seed;
+    launch(OpKind::Dropout, k, pl, &p);
+  };
+  run(y, mask, 42, &pool);
+  int64_t kept = 0, bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    kept += mask[i];
+    bad += mask[i] ? std::abs(y[i] - 2.0f / 0.7f) > 1e-6f : y[i] != 0.0f;
+  }
+  CHECK(bad == 0);
+  CHECK(double(kept) / n == doctest::Approx(0.7).epsilon(0.01));
+  run(y2, mask2, 42, &one);  // same seed, other thread count: the same mask
+  CHECK(mask == mask2);
+  CHECK(y == y2);
+  run(y2, mask2, 43, &pool);
+  CHECK(mask != mask2);
+  // neighbouring elements are not correlated: P(both kept) ~ 0.49
+  int64_t both = 0;
+  for (int64_t i = 0; i + 1 < n; i += 2) both += mask[i] && mask[i + 1];
+  CHECK(double(both) / (n / 2) == doctest::Approx(0.49).epsilon(0.03));
+
+  // inference: a copy and an all-true mask
+  std::any inf = ops::DropoutParams{};
+  KernelArgs k;
+  k.in = {view(x, {n})};
+  k.out = {view(y, {n}), view(mask, {n})};
+  launch(OpKind::Dropout, k, nullptr, &inf);
+  CHECK(y == x);
+  CHECK(std::count(mask.begin(), mask.end(), 1) == n);
+}
+
+TEST_CASE("layernorm: against a hand computation, with Mean and InvStdDev") {
+  // X [2,3], axis -1: row 0 = {1,2,3} (mean 2, var 2/3), row 1 = {-1,-1,-1} (var 0)
+  std::vector<float> x{1, 2, 3, -1, -1, -1}, scale{1, 2, 0.5f}, bias{0, 1, -1}, y(6), mean(2),
+      inv(2);
+  std::any p = ops::LayerNormalizationParams{-1, 1e-5f};
+  KernelArgs k;
+  k.in = {view(x, {2, 3}), view(scale, {3}), view(bias, {3})};
+  k.out = {view(y, {2, 3}), view(mean, {2, 1}), view(inv, {2, 1})};
+  launch(OpKind::LayerNormalization, k, nullptr, &p);
+  double i0 = 1.0 / std::sqrt(2.0 / 3.0 + 1e-5), i1 = 1.0 / std::sqrt(1e-5);
+  CHECK(mean[0] == doctest::Approx(2.0));
+  CHECK(mean[1] == doctest::Approx(-1.0));
+  CHECK(inv[0] == doctest::Approx(i0));
+  CHECK(inv[1] == doctest::Approx(i1).epsilon(1e-4));
+  CHECK(y[0] == doctest::Approx(-1 * i0 * 1 + 0));
+  CHECK(y[1] == doctest::Approx(0 * i0 * 2 + 1));
+  CHECK(y[2] == doctest::Approx(1 * i0 * 0.5 - 1));
+  CHECK(y[3] == doctest::Approx(0.0));
+  CHECK(y[4] == doctest::Approx(1.0));
+  CHECK(y[5] == doctest::Approx(-1.0));
+
+  // axis 1 of [2,2,2] with Scale [2,1] broadcast over the last dim, no bias, f64
+  std::vector<double> xd{0, 1, 2, 3, 4, 4, 4, 4}, sd{1, 3}, yd(8);
+  std::any p1 = ops::LayerNormalizationParams{1, 0.0f};
+  KernelArgs k1;
+  k1.in = {view(xd, {2, 2, 2}), view(sd, {2, 1})};
+  k1.out = {view(yd, {2, 2, 2})};
+  launch(OpKind::LayerNormalization, k1, nullptr, &p1);
+  double s = std::sqrt(1.25);  // row 0: mean 1.5, var 1.25
+  CHECK(yd[0] == doctest::Approx(-1.5 / s));
+  CHECK(yd[1] == doctest::Approx(-0.5 / s));
+  CHECK(yd[2] == doctest::Approx(3 * 0.5 / s));
+  CHECK(yd[3] == doctest::Approx(3 * 1.5 / s));
+}
+
+TEST_CASE("reduce: ReduceSum/ReduceMean over any axes, split over the pool") {
+  ThreadPool pool(4);
+  const std::vector<int64_t> dims{16, 9, 40, 30};
+  auto x = random_floats(static_cast<size_t>(numel(dims)), 5);
+  for (std::vector<int64_t> axes :
+       std::vector<std::vector<int64_t>>{{1}, {3}, {0, 2}, {1, -1}, {}}) {
+    CAPTURE(axes.size());
+    std::vector<int64_t> od = dims;
+    bool red[4] = {axes.empty(), axes.empty(), axes.empty(), axes.empty()};
+    for (int64_t a : axes) red[a < 0 ? a + 4 : a] = true;
+    for (int d = 0; d < 4; ++d)
+      if (red[d]) od[size_t(d)] = 1;
+    std::vector<double> want(static_cast<size_t>(numel(od)), 0.0);
+    for (int64_t i = 0; i < numel(dims); ++i) {
+      int64_t rem = i, o = 0, st = 1;
+      for (int d = 3; d >= 0; --d) {
+        int64_t c = rem % dims[size_t(d)];
+        rem /= dims[size_t(d)];
+        if (!red[d]) o += c * st;
+        st *= od[size_t(d)];
+      }
+      want[size_t(o)] += x[size_t(i)];
+    }
+    ops::ReduceParams rp;
+    rp.axes = axes;
+    rp.keepdims = true;
+    rp.axes_input_since = 18;
+    std::any p = rp;
+    std::vector<float> sum(want.size()), mean(want.size());
+    KernelArgs k;
+    k.in = {view(x, dims)};
+    k.out = {view(sum, od)};
+    launch(OpKind::ReduceSum, k, &pool, &p);
+    k.out = {view(mean, od)};
+    launch(OpKind::ReduceMean, k, &pool, &p);
+    double count = double(numel(dims)) / double(want.size());
+    int bad = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      bad += std::abs(sum[i] - want[i]) > 1e-3 * (1 + std::abs(want[i])) ||
+             std::abs(mean[i] - want[i] / count) > 1e-4 * (1 + std::abs(want[i] / count));
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("data movement: transpose and expand split over the pool match one thread") {
+  ThreadPool pool(4);
+  const std::vector<int64_t> dims{8, 16, 32, 20};
+  auto x = random_floats(static_cast<size_t>(numel(dims)), 7);
+  std::vector<float> a(x.size()), b(x.size());
+  std::any p = ops::TransposeParams{{2, 0, 3, 1}};
+  std::vector<int64_t> od{32, 8, 20, 16};
+  KernelArgs k;
+  k.in = {view(x, dims)};
+  k.out = {view(a, od)};
+  launch(OpKind::Transpose, k, &pool, &p);
+  int bad = 0;
+  for (int64_t i0 = 0; i0 < 8; ++i0)
+    for (int64_t i1 = 0; i1 < 16; ++i1)
+      for (int64_t i2 = 0; i2 < 32; ++i2)
+        for (int64_t i3 = 0; i3 < 20; ++i3)
+          bad += a[size_t(((i2 * 8 + i0) * 20 + i3) * 16 + i1)] !=
+                 x[size_t(((i0 * 16 + i1) * 32 + i2) * 20 + i3)];
+  CHECK(bad == 0);
+  // Expand [16,1,20] -> [8,16,32,20]
+  std::vector<float> e(x.begin(), x.begin() + 16 * 20);
+  std::vector<int64_t> shape{8, 16, 32, 20};
+  KernelArgs ek;
+  ek.in = {view(e, {16, 1, 20}), view(shape, {4})};
+  ek.out = {view(b, dims)};
+  launch(OpKind::Expand, ek, &pool);
+  bad = 0;
+  for (int64_t i = 0; i < numel(dims); ++i)
+    bad += b[size_t(i)] != e[size_t(bcast_at(dims, {16, 1, 20}, i))];
+  CHECK(bad == 0);
+}
