@@ -76,8 +76,7 @@ void check_conv(const ConvCase& cc, ThreadPool* pool, bool im2col_only) {
     int64_t span = cc.d[i] * (cc.k[i] - 1) + 1;
     yd.push_back((cc.in[i] + cc.pads[i] + cc.pads[i + r] - span) / cc.s[i] + 1);
   }
-  auto x = random_vec<T>(numel(xd), 1), w = random_vec<T>(numel(wd), 2),
-       b = random_vec<T>(cc.m, 3);
+  auto x = random_vec<T>(numel(xd), 1), w = random_vec<T>(numel(wd), 2), b = random_vec<T>(cc.m, 3);
   std::vector<T> y(static_cast<size_t>(numel(yd)), T(-99));
   KernelArgs a;
   a.in = {view(x, xd), view(w, wd), cc.bias ? view(b, {cc.m}) : TensorView{}};
@@ -114,7 +113,8 @@ void check_conv(const ConvCase& cc, ThreadPool* pool, bool im2col_only) {
                             i2 = o2 * S[2] - P[2] + k2 * D[2];
                     if (i0 < 0 || i0 >= I[0] || i1 < 0 || i1 >= I[1] || i2 < 0 || i2 >= I[2])
                       continue;
-                    double xv = x[size_t((((n * cc.c + g * cg + c) * I[0] + i0) * I[1] + i1) * I[2] + i2)];
+                    double xv =
+                        x[size_t((((n * cc.c + g * cg + c) * I[0] + i0) * I[1] + i1) * I[2] + i2)];
                     double wv = w[size_t((((m * cg + c) * K[0] + k0) * K[1] + k1) * K[2] + k2)];
                     acc += xv * wv;
                   }
@@ -129,13 +129,13 @@ void check_conv(const ConvCase& cc, ThreadPool* pool, bool im2col_only) {
 
 const std::vector<ConvCase> kConvCases = {
     // in, kernel, strides, dilations, pads (begins, ends), n, c, m, group, bias
-    {{9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 3, 4, 6, 1, true},        // plain 3x3 same
-    {{11, 10}, {3, 2}, {2, 3}, {1, 1}, {0, 1, 2, 1}, 2, 4, 6, 2, true},      // groups, asym pads
-    {{12, 12}, {3, 3}, {1, 2}, {2, 3}, {2, 1, 1, 2}, 2, 3, 4, 1, false},     // dilations
-    {{10, 9}, {3, 3}, {2, 1}, {1, 2}, {1, 1, 1, 1}, 3, 6, 12, 6, true},      // depthwise x2
-    {{7, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 2, 8, 5, 1, true},        // pointwise
-    {{8, 8}, {1, 1}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 2, 8, 4, 1, false},       // 1x1 stride 2
-    {{17}, {4}, {2}, {2}, {3, 1}, 2, 4, 4, 2, true},                         // 1-D
+    {{9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 3, 4, 6, 1, true},     // plain 3x3 same
+    {{11, 10}, {3, 2}, {2, 3}, {1, 1}, {0, 1, 2, 1}, 2, 4, 6, 2, true},   // groups, asym pads
+    {{12, 12}, {3, 3}, {1, 2}, {2, 3}, {2, 1, 1, 2}, 2, 3, 4, 1, false},  // dilations
+    {{10, 9}, {3, 3}, {2, 1}, {1, 2}, {1, 1, 1, 1}, 3, 6, 12, 6, true},   // depthwise x2
+    {{7, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 2, 8, 5, 1, true},     // pointwise
+    {{8, 8}, {1, 1}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 2, 8, 4, 1, false},    // 1x1 stride 2
+    {{17}, {4}, {2}, {2}, {3, 1}, 2, 4, 4, 2, true},                      // 1-D
     {{5, 6, 7}, {2, 3, 2}, {1, 2, 1}, {2, 1, 1}, {1, 0, 1, 0, 1, 1}, 2, 2, 3, 1, true},  // 3-D
 };
 
@@ -158,7 +158,8 @@ TEST_CASE("gemm: transposes, alpha, beta and C broadcasting") {
   const int64_t M = 37, N = 29, K = 23;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (std::vector<int64_t> cd : std::vector<std::vector<int64_t>>{{}, {N}, {M, 1}, {1}, {M, N}, {0}}) {
+      for (std::vector<int64_t> cd :
+           std::vector<std::vector<int64_t>>{{}, {N}, {M, 1}, {1}, {M, N}, {0}}) {
         bool has_c = cd != std::vector<int64_t>{0};
         CAPTURE(ta);
         CAPTURE(tb);
@@ -186,9 +187,12 @@ TEST_CASE("gemm: transposes, alpha, beta and C broadcasting") {
               acc += A[size_t(ta ? k * M + i : i * K + k)] * B[size_t(tb ? j * K + k : k * N + j)];
             double c = 0;
             if (has_c) {
-              if (cd.size() == 2) c = C[size_t((cd[0] == 1 ? 0 : i) * cd[1] + (cd[1] == 1 ? 0 : j))];
-              else if (cd.size() == 1) c = C[size_t(cd[0] == 1 ? 0 : j)];
-              else c = C[0];
+              if (cd.size() == 2)
+                c = C[size_t((cd[0] == 1 ? 0 : i) * cd[1] + (cd[1] == 1 ? 0 : j))];
+              else if (cd.size() == 1)
+                c = C[size_t(cd[0] == 1 ? 0 : j)];
+              else
+                c = C[0];
             }
             bad += std::abs(Y[size_t(i * N + j)] - (0.5 * acc + 2.0 * c)) > 1e-12;
           }
@@ -199,7 +203,8 @@ TEST_CASE("gemm: transposes, alpha, beta and C broadcasting") {
   p.trans_b = true;
   std::any params = p;
   const int64_t m = 256, n = 96, k = 80;
-  auto A = random_vec<float>(m * k, 7), B = random_vec<float>(n * k, 8), C = random_vec<float>(n, 9);
+  auto A = random_vec<float>(m * k, 7), B = random_vec<float>(n * k, 8),
+       C = random_vec<float>(n, 9);
   std::vector<float> Y(size_t(m * n));
   KernelArgs a;
   a.in = {view(A, {m, k}), view(B, {n, k}), view(C, {n})};
@@ -262,7 +267,8 @@ TEST_CASE("matmul: batch broadcasting and 1-D promotion") {
             for (int64_t i = 0; i < M; ++i)
               for (int64_t j = 0; j < N; ++j, ++o) {
                 double acc = 0;
-                for (int64_t q = 0; q < K; ++q) acc += A[size_t(oa + i * K + q)] * B[size_t(obb + q * N + j)];
+                for (int64_t q = 0; q < K; ++q)
+                  acc += A[size_t(oa + i * K + q)] * B[size_t(obb + q * N + j)];
                 bad += std::abs(Y[size_t(o)] - acc) > 1e-12;
               }
           }
@@ -378,8 +384,10 @@ TEST_CASE("batchnorm: training-mode statistics and running updates by hand") {
     for (int64_t n = 0; n < N; ++n)
       for (int64_t s = 0; s < S; ++s) sq += std::pow(x[size_t((n * C + c) * S + s)] - mean, 2);
     double var = sq / (N * S), var_unbiased = sq / (N * S - 1);
-    CHECK(om[size_t(c)] == doctest::Approx(rmean[size_t(c)] * mom + mean * (1 - mom)).epsilon(1e-12));
-    CHECK(ov[size_t(c)] == doctest::Approx(rvar[size_t(c)] * mom + var_unbiased * (1 - mom)).epsilon(1e-12));
+    CHECK(om[size_t(c)] ==
+          doctest::Approx(rmean[size_t(c)] * mom + mean * (1 - mom)).epsilon(1e-12));
+    CHECK(ov[size_t(c)] ==
+          doctest::Approx(rvar[size_t(c)] * mom + var_unbiased * (1 - mom)).epsilon(1e-12));
     CHECK(sm[size_t(c)] == doctest::Approx(mean).epsilon(1e-12));
     CHECK(sv[size_t(c)] == doctest::Approx(var).epsilon(1e-12));
     for (int64_t n = 0; n < N; ++n)

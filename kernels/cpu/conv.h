@@ -14,7 +14,7 @@ namespace cb::cpu {
 struct WindowGeom {
   int64_t n = 0, c = 0, m = 0, groups = 1, cg = 0, mg = 0;  // batch, channels in/out, per group
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
-  int64_t s[3] = {1, 1, 1}, d[3] = {1, 1, 1};  // strides, dilations
+  int64_t s[3] = {1, 1, 1}, d[3] = {1, 1, 1};   // strides, dilations
   int64_t p[3] = {0, 0, 0}, pe[3] = {0, 0, 0};  // pads at the beginning, at the end
   int64_t in_vol = 1, out_vol = 1, k_vol = 1;
   bool pointwise = false;  // 1x1, stride 1, no padding: X is its own im2col
@@ -26,8 +26,7 @@ WindowGeom window_geom(const ops::WindowAttrs& w, const std::vector<int64_t>& x_
 
 // Output positions [lo, hi) along the innermost axis whose input column o*s + off lies inside
 // [0, in); the others read padding.
-inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t& lo,
-                        int64_t& hi) {
+inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t& lo, int64_t& hi) {
   lo = off >= 0 ? 0 : (-off + s - 1) / s;
   hi = in - off > 0 ? (in - off + s - 1) / s : 0;
   lo = lo < out ? lo : out;

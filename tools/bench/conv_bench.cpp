@@ -70,8 +70,15 @@ struct Problem {
 };
 
 Problem make_problem(const Shape& s, int64_t n) {
-  Problem p{n, (s.h + 2 * s.pad - s.k) / s.stride + 1, (s.w + 2 * s.pad - s.k) / s.stride + 1, &s,
-            {}, {}, {}, {}, {}};
+  Problem p{n,
+            (s.h + 2 * s.pad - s.k) / s.stride + 1,
+            (s.w + 2 * s.pad - s.k) / s.stride + 1,
+            &s,
+            {},
+            {},
+            {},
+            {},
+            {}};
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1, 1);
   p.x.resize(static_cast<size_t>(n * s.c * s.h * s.w));
@@ -119,8 +126,8 @@ struct Dnnl {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream strm{eng};
   dnnl::convolution_forward conv;
-  dnnl::memory src, wei, bias, dst;             // user (plain) memories
-  dnnl::memory src_c, wei_c, dst_c;             // the conv's own layouts (blocked variant)
+  dnnl::memory src, wei, bias, dst;  // user (plain) memories
+  dnnl::memory src_c, wei_c, dst_c;  // the conv's own layouts (blocked variant)
   dnnl::reorder r_src, r_wei, r_dst;
   bool blocked, has_bias;
   std::string impl;
@@ -140,12 +147,12 @@ struct Dnnl {
     };
     dnnl::memory::dims st{s.stride, s.stride}, dil{0, 0}, pad{s.pad, s.pad};
     auto make_desc = [&](const auto& sm, const auto& wm, const auto& dm) {
-      return has_bias ? dnnl::convolution_forward::desc(
-                            dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                            sm, wm, b_md, dm, st, dil, pad, pad)
-                      : dnnl::convolution_forward::desc(
-                            dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                            sm, wm, dm, st, dil, pad, pad);
+      return has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                        dnnl::algorithm::convolution_direct, sm, wm,
+                                                        b_md, dm, st, dil, pad, pad)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                        dnnl::algorithm::convolution_direct, sm, wm,
+                                                        dm, st, dil, pad, pad);
     };
     auto d = blocked ? make_desc(any(src_md), any(wei_md), any(dst_md))
                      : make_desc(src_md, wei_md, dst_md);
@@ -247,10 +254,11 @@ int main(int argc, char** argv) {
                    s.name, batch, threads, ma, md, mp, mb, impls);
       }
       for (auto& [net, t] : totals)
-        fmt::print("{:<9} {:<24} {:>5} {:>3} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}  (sum over the net's "
-                   "convs, ratio im2col/cb-dnnl {:.2f})\n",
-                   net, "TOTAL", batch, threads, t.im2col, t.cbd, t.plain, t.blk,
-                   t.cbd > 0 ? t.im2col / t.cbd : 0.0);
+        fmt::print(
+            "{:<9} {:<24} {:>5} {:>3} {:>9.0f} {:>9.0f} {:>9.0f} {:>9.0f}  (sum over the net's "
+            "convs, ratio im2col/cb-dnnl {:.2f})\n",
+            net, "TOTAL", batch, threads, t.im2col, t.cbd, t.plain, t.blk,
+            t.cbd > 0 ? t.im2col / t.cbd : 0.0);
     }
   }
 }
