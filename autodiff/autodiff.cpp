@@ -51,7 +51,7 @@ TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
   t.graph = forward;
   Graph& g = t.graph;
   set_training(g, true);
-  g.nodes.reserve(g.nodes.size() * 8 + 64);  // vjps emit while walking; keep node refs stable
+  g.nodes.reserve(g.nodes.size() * 8 + 64);  // vjps emit while walking
   t.loss_kind = spec.kind;
   t.output = find_output(g, spec.output);
   const Value out = g.value(t.output);

@@ -115,12 +115,12 @@ ValueId GraphBuilder::input(std::string name, DType t, Shape s) {
   return id;
 }
 
-ValueId GraphBuilder::sum_to(ValueId g, const Shape& target) {
+ValueId GraphBuilder::sum_to(ValueId g, Shape target) {
   if (value(g).shape == target) return g;
   return op("ReduceSumTo", {g, shape_of(target)});
 }
 
-ValueId GraphBuilder::reshape_to(ValueId g, const Shape& target) {
+ValueId GraphBuilder::reshape_to(ValueId g, Shape target) {
   if (value(g).shape == target) return g;
   return op("Reshape", {g, shape_of(target)});
 }

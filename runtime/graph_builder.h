@@ -39,9 +39,9 @@ class GraphBuilder {
 
   // Sums `g` over broadcast dims down to `target` (the vjp of numpy broadcasting); `g` itself
   // when the shapes already agree.
-  ValueId sum_to(ValueId g, const Shape& target);
+  ValueId sum_to(ValueId g, Shape target);
   // `g` reshaped to `target` (same element count); `g` itself when equal.
-  ValueId reshape_to(ValueId g, const Shape& target);
+  ValueId reshape_to(ValueId g, Shape target);
 
  private:
   std::string fresh_name(std::string_view op);

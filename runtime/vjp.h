@@ -26,7 +26,8 @@ class VjpCtx {
   ValueId x(size_t i) const { return node().inputs.at(i); }
   ValueId y(size_t i) const { return node().outputs.at(i); }
   const Value& val(ValueId v) const { return b.value(v); }
-  const Shape& x_shape(size_t i) const { return val(x(i)).shape; }
+  // By value: emitting nodes grows the value table, so references into it do not last.
+  Shape x_shape(size_t i) const { return val(x(i)).shape; }
   // The gradient flowing into output i, or kNoValue.
   ValueId dy(size_t i) const { return i < dy_.size() ? dy_[i] : kNoValue; }
   bool need(size_t i) const { return i < need_.size() && need_[i]; }

@@ -1,0 +1,209 @@
+// IDX reading (gzip through zlib, which also reads uncompressed files transparently) and the
+// batch iterator. IDX: 4-byte magic {0, 0, type, ndims}, ndims big-endian u32 dims, then the data.
+// We accept type 0x08 (unsigned byte) only: images have 3 dims, labels 1.
+#include "runtime/data/idx_dataset.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "runtime/error.h"
+
+namespace cb {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// `path` or `path.gz`, whichever exists.
+std::string resolve_file(const std::string& path) {
+  if (fs::is_regular_file(path)) return path;
+  if (fs::is_regular_file(path + ".gz")) return path + ".gz";
+  fail("missing data file {} (or {}.gz); an MNIST-style folder holds train-images-idx3-ubyte, "
+       "train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, optionally "
+       "gzipped (Debian: apt-get install dataset-fashion-mnist)",
+       path, path);
+}
+
+std::vector<uint8_t> read_all(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) fail("{}: cannot open the file", path);
+  std::vector<uint8_t> out;
+  uint8_t buf[1 << 16];
+  for (;;) {
+    int n = gzread(f, buf, sizeof buf);
+    if (n < 0) {
+      int code = 0;
+      std::string why = gzerror(f, &code);
+      gzclose(f);
+      fail("{}: corrupt or truncated file ({}); download or copy it again", path, why);
+    }
+    if (n == 0) break;
+    out.insert(out.end(), buf, buf + n);
+  }
+  // zlib reports a gzip stream cut short at close time (or as an error above).
+  int code = 0;
+  const char* why = gzerror(f, &code);
+  if (code != Z_OK && code != Z_STREAM_END) {
+    std::string w = why;
+    gzclose(f);
+    fail("{}: corrupt or truncated file ({}); download or copy it again", path, w);
+  }
+  if (gzclose(f) != Z_OK) fail("{}: corrupt or truncated compressed file; download or copy it again", path);
+  return out;
+}
+
+uint32_t be32(const uint8_t* p) {
+  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
+}
+
+// The dims and the data of an IDX file of unsigned bytes with `ndims` dims.
+struct Idx {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> bytes;  // whole file
+  size_t data_offset = 0;
+};
+
+Idx read_idx(const std::string& path, int ndims, const char* what) {
+  Idx r;
+  r.bytes = read_all(path);
+  const auto& b = r.bytes;
+  if (b.size() < 4)
+    fail("{}: truncated IDX file ({} bytes, not even the 4-byte magic number)", path, b.size());
+  if (b[0] != 0 || b[1] != 0 || b[2] != 0x08 || b[3] != ndims)
+    fail("{}: bad magic number {:02x} {:02x} {:02x} {:02x}: not an IDX file of {} (expected "
+         "00 00 08 {:02x}: unsigned bytes, {} dims)",
+         path, b[0], b[1], b[2], b[3], what, ndims, ndims);
+  r.data_offset = 4 + 4 * static_cast<size_t>(ndims);
+  if (b.size() < r.data_offset)
+    fail("{}: truncated IDX file ({} bytes, the header needs {})", path, b.size(), r.data_offset);
+  uint64_t elems = 1;
+  for (int i = 0; i < ndims; ++i) {
+    uint32_t d = be32(&b[4 + 4 * static_cast<size_t>(i)]);
+    r.dims.push_back(d);
+    elems *= d;
+    if (elems > (uint64_t{1} << 40)) fail("{}: corrupt IDX header (dims too large)", path);
+  }
+  uint64_t have = b.size() - r.data_offset;
+  if (have < elems)
+    fail("{}: truncated IDX file: the header promises {} bytes of data, the file has {}", path,
+         elems, have);
+  if (have > elems)
+    fail("{}: corrupt IDX file: {} bytes after the {} bytes of data the header promises", path,
+         have - elems, elems);
+  return r;
+}
+
+}  // namespace
+
+int64_t ImageSet::label_max() const {
+  int64_t m = -1;
+  for (int64_t l : labels) m = std::max(m, l);
+  return m;
+}
+
+ImageSet ImageSet::head(int64_t n) const {
+  if (n <= 0 || n >= count) return *this;
+  ImageSet s;
+  s.count = n;
+  s.rows = rows;
+  s.cols = cols;
+  s.images.assign(images.begin(), images.begin() + n * image_elems());
+  s.labels.assign(labels.begin(), labels.begin() + n);
+  return s;
+}
+
+void ImageSet::slice(int64_t begin, int64_t n, Tensor& img, Tensor& lab) const {
+  CB_CHECK(begin >= 0 && n >= 0 && begin + n <= count);
+  img.dtype = DType::F32;
+  img.dims = {n, 1, rows, cols};
+  img.bytes.resize(static_cast<size_t>(n * image_elems()) * sizeof(float));
+  std::copy_n(images.data() + begin * image_elems(), n * image_elems(), img.data<float>());
+  lab.dtype = DType::I64;
+  lab.dims = {n};
+  lab.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
+  std::copy_n(labels.data() + begin, n, lab.data<int64_t>());
+}
+
+ImageSet read_idx_pair(const std::string& images_path, const std::string& labels_path) {
+  std::string ip = resolve_file(images_path), lp = resolve_file(labels_path);
+  Idx im = read_idx(ip, 3, "images");
+  Idx lb = read_idx(lp, 1, "labels");
+  if (im.dims[0] != lb.dims[0])
+    fail("{} holds {} images but {} holds {} labels; the files do not belong together", ip,
+         im.dims[0], lp, lb.dims[0]);
+  ImageSet s;
+  s.count = im.dims[0];
+  s.rows = im.dims[1];
+  s.cols = im.dims[2];
+  size_t n = static_cast<size_t>(s.count * s.rows * s.cols);
+  s.images.resize(n);
+  const uint8_t* px = im.bytes.data() + im.data_offset;
+  for (size_t i = 0; i < n; ++i) s.images[i] = static_cast<float>(px[i]) / 255.0f;
+  s.labels.resize(static_cast<size_t>(s.count));
+  const uint8_t* l = lb.bytes.data() + lb.data_offset;
+  for (size_t i = 0; i < s.labels.size(); ++i) s.labels[i] = l[i];
+  return s;
+}
+
+IdxDataset load_idx_dataset(const std::string& dir) {
+  if (!fs::is_directory(dir))
+    fail("data folder {} does not exist (or is not a folder); pass --data DIR with the MNIST-style "
+         "IDX files (Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)",
+         dir);
+  IdxDataset d;
+  d.dir = dir;
+  fs::path p(dir);
+  d.train = read_idx_pair((p / "train-images-idx3-ubyte").string(), (p / "train-labels-idx1-ubyte").string());
+  d.test = read_idx_pair((p / "t10k-images-idx3-ubyte").string(), (p / "t10k-labels-idx1-ubyte").string());
+  if (d.train.rows != d.test.rows || d.train.cols != d.test.cols)
+    fail("{}: training images are {}x{} but test images are {}x{}", dir, d.train.rows,
+         d.train.cols, d.test.rows, d.test.cols);
+  return d;
+}
+
+// ---- batches -----------------------------------------------------------------------------------
+
+BatchIterator::BatchIterator(const ImageSet& set, int64_t batch, bool shuffle, uint64_t seed)
+    : set_(set), batch_(batch), shuffle_(shuffle), rng_(seed) {
+  if (batch <= 0) fail("batch size must be positive, got {}", batch);
+  if (batch > set.count)
+    fail("batch size {} is larger than the {} training examples", batch, set.count);
+  order_.resize(static_cast<size_t>(set.count));
+  start_epoch();
+}
+
+void BatchIterator::start_epoch() {
+  ++epoch_;
+  pos_ = 0;
+  for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
+  if (!shuffle_) return;
+  // Fisher-Yates; j uniform in [0, i] by a 64x64->128 multiply (same result on every platform,
+  // unlike std::uniform_int_distribution).
+  for (size_t i = order_.size(); i-- > 1;) {
+    auto j = static_cast<size_t>((static_cast<unsigned __int128>(rng_()) * (i + 1)) >> 64);
+    std::swap(order_[i], order_[j]);
+  }
+}
+
+void BatchIterator::next(Tensor& img, Tensor& lab) {
+  const int64_t e = set_.image_elems();
+  img.dtype = DType::F32;
+  img.dims = {batch_, 1, set_.rows, set_.cols};
+  img.bytes.resize(static_cast<size_t>(batch_ * e) * sizeof(float));
+  lab.dtype = DType::I64;
+  lab.dims = {batch_};
+  lab.bytes.resize(static_cast<size_t>(batch_) * sizeof(int64_t));
+  float* ip = img.data<float>();
+  int64_t* lp = lab.data<int64_t>();
+  for (int64_t b = 0; b < batch_; ++b) {
+    int64_t k = order_[static_cast<size_t>(pos_ + b)];
+    std::copy_n(set_.images.data() + k * e, e, ip + b * e);
+    lp[b] = set_.labels[static_cast<size_t>(k)];
+  }
+  pos_ += batch_;
+  if (pos_ + batch_ > set_.count) start_epoch();  // drop the last partial batch
+}
+
+}  // namespace cb

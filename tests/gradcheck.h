@@ -1,0 +1,42 @@
+// Finite-difference gradient checking for vjps (fp64, central differences), in the style of
+// ONNX Runtime's gradient_checker: a one-node graph with the inputs as parameters, the loss
+// sum(y * w) for a fixed random w, the analytic gradients from build_training_graph + the
+// executor, the numeric ones from (L(x+h) - L(x-h)) / 2h with fresh executors.
+//
+// How to add an op: write its vjp in runtime/ops/<op>.cpp (and kernels for any gradient op it
+// emits), then add a GradCase to tests/test_gradcheck.cpp with inputs kept off kinks (no
+// values near 0 for Relu, distinct values for MaxPool, |x| inside Clip's bounds or clearly out).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/attributes.h"
+#include "runtime/tensor.h"
+
+namespace cb::testing {
+
+struct GradInput {
+  Tensor value;
+  bool differentiate = true;  // a parameter (checked) or a constant input
+};
+
+struct GradCase {
+  std::string op;
+  std::vector<GradInput> inputs;
+  AttrMap attrs;
+  size_t outputs = 1;        // the loss reads output 0
+  double rtol = 1e-5, atol = 1e-7;
+  double step = 1e-6;
+  int max_elements = 24;     // elements checked per input (evenly spaced)
+};
+
+// f64 tensor with values uniform in [lo, hi] (seeded), or `away` from zero by at least `gap`.
+Tensor random_f64(std::vector<int64_t> dims, uint64_t seed, double lo = -1, double hi = 1,
+                  double gap = 0);
+Tensor i64_tensor(std::vector<int64_t> dims, std::vector<int64_t> values);
+
+// Runs the check; reports each mismatch through doctest CHECKs.
+void check_gradients(const GradCase& c);
+
+}  // namespace cb::testing
