@@ -32,6 +32,7 @@ cmake --build build -j"$(nproc)"
 # The big zoo models (> 2 MB) are not committed; export them (skipped when up to date).
 if /usr/bin/python3 -c "import torch, torchvision, onnx" 2>/dev/null; then
   /usr/bin/python3 models/export_zoo.py --big
+  /usr/bin/python3 models/training_fixtures.py >/dev/null  # golden training tests (~2 s)
 else
   echo "setup: python3-torch/torchvision missing: big zoo models not exported (tests skip them)"
 fi
