@@ -27,13 +27,14 @@
 #include "importer/tensor_proto.h"
 #include "runtime/error.h"
 #include "runtime/op_catalog.h"
+#include "tests/onnx_suite.h"
 
 namespace fs = std::filesystem;
 using namespace cb;
+using namespace cb::testing;
 
 namespace {
 
-constexpr const char* kSuiteDir = "/usr/share/libonnx-testdata/data/node";
 const std::string kExpectedFile = CB_SOURCE_DIR "/tests/onnx_node_shapes_expected.txt";
 
 enum class Outcome { Pass, Fail, Rejected };
@@ -42,12 +43,6 @@ struct Result {
   Outcome outcome;
   std::string detail;  // mismatch or error message
 };
-
-template <typename P>
-bool parse_file(const fs::path& path, P& proto) {
-  std::ifstream f(path, std::ios::binary);
-  return f && proto.ParseFromIstream(&f);
-}
 
 std::string onnx_shape(const onnx::TensorProto& t) {
   return fmt::format("[{}]", fmt::join(t.dims(), ","));
@@ -68,14 +63,9 @@ Result run_one(const fs::path& dir, const onnx::ModelProto& m) {
       if (!fs::exists(f)) break;  // an optional input without data
       // Sequences and optionals stay unbound: the importer rejects them with its own message.
       if (!in.type().has_tensor_type()) continue;
-      if (in.type().tensor_type().elem_type() == onnx::TensorProto::BFLOAT16) {
-        onnx::TensorProto t;
-        if (!parse_file(f, t)) return {Outcome::Fail, "cannot read " + f.string()};
-        if (t.data_type() == onnx::TensorProto::UINT16) t.set_data_type(t.BFLOAT16);
-        opts.constant_inputs[in.name()] = tensor_from_proto(t, f.string(), "");
-        continue;
-      }
-      opts.constant_inputs[in.name()] = read_tensor_file(f.string());
+      TensorPtr t = read_suite_tensor(f, in.type());
+      if (!t) return {Outcome::Fail, "cannot read " + f.string()};
+      opts.constant_inputs[in.name()] = t;
     }
     ImportResult r = import_model((dir / "model.onnx").string(), opts);
     const Graph& g = r.graph;
@@ -86,7 +76,7 @@ Result run_one(const fs::path& dir, const onnx::ModelProto& m) {
     for (size_t i = 0; i < g.outputs.size(); ++i) {
       onnx::TensorProto want;
       fs::path f = data / fmt::format("output_{}.pb", i);
-      if (!parse_file(f, want)) return {Outcome::Fail, fmt::format("cannot read {}", f.string())};
+      if (!parse_proto_file(f, want)) return {Outcome::Fail, fmt::format("cannot read {}", f.string())};
       if (want.data_type() == onnx::TensorProto::UINT16 &&
           m.graph().output(static_cast<int>(i)).type().tensor_type().elem_type() ==
               onnx::TensorProto::BFLOAT16)
@@ -110,24 +100,10 @@ Result run_one(const fs::path& dir, const onnx::ModelProto& m) {
   }
 }
 
-// The expected passes: non-comment, non-empty lines.
-std::vector<std::string> read_expected(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<std::string> out;
-  std::string line;
-  while (std::getline(f, line)) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-    if (line.empty() || line[0] == '#') continue;
-    out.push_back(line);
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("shape inference agrees with the ONNX backend node tests") {
-  const char* env = std::getenv("CB_ONNX_NODE_TESTS");
-  fs::path suite = env && *env ? env : kSuiteDir;
+  fs::path suite = onnx_node_suite();
   if (!fs::is_directory(suite)) {
     MESSAGE("ONNX node test suite not found at " << suite.string()
                                                  << " (apt-get install libonnx-testdata); skipped");
@@ -140,20 +116,8 @@ TEST_CASE("shape inference agrees with the ONNX backend node tests") {
   CHECK_MESSAGE(std::adjacent_find(expected.begin(), expected.end()) == expected.end(),
                 "the expected list has a duplicate");
 
-  std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(suite))
-    if (e.is_directory()) dirs.push_back(e.path());
-  std::sort(dirs.begin(), dirs.end());
-
   std::map<std::string, Result> results;
-  for (const fs::path& dir : dirs) {
-    onnx::ModelProto m;
-    if (!parse_file(dir / "model.onnx", m) || m.graph().node_size() != 1) continue;
-    const auto& node = m.graph().node(0);
-    if (!(node.domain().empty() || node.domain() == "ai.onnx") || !find_op(node.op_type()))
-      continue;
-    results.emplace(dir.filename().string(), run_one(dir, m));
-  }
+  for (const SuiteTest& t : catalog_node_tests(suite)) results.emplace(t.name, run_one(t.dir, t.model));
 
   int passed = 0;
   std::string fails, rejects, fresh;
