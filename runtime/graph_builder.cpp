@@ -52,6 +52,13 @@ std::vector<ValueId> GraphBuilder::emit_node(std::string_view op, std::vector<Va
   return out;
 }
 
+void GraphBuilder::omit(ValueId v) {
+  Node& n = g_.nodes.at(static_cast<size_t>(g_.value(v).producer));
+  for (ValueId& o : n.outputs)
+    if (o == v) o = kNoValue;
+  g_.value(v).producer = -1;
+}
+
 ValueId GraphBuilder::constant(Tensor t, std::string_view hint) {
   Value v;
   v.name = fresh_name(hint);

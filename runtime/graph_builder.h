@@ -29,6 +29,10 @@ class GraphBuilder {
   std::vector<ValueId> emit_with(std::string_view op, std::vector<ValueId> inputs, std::any params,
                                  size_t outputs = 1);
 
+  // Drops output `v` from its node (the kernel then skips computing it): for multi-output
+  // gradient ops whose outputs are not all needed.
+  void omit(ValueId v);
+
   ValueId constant(Tensor t, std::string_view hint = "const");
   ValueId scalar(double v, DType t);
   ValueId ints(const std::vector<int64_t>& v);  // i64 [v.size()]

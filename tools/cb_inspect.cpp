@@ -1,4 +1,4 @@
-// cb-inspect MODEL.onnx [--json | --dot] [--no-fold] [--memory [--batch-size N]]
+// cb-inspect MODEL.onnx [--json | --dot] [--no-fold] [--memory [--batch-size N]] [--train]
 // Reads any ONNX model and shows it back: inputs/outputs, parameters, op histogram, per-node
 // shapes, and which nodes (if any) keep crossbow from training it.
 // Exit codes: 0 trainable, 1 the model (or a file) is bad, 2 usage, 3 read fine but training is
@@ -10,19 +10,23 @@
 
 #include "importer/onnx_importer.h"
 #include "runtime/error.h"
+#include "autodiff/autodiff.h"
 #include "runtime/memory_plan.h"
 #include "tools/inspect_report.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"cb-inspect: show what crossbow reads from an ONNX model"};
   std::string model;
-  bool json = false, dot = false, no_fold = false, memory = false;
+  bool json = false, dot = false, no_fold = false, memory = false, train = false;
   int64_t batch = 1;
   app.add_option("model", model, "ONNX model file")->required();
   auto* j = app.add_flag("--json", json, "machine-readable JSON on stdout");
   app.add_flag("--dot", dot, "Graphviz dot on stdout")->excludes(j);
   app.add_flag("--no-fold", no_fold, "keep constant and shape-arithmetic nodes as in the file");
   app.add_flag("--memory", memory, "print the memory plan: peak, no-reuse total, reuse ratio");
+  app.add_flag("--train", train,
+               "show the training graph (forward + loss + backward) instead; with --memory, "
+               "its memory plan");
   app.add_option("--batch-size,-b", batch, "batch size for --memory (default 1)")
       ->check(CLI::PositiveNumber);
   try {
@@ -35,6 +39,19 @@ int main(int argc, char** argv) {
     opts.lenient = true;
     opts.fold = !no_fold;
     cb::ImportResult r = cb::import_model(model, opts);
+    cb::TrainingGraph tg;
+    if (train) {
+      if (!r.blockers.empty())
+        throw cb::Error(model + ": no training graph: some nodes use unsupported ops (run "
+                                "cb-inspect without --train for the list)");
+      cb::LossSpec loss = cb::detect_loss(r.graph);
+      tg = cb::build_training_graph(r.graph, loss);
+      std::cerr << "cb-inspect: training graph with loss " << cb::loss_kind_name(loss.kind)
+                << " on output '" << loss.output << "': " << r.graph.nodes.size()
+                << " forward nodes, " << tg.graph.nodes.size() - r.graph.nodes.size()
+                << " loss and backward nodes, " << tg.params.size() << " parameter tensors\n";
+      r.graph = tg.graph;
+    }
     std::ostringstream out;  // print only once everything succeeded: nothing half-done
     if (json) cb::tools::print_json(out, model, r);
     else if (dot) cb::tools::print_dot(out, r);

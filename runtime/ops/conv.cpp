@@ -48,8 +48,10 @@ void infer(InferCtx& c) {
 void vjp(VjpCtx& c) {  // one ConvGrad computes dX, dW and dB (those needed)
   auto out = c.b.emit_with("ConvGrad", {c.dy(0), c.x(0), c.x(1)}, c.p<ConvParams>(),
                            c.node().has_input(2) ? 3 : 2);
-  for (size_t i = 0; i < out.size(); ++i)
+  for (size_t i = 0; i < out.size(); ++i) {
     if (c.need(i)) c.set_dx(i, out[i]);
+    else c.b.omit(out[i]);  // e.g. no dX for the first layer: the kernel skips it
+  }
 }
 void infer_grad(InferCtx& c) {  // (dY, X, W) -> (dX, dW, dB [M])
   infer_like(c, 0, 1);
