@@ -203,6 +203,34 @@ struct WhereOp {
   }
 };
 
+// ---- gradients: (dy, saved forward value) -> dx ----
+struct ReluGradOp {  // saved: Y
+  template <class T>
+  CB_HOST_DEVICE T operator()(T dy, T y) const {
+    return y > T(0) ? dy : T(0);
+  }
+};
+struct LeakyReluGradOp {  // saved: X
+  float alpha;
+  template <class T>
+  CB_HOST_DEVICE T operator()(T dy, T x) const {
+    return x > T(0) ? dy : T(T(alpha) * dy);
+  }
+};
+template <class T>
+struct ClipGradOp {  // saved: X; the gradient passes at the bounds (PyTorch's clamp backward)
+  T lo, hi;
+  CB_HOST_DEVICE T operator()(T dy, T x) const { return (x >= lo && x <= hi) ? dy : T(0); }
+};
+template <class T>
+struct DropoutGradOp {  // saved: the mask (bool, or T before opset 10); scale = 1 / (1 - ratio)
+  T scale;
+  template <class M>
+  CB_HOST_DEVICE T operator()(T dy, M m) const {
+    return m ? T(dy * scale) : T(0);
+  }
+};
+
 // ---- 16-bit floats ----
 CB_HOST_DEVICE inline uint32_t f32_bits(float f) {
   uint32_t u;

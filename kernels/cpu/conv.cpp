@@ -50,7 +50,7 @@ namespace {
 
 // x [Cg, I0,I1,I2] -> col [Cg*k0*k1*k2, O0*O1*O2]
 template <typename T>
-void im2col(const WindowGeom& g, const T* x, T* col) {
+void im2col_t(const WindowGeom& g, const T* x, T* col) {
   const int64_t P = g.out_vol, O1 = g.out[1], O2 = g.out[2];
   T* row = col;
   for (int64_t c = 0; c < g.cg; ++c) {
@@ -139,7 +139,7 @@ void conv_typed(const KernelArgs& a) {
       const T* col = x_ng;
       if (!g.pointwise) {
         T* buf = scratch<T>(kc * P);
-        im2col(g, x_ng, buf);
+        im2col_t(g, x_ng, buf);
         col = buf;
       }
       // [Mg, Cg*kvol] x [Cg*kvol, P] -> [Mg, P]
@@ -159,6 +159,9 @@ void conv_typed(const KernelArgs& a) {
 }
 
 }  // namespace
+
+void im2col(const WindowGeom& g, const float* x, float* col) { im2col_t(g, x, col); }
+void im2col(const WindowGeom& g, const double* x, double* col) { im2col_t(g, x, col); }
 
 void conv_im2col(const KernelArgs& a) {
   if (kernel_dtype(a) == DType::F64)

@@ -1,5 +1,6 @@
-// Conv internals shared by conv.cpp, pool.cpp and the benchmark (tools/bench/conv_bench.cpp): the
-// sliding-window geometry padded to 3-D, and the convolution implementations Conv chooses from.
+// Conv internals shared by conv.cpp, conv_grad.cpp, pool.cpp, pool_grad.cpp and the benchmark
+// (tools/bench/conv_bench.cpp): the sliding-window geometry padded to 3-D, and the convolution
+// implementations Conv and ConvGrad choose from.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +34,23 @@ inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t
   hi = hi < lo ? lo : hi > out ? out : hi;
 }
 
+// x [Cg, I0,I1,I2] -> col [Cg*k0*k1*k2, O0*O1*O2] (padding reads 0; conv.cpp).
+void im2col(const WindowGeom& g, const float* x, float* col);
+void im2col(const WindowGeom& g, const double* x, double* col);
+
 // im2col + GEMM (f32, f64), with direct depthwise and pointwise paths.
 void conv_im2col(const KernelArgs& a);
+
+// ConvGrad(dY, X, W) -> dX, dW (either may be absent; dB is ConvGrad's own, not theirs):
+// col2im + GEMM (f32, f64; conv_grad.cpp), and oneDNN's backward-data/backward-weights (f32;
+// conv_grad_dnnl.cpp, false where it cannot run: the caller then computes dX and dW).
+void conv_grad_im2col(const KernelArgs& a);
+bool conv_grad_dnnl(const KernelArgs& a);
+
+// dst[i] += sum over p in [0, parts) of src[p * n + i], i in [0, n), split over the pool:
+// how the per-chunk weight gradients of the batch-split ConvGrad paths are combined.
+void add_partials(const KernelArgs& a, float* dst, const float* src, int64_t parts, int64_t n);
+void add_partials(const KernelArgs& a, double* dst, const double* src, int64_t parts, int64_t n);
 
 // oneDNN (f32; conv_dnnl.cpp). Returns false where it cannot run the conv (built without
 // oneDNN, another dtype, a shape oneDNN has no implementation for): the caller then computes Y.

@@ -1,4 +1,5 @@
-// ReduceSum and ReduceMean: [d...] -> [d...] with the reduced axes removed (or kept as 1).
+// ReduceSum and ReduceMean: [d...] -> [d...] with the reduced axes removed (or kept as 1), and
+// ReduceSumTo (the gradient of broadcasting): the same sum over the dims broadcasting added.
 // The input's dims are collapsed into alternating kept/reduced runs ([A,R,B,...]); the walk goes
 // over the input in memory order and adds each contiguous inner run into the output, which the
 // caller zeroed: a reduced inner run sums into one output element (in double for floats), a kept
@@ -98,11 +99,9 @@ void reduce_range(const Runs& s, const T* x, T* y, int64_t begin, int64_t end) {
   }
 }
 
-void reduce(const KernelArgs& a, bool mean) {
+// out = the sum (or mean) of in over the dims flagged in red.
+void reduce(const KernelArgs& a, const bool* red, bool mean) {
   const TensorView &in = a.in[0], &out = a.out[0];
-  CB_CHECK(in.rank() <= kMaxRank);
-  bool red[kMaxRank];
-  if (!reduced_axes(a, red)) return copy_if_distinct(in, out);
   Runs s = make_runs(in.dims, red);
   dispatch_numeric(in.dtype, [&]<class T>(Tag<T>) {
     using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
@@ -125,9 +124,29 @@ void reduce(const KernelArgs& a, bool mean) {
         y[i] = static_cast<T>(static_cast<Acc>(y[i]) / static_cast<Acc>(s.reduced_count));
   });
 }
+
+void reduce_axes(const KernelArgs& a, bool mean) {
+  CB_CHECK(a.in[0].rank() <= kMaxRank);
+  bool red[kMaxRank];
+  if (!reduced_axes(a, red)) return copy_if_distinct(a.in[0], a.out[0]);
+  reduce(a, red, mean);
+}
 }  // namespace
 
-void ReduceSum(const KernelArgs& a) { reduce(a, false); }
-void ReduceMean(const KernelArgs& a) { reduce(a, true); }
+void ReduceSum(const KernelArgs& a) { reduce_axes(a, false); }
+void ReduceMean(const KernelArgs& a) { reduce_axes(a, true); }
+
+// ReduceSumTo(x [d...], shape) -> [t...] (t broadcasts to d): sums the dims broadcasting added
+// (leading) or stretched (t_i == 1 < d_i), e.g. [2,3,4] -> [3,1]: over dims 0 and 2.
+void ReduceSumTo(const KernelArgs& a) {
+  const TensorView &in = a.in[0], &out = a.out[0];
+  const int64_t r = in.rank(), shift = r - out.rank();
+  CB_CHECK(r <= kMaxRank && shift >= 0);
+  bool red[kMaxRank];
+  for (int64_t d = 0; d < r; ++d)
+    red[d] = d < shift || (out.dims[static_cast<size_t>(d - shift)] == 1 &&
+                           in.dims[static_cast<size_t>(d)] != 1);
+  reduce(a, red, false);
+}
 
 }  // namespace cb::cpu

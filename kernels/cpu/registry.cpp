@@ -53,6 +53,18 @@ constexpr CpuKernel kKernels[] = {
     {OpKind::Transpose, &Transpose, kAll},
     {OpKind::Unsqueeze, &Unsqueeze, kAll},
     {OpKind::Where, &Where, type_bit(DType::Bool)},
+    // ---- backward: elementwise, softmax, loss, data movement ----
+    {OpKind::ClipGrad, &ClipGrad, kFloat},
+    {OpKind::DropoutGrad, &DropoutGrad, kFloat},
+    {OpKind::GatherGrad, &GatherGrad, kFloat},
+    {OpKind::LeakyReluGrad, &LeakyReluGrad, kFloat},
+    {OpKind::LogSoftmaxGrad, &LogSoftmaxGrad, kFloat},
+    {OpKind::ReduceSumTo, &ReduceSumTo, kNumeric},
+    {OpKind::ReluGrad, &ReluGrad, kFloat},
+    {OpKind::SliceGrad, &SliceGrad, kFloat},
+    {OpKind::SoftmaxCrossEntropyLoss, &SoftmaxCrossEntropyLoss, kFloat},
+    {OpKind::SoftmaxCrossEntropyLossGrad, &SoftmaxCrossEntropyLossGrad, kFloat},
+    {OpKind::SoftmaxGrad, &SoftmaxGrad, kFloat},
     // ---- conv, gemm, matmul, pooling, batchnorm ----
     {OpKind::AveragePool, &AveragePool, kFloat},
     {OpKind::BatchNormalization, &BatchNormalization, kFloat},
@@ -61,6 +73,15 @@ constexpr CpuKernel kKernels[] = {
     {OpKind::GlobalAveragePool, &GlobalAveragePool, kFloat},
     {OpKind::MatMul, &MatMul, kFloat},
     {OpKind::MaxPool, &MaxPool, kFloat | type_bit(DType::I8) | type_bit(DType::U8)},
+    // ---- backward: conv, pooling, normalization ----
+    {OpKind::AveragePoolGrad, &AveragePoolGrad, kFloat},
+    {OpKind::BatchNormalizationGrad, &BatchNormalizationGrad, kFloat},
+    {OpKind::ConvGrad, &ConvGrad, kFloat},
+    {OpKind::LayerNormalizationGrad, &LayerNormalizationGrad, kFloat},
+    {OpKind::MaxPoolGrad, &MaxPoolGrad, kFloat},
+    // ---- optimizer ----
+    {OpKind::AdamWStep, &AdamWStep, kFloat},
+    {OpKind::SgdStep, &SgdStep, kFloat},
 };
 
 struct Index {

@@ -1,4 +1,5 @@
-// Softmax and LogSoftmax. The input is viewed as [outer, n, inner] and normalised along n:
+// Softmax and LogSoftmax, and their gradients SoftmaxGrad / LogSoftmaxGrad (dY, Y) -> dX. The
+// input is viewed as [outer, n, inner] and normalised along n:
 //  - opset >= 13: n = dims[axis], outer = dims before it, inner = dims after it;
 //  - opset < 13 (coerce_2d): n = product of dims[axis:], inner = 1 (rows of the 2-D view).
 // Max-subtracted for stability; sums accumulate in double. Inner == 1 is a contiguous row; inner
@@ -67,21 +68,28 @@ void row(const T* x, T* y, int64_t n) {
   }
 }
 
-template <bool Log>
-void softmax(const KernelArgs& a) {
-  const auto& p = a.p<ops::SoftmaxParams>();
-  const TensorView &in = a.in[0], &out = a.out[0];
-  const auto& d = in.dims;
-  auto axis = static_cast<size_t>(p.axis);  // normalised by infer(); 0 for a scalar
+// dims viewed as [outer, n, inner] for SoftmaxParams (see the top of the file).
+struct View {
   int64_t outer = 1, n = 1, inner = 1;
+};
+View view_of(const ops::SoftmaxParams& p, const std::vector<int64_t>& d) {
+  auto axis = static_cast<size_t>(p.axis);  // normalised by infer(); 0 for a scalar
+  View v;
   for (size_t i = 0; i < d.size(); ++i) {
     if (i < axis)
-      outer *= d[i];
+      v.outer *= d[i];
     else if (i == axis || p.coerce_2d)
-      n *= d[i];
+      v.n *= d[i];
     else
-      inner *= d[i];
+      v.inner *= d[i];
   }
+  return v;
+}
+
+template <bool Log>
+void softmax(const KernelArgs& a) {
+  const TensorView &in = a.in[0], &out = a.out[0];
+  const auto [outer, n, inner] = view_of(a.p<ops::SoftmaxParams>(), in.dims);
   if (in.numel() == 0) return;
   const int64_t tiles = (inner + kTile - 1) / kTile;
   dispatch_float(in.dtype, [&]<class T>(Tag<T>) {
@@ -101,9 +109,55 @@ void softmax(const KernelArgs& a) {
     });
   });
 }
+
+// One [n, w] block of columns (column stride `inner`) of the gradients, y being the forward's
+// output: Softmax dx = y (dy - sum(dy y)); LogSoftmax dx = dy - exp(y) sum(dy) (sums in double).
+template <class T, bool Log>
+void grad_block(const T* dy, const T* y, T* dx, int64_t n, int64_t inner, int64_t w) {
+  double sum[kTile];
+  std::fill(sum, sum + w, 0.0);
+  for (int64_t k = 0; k < n; ++k)
+    for (int64_t j = 0; j < w; ++j) {
+      const int64_t i = k * inner + j;
+      if constexpr (Log)
+        sum[j] += dy[i];
+      else
+        sum[j] += static_cast<double>(dy[i]) * y[i];
+    }
+  for (int64_t k = 0; k < n; ++k)
+    for (int64_t j = 0; j < w; ++j) {
+      const int64_t i = k * inner + j;
+      if constexpr (Log)
+        dx[i] = static_cast<T>(dy[i] - math::m_exp(y[i]) * sum[j]);
+      else
+        dx[i] = static_cast<T>(y[i] * (dy[i] - sum[j]));
+    }
+}
+
+// (dY, Y) -> dX, all [d...], viewed as the forward viewed its input; a contiguous row when
+// inner == 1, else tiles of kTile columns.
+template <bool Log>
+void softmax_grad(const KernelArgs& a) {
+  const TensorView &dy = a.in[0], &y = a.in[1], &dx = a.out[0];
+  const auto [outer, n, inner] = view_of(a.p<ops::SoftmaxParams>(), y.dims);
+  if (y.numel() == 0) return;
+  const int64_t tiles = (inner + kTile - 1) / kTile;
+  dispatch_float(y.dtype, [&]<class T>(Tag<T>) {
+    const T *g = dy.ptr<const T>(), *v = y.ptr<const T>();
+    T* o = dx.ptr<T>();
+    parallel(a, outer * tiles, n * std::min(inner, kTile) * 4, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        int64_t q = t / tiles, j0 = (t % tiles) * kTile, off = q * n * inner + j0;
+        grad_block<T, Log>(g + off, v + off, o + off, n, inner, std::min(kTile, inner - j0));
+      }
+    });
+  });
+}
 }  // namespace
 
 void Softmax(const KernelArgs& a) { softmax<false>(a); }
 void LogSoftmax(const KernelArgs& a) { softmax<true>(a); }
+void SoftmaxGrad(const KernelArgs& a) { softmax_grad<false>(a); }
+void LogSoftmaxGrad(const KernelArgs& a) { softmax_grad<true>(a); }
 
 }  // namespace cb::cpu

@@ -1,0 +1,240 @@
+// ConvGrad's dX and dW through oneDNN (f32, 1-D to 3-D, groups, dilations): backward-data and
+// backward-weights primitives, used by the ConvGrad kernel when crossbow is built with oneDNN
+// (CB_HAVE_DNNL). Threading as the forward (conv_dnnl.cpp): our pool splits the batch, oneDNN runs
+// single-threaded inside each pool thread; chunk t writes dX of its samples directly and its dW
+// into partial t (chunk 0 into dW itself, the others into the calling thread's scratch), summed
+// at the end (add_partials). Layouts are oneDNN's choice (tag::any): dY, W and X are reordered in,
+// dX and dW out, on every call. Primitives are cached per thread and per shape; the reordered
+// tensors live in per-thread scratch buffers shared by all shapes, so the steady state builds and
+// allocates nothing.
+#include "kernels/cpu/conv.h"
+
+#ifdef CB_HAVE_DNNL
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <dnnl.hpp>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "kernels/cpu/blas.h"
+#include "runtime/thread_pool.h"
+
+extern "C" void omp_set_num_threads(int);
+extern "C" int omp_get_max_threads();
+
+namespace cb::cpu {
+
+namespace {
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+using Key = std::array<int64_t, 24>;
+
+// One user (plain) memory and, where oneDNN wants another layout, the primitive's own memory
+// plus the reorder between them.
+struct Mem {
+  dnnl::memory user, own;
+  dnnl::reorder re;
+  bool reordered = false;
+};
+
+struct Prim {
+  bool ok = false;  // false: oneDNN has no implementation; the caller falls back
+  dnnl::convolution_backward_data data;
+  dnnl::convolution_backward_weights weights;
+  Mem dy_d, w_d, dx_d;   // backward-data: diff_dst in, weights in, diff_src out
+  Mem x_w, dy_w, dw_w;   // backward-weights: src in, diff_dst in, diff_weights out
+};
+
+struct ThreadState {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  std::map<Key, std::unique_ptr<Prim>> prims;
+};
+
+ThreadState& state() {
+  thread_local ThreadState s;
+  return s;
+}
+
+tag plain(size_t rank, bool grouped) {
+  if (grouped) return rank == 3 ? tag::goiw : rank == 4 ? tag::goihw : tag::goidhw;
+  return rank == 3 ? tag::ncw : rank == 4 ? tag::nchw : tag::ncdhw;
+}
+
+// `user` in our layout; the primitive wants `want`. `in`: reorder user -> own, else own -> user.
+Mem make_mem(const dnnl::engine& eng, const dnnl::memory::desc& user,
+             const dnnl::memory::desc& want, bool in) {
+  Mem m;
+  m.user = dnnl::memory(user, eng, nullptr);
+  m.reordered = want != user;
+  m.own = m.reordered ? dnnl::memory(want, eng, nullptr) : m.user;
+  if (m.reordered) m.re = in ? dnnl::reorder(m.user, m.own) : dnnl::reorder(m.own, m.user);
+  return m;
+}
+
+std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb) {
+  const auto& p = a.p<ops::ConvParams>();
+  const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
+  size_t rank = X.dims.size(), r = rank - 2;
+  auto prim = std::make_unique<Prim>();
+  dnnl::memory::dims xd(X.dims.begin(), X.dims.end()), yd(dY.dims.begin(), dY.dims.end());
+  xd[0] = yd[0] = nb;
+  dnnl::memory::dims wd(W.dims.begin(), W.dims.end());
+  bool grouped = p.group > 1;
+  if (grouped) {  // [M, C/G, k...] is [G, M/G, C/G, k...]
+    wd[0] /= p.group;
+    wd.insert(wd.begin(), p.group);
+  }
+  dnnl::memory::desc x_md(xd, dt::f32, plain(rank, false)), y_md(yd, dt::f32, plain(rank, false));
+  dnnl::memory::desc w_md(wd, dt::f32, plain(rank, grouped));
+  dnnl::memory::dims st(r), dil(r), pl(r), pr(r);
+  for (size_t i = 0; i < r; ++i) {
+    st[i] = p.window.strides[i];
+    dil[i] = p.window.dilations[i] - 1;  // oneDNN counts the gaps
+    pl[i] = p.window.pads[i];
+    pr[i] = p.window.pads[i + r];
+  }
+  auto any = [](const dnnl::memory::desc& d) {
+    return dnnl::memory::desc(d.dims(), dt::f32, tag::any);
+  };
+  const auto algo = dnnl::algorithm::convolution_direct;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::library);
+  dnnl::convolution_backward_data::primitive_desc dpd;
+  dnnl::convolution_backward_weights::primitive_desc wpd;
+  try {
+    dnnl::convolution_forward::primitive_desc hint(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x_md),
+                                        any(w_md), any(y_md), st, dil, pl, pr),
+        attr, ts.eng);
+    dpd = dnnl::convolution_backward_data::primitive_desc(
+        dnnl::convolution_backward_data::desc(algo, any(x_md), any(w_md), any(y_md), st, dil, pl,
+                                              pr),
+        attr, ts.eng, hint);
+    wpd = dnnl::convolution_backward_weights::primitive_desc(
+        dnnl::convolution_backward_weights::desc(algo, any(x_md), any(w_md), any(y_md), st, dil,
+                                                 pl, pr),
+        attr, ts.eng, hint);
+  } catch (const dnnl::error&) {
+    return prim;  // not ok
+  }
+  prim->data = dnnl::convolution_backward_data(dpd);
+  prim->weights = dnnl::convolution_backward_weights(wpd);
+  prim->dy_d = make_mem(ts.eng, y_md, dpd.diff_dst_desc(), true);
+  prim->w_d = make_mem(ts.eng, w_md, dpd.weights_desc(), true);
+  prim->dx_d = make_mem(ts.eng, x_md, dpd.diff_src_desc(), false);
+  prim->x_w = make_mem(ts.eng, x_md, wpd.src_desc(), true);
+  prim->dy_w = make_mem(ts.eng, y_md, wpd.diff_dst_desc(), true);
+  prim->dw_w = make_mem(ts.eng, w_md, wpd.diff_weights_desc(), false);
+  prim->ok = true;
+  return prim;
+}
+
+// dX and the dW partial of samples [n0, n1) on the calling thread; false when oneDNN cannot.
+bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
+  const auto& p = a.p<ops::ConvParams>();
+  const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
+  const TensorView& dX = a.out[0];
+  size_t r = X.dims.size() - 2;
+  Key key{};
+  size_t k = 0;
+  key[k++] = n1 - n0;
+  key[k++] = p.group;
+  for (int64_t d : X.dims) key[k++] = d;
+  key[k++] = dY.dims[1];
+  for (size_t i = 0; i < r; ++i) {
+    key[k++] = p.window.kernel_shape[i];
+    key[k++] = p.window.strides[i];
+    key[k++] = p.window.dilations[i];
+    key[k++] = p.window.pads[i] * 4096 + p.window.pads[i + r];
+  }
+  ThreadState& ts = state();
+  int omp_threads = omp_get_max_threads();  // the caller's setting, restored below
+  omp_set_num_threads(1);
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{omp_threads};
+  auto& slot = ts.prims[key];
+  if (!slot) slot = build(ts, a, n1 - n0);
+  Prim& pr = *slot;
+  if (!pr.ok) return false;
+  const int64_t x_sample = X.numel() / X.dims[0], y_sample = dY.numel() / dY.dims[0];
+  float* x = X.ptr<float>() + n0 * x_sample;
+  float* dy = dY.ptr<float>() + n0 * y_sample;
+  auto floats = [](const dnnl::memory& m) {
+    return static_cast<int64_t>(m.get_desc().get_size() / sizeof(float)) + 16;
+  };
+  // Binds the user data and, if reordered, a scratch buffer; reorders inputs in.
+  auto bind_in = [&](Mem& m, void* data, float* buf) {
+    m.user.set_data_handle(data);
+    if (!m.reordered) return;
+    m.own.set_data_handle(buf);
+    m.re.execute(ts.strm, m.user, m.own);
+  };
+  auto bind_out = [&](Mem& m, void* data, float* buf) {
+    m.user.set_data_handle(data);
+    if (m.reordered) m.own.set_data_handle(buf);
+  };
+  if (dX.present()) {
+    bind_in(pr.dy_d, dy, scratch<float, 1>(floats(pr.dy_d.own)));
+    bind_in(pr.w_d, W.data, scratch<float, 2>(floats(pr.w_d.own)));
+    bind_out(pr.dx_d, dX.ptr<float>() + n0 * x_sample, scratch<float, 3>(floats(pr.dx_d.own)));
+    pr.data.execute(ts.strm, {{DNNL_ARG_DIFF_DST, pr.dy_d.own},
+                              {DNNL_ARG_WEIGHTS, pr.w_d.own},
+                              {DNNL_ARG_DIFF_SRC, pr.dx_d.own}});
+    if (pr.dx_d.reordered) pr.dx_d.re.execute(ts.strm, pr.dx_d.own, pr.dx_d.user);
+  }
+  if (dw) {
+    bind_in(pr.x_w, x, scratch<float, 4>(floats(pr.x_w.own)));
+    // The same layout as for backward-data: reuse that reorder's result.
+    if (dX.present() && pr.dy_d.reordered && pr.dy_w.reordered &&
+        pr.dy_w.own.get_desc() == pr.dy_d.own.get_desc())
+      pr.dy_w.own.set_data_handle(pr.dy_d.own.get_data_handle());
+    else
+      bind_in(pr.dy_w, dy, scratch<float, 5>(floats(pr.dy_w.own)));
+    bind_out(pr.dw_w, dw, scratch<float, 6>(floats(pr.dw_w.own)));
+    pr.weights.execute(ts.strm, {{DNNL_ARG_SRC, pr.x_w.own},
+                                 {DNNL_ARG_DIFF_DST, pr.dy_w.own},
+                                 {DNNL_ARG_DIFF_WEIGHTS, pr.dw_w.own}});
+    if (pr.dw_w.reordered) pr.dw_w.re.execute(ts.strm, pr.dw_w.own, pr.dw_w.user);
+  }
+  ts.strm.wait();
+  return true;
+}
+}  // namespace
+
+bool conv_grad_dnnl(const KernelArgs& a) {
+  const TensorView &X = a.in[1], &dX = a.out[0];
+  const TensorView* dW = a.out.size() > 1 && a.out[1].present() ? &a.out[1] : nullptr;
+  if (kernel_dtype(a) != DType::F32 || X.rank() < 3 || X.rank() > 5) return false;
+  const int64_t n = X.dims[0], w_size = a.in[2].numel();
+  if (n == 0 || a.in[0].numel() == 0) return false;  // the im2col path zero-fills
+  if (!dX.present() && !dW) return true;
+  int threads = a.pool ? a.pool->size() : 1;
+  const int64_t chunk = (n + std::min<int64_t>(threads, n) - 1) / std::min<int64_t>(threads, n);
+  const int64_t parts = (n + chunk - 1) / chunk;  // none empty
+  if (parts <= 1) return run_chunk(a, 0, n, dW ? dW->ptr<float>() : nullptr);
+  // Equal sub-batches, one per thread; a shape oneDNN rejects is rejected by every chunk alike.
+  float* partials = dW ? scratch<float, 7>((parts - 1) * w_size) : nullptr;
+  std::atomic<bool> ok{true};
+  a.pool->parallel_for(parts, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* dw = !dW ? nullptr : t == 0 ? dW->ptr<float>() : partials + (t - 1) * w_size;
+      if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk), dw)) ok = false;
+    }
+  });
+  if (!ok) return false;
+  if (dW) add_partials(a, dW->ptr<float>(), partials, parts - 1, w_size);
+  return true;
+}
+
+}  // namespace cb::cpu
+
+#else
+namespace cb::cpu {
+bool conv_grad_dnnl(const KernelArgs&) { return false; }
+}  // namespace cb::cpu
+#endif

@@ -1,0 +1,206 @@
+// Normalization backward on the CPU (X f32/f64). Statistics are recomputed from X (the vjps save
+// none), in double, exactly as the forwards compute them (batch_normalization.cpp,
+// layer_normalization.cpp); every output present is assigned.
+//
+// BatchNormalizationGrad(dY [N,C,S...], X [N,C,S...], scale [C]) -> dX [N,C,S...], dscale [C],
+//                                                                   dB [C]     (training mode)
+//   per channel over M = N * S values: mean, biased var, invstd = 1/sqrt(var + eps),
+//   xhat = (x - mean) * invstd, dB = sum(dy), dscale = sum(dy * xhat),
+//   dX = scale * invstd / M * (M * dy - dB - xhat * dscale).
+//   scale, dscale and dB may be f32 or f64 independently of X (as the forward's parameters).
+//
+// LayerNormalizationGrad(dY, X [outer..., norm...], scale) -> dX [like X], dscale, dB [like scale]
+//   rows of m = prod(dims[axis:]) values (axis normalised if negative), scale broadcast over them:
+//   per row, g = dy * scale, dX = invstd * (g - mean(g) - xhat * mean(g * xhat));
+//   dscale = sum over rows of dy * xhat, dB = sum over rows of dy, each then summed over the dims
+//   that scale broadcasts along.
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/plane_sum.h"
+#include "runtime/ops/params.h"
+
+namespace cb::cpu {
+
+namespace {
+
+double at(const TensorView& v, int64_t i) {
+  return v.dtype == DType::F64 ? v.ptr<double>()[i] : v.ptr<float>()[i];
+}
+void put(const TensorView& v, int64_t i, double x) {
+  if (v.dtype == DType::F64)
+    v.ptr<double>()[i] = x;
+  else
+    v.ptr<float>()[i] = static_cast<float>(x);
+}
+const TensorView* out_at(const KernelArgs& a, size_t i) {
+  return a.out.size() > i && a.out[i].present() ? &a.out[i] : nullptr;
+}
+
+// ---- BatchNormalizationGrad ---------------------------------------------------------------------
+// Over one plane, d = x - mu: sq += sum(d^2), sdy += sum(dy), sdyx += sum(dy * d); kSumLanes
+// accumulators so the loop vectorises (plane_sum.h), totals in double.
+template <typename T>
+void plane_sums(const T* x, const T* dy, int64_t n, T mu, double& sq, double& sdy, double& sdyx) {
+  T a[kSumLanes] = {}, b[kSumLanes] = {}, e[kSumLanes] = {};
+  int64_t j = 0;
+  for (; j + kSumLanes <= n; j += kSumLanes)
+    for (int64_t l = 0; l < kSumLanes; ++l) {
+      const T d = x[j + l] - mu;
+      a[l] += d * d;
+      b[l] += dy[j + l];
+      e[l] += dy[j + l] * d;
+    }
+  for (; j < n; ++j) {
+    const double d = static_cast<double>(x[j]) - mu;
+    sq += d * d;
+    sdy += dy[j];
+    sdyx += dy[j] * d;
+  }
+  for (int64_t l = 0; l < kSumLanes; ++l) sq += a[l], sdy += b[l], sdyx += e[l];
+}
+
+template <typename T>
+void batch_norm_grad(const KernelArgs& a) {
+  const auto& p = a.p<ops::BatchNormalizationParams>();
+  const TensorView &dY = a.in[0], &X = a.in[1], &scale = a.in[2];
+  const TensorView *dX = out_at(a, 0), *dS = out_at(a, 1), *dB = out_at(a, 2);
+  const int64_t n = X.dims[0], c = X.dims[1];
+  const int64_t s = n * c != 0 ? X.numel() / (n * c) : 0, count = n * s;
+  const T *x = X.ptr<T>(), *dy = dY.ptr<T>();
+  T* dx = dX ? dX->ptr<T>() : nullptr;
+  // One channel is N strided planes of S values; channels run across the pool.
+  parallel(a, c, 4 * count, [&](int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      double sum = 0, sq = 0, sdy = 0, sdyx = 0;
+      for (int64_t i = 0; i < n; ++i) sum += plane_sum(x + (i * c + ch) * s, s);
+      const double mean = count ? sum / static_cast<double>(count) : 0;
+      for (int64_t i = 0; i < n; ++i)  // two-pass variance and the two gradient sums
+        plane_sums(x + (i * c + ch) * s, dy + (i * c + ch) * s, s, static_cast<T>(mean), sq, sdy,
+                   sdyx);
+      const double var = count ? sq / static_cast<double>(count) : 0;
+      const double invstd = 1.0 / std::sqrt(var + static_cast<double>(p.epsilon));
+      sdyx *= invstd;  // sum(dy * xhat)
+      if (dB) put(*dB, ch, sdy);
+      if (dS) put(*dS, ch, sdyx);
+      if (!dx || count == 0) continue;
+      // dx = k * (dy - sdy/M - (x - mean) * invstd * sdyx/M), k = scale * invstd (sdyx has xhat)
+      const double inv_m = 1.0 / static_cast<double>(count);
+      const T k = static_cast<T>(at(scale, ch) * invstd);
+      const T b = static_cast<T>(sdy * inv_m), q = static_cast<T>(invstd * sdyx * inv_m);
+      const T mu = static_cast<T>(mean);
+      for (int64_t i = 0; i < n; ++i) {
+        const T *xp = x + (i * c + ch) * s, *dyp = dy + (i * c + ch) * s;
+        T* dxp = dx + (i * c + ch) * s;
+        for (int64_t j = 0; j < s; ++j) dxp[j] = k * (dyp[j] - b - (xp[j] - mu) * q);
+      }
+    }
+  });
+}
+
+// ---- LayerNormalizationGrad ---------------------------------------------------------------------
+// Index into `v` (rank <= nr, right-aligned, broadcast) of flat index k over the dims `norm`.
+int64_t bcast_index(const TensorView& v, const int64_t* norm, int64_t nr, int64_t k) {
+  int64_t idx = 0, st = 1;
+  for (int64_t d = nr - 1, j = v.rank() - 1; d >= 0; --d, --j) {
+    int64_t ck = k % norm[d];
+    k /= norm[d];
+    if (j < 0) continue;
+    int64_t vd = v.dims[static_cast<size_t>(j)];
+    if (vd != 1) idx += ck * st;
+    st *= vd;
+  }
+  return idx;
+}
+
+template <typename T>
+void layer_norm_grad(const KernelArgs& a) {
+  const auto& p = a.p<ops::LayerNormalizationParams>();
+  const TensorView &dY = a.in[0], &X = a.in[1], &scale = a.in[2];
+  const TensorView *dX = out_at(a, 0), *dS = out_at(a, 1), *dB = out_at(a, 2);
+  const int64_t r = X.rank(), axis = norm_axis(p.axis, r);
+  int64_t outer = 1, m = 1;
+  for (int64_t d = 0; d < r; ++d) (d < axis ? outer : m) *= X.dims[static_cast<size_t>(d)];
+  const int64_t* norm = X.dims.data() + axis;
+  const int64_t nr = r - axis;
+  const T *x = X.ptr<T>(), *dy = dY.ptr<T>(), *sc = scale.ptr<T>();
+  const bool scale_full = scale.numel() == m;
+  // Per row: mean and invstd (double), kept for the column pass.
+  double* mean = scratch<double, 0>(outer);
+  double* inv = scratch<double, 1>(outer);
+  const T* s_full = sc;  // scale over the m positions of a row
+  if (!scale_full) {
+    T* buf = scratch<T, 2>(m);
+    for (int64_t k = 0; k < m; ++k) buf[k] = sc[bcast_index(scale, norm, nr, k)];
+    s_full = buf;
+  }
+  const double eps = p.epsilon, inv_m = m > 0 ? 1.0 / static_cast<double>(m) : 0.0;
+  parallel(a, outer, 5 * m, [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const T *xr = x + row * m, *dyr = dy + row * m;
+      double sum = 0, sq = 0;
+      for (int64_t k = 0; k < m; ++k) sum += xr[k];
+      const double mu = sum * inv_m;
+      for (int64_t k = 0; k < m; ++k) sq += (xr[k] - mu) * (xr[k] - mu);
+      const double iv = 1.0 / std::sqrt(sq * inv_m + eps);
+      mean[row] = mu;
+      inv[row] = iv;
+      if (!dX) continue;
+      double sg = 0, sgx = 0;  // sum(g), sum(g * xhat) with g = dy * scale
+      for (int64_t k = 0; k < m; ++k) {
+        const double gk = static_cast<double>(dyr[k]) * s_full[k];
+        sg += gk;
+        sgx += gk * (xr[k] - mu) * iv;
+      }
+      const T ti = static_cast<T>(iv), tmu = static_cast<T>(mu);
+      const T b = static_cast<T>(sg * inv_m), q = static_cast<T>(sgx * inv_m * iv);
+      T* dxr = dX->ptr<T>() + row * m;
+      for (int64_t k = 0; k < m; ++k) dxr[k] = ti * (dyr[k] * s_full[k] - b - (xr[k] - tmu) * q);
+    }
+  });
+  if (!dS && !dB) return;
+  // Column pass: per position k of a row, the sums over rows (into [m] buffers when scale
+  // broadcasts, reduced to scale's shape after).
+  double* ds_full = scratch<double, 3>(m);
+  double* db_full = scratch<double, 4>(m);
+  parallel(a, m, 2 * outer, [&](int64_t k0, int64_t k1) {
+    std::fill(ds_full + k0, ds_full + k1, 0.0);
+    std::fill(db_full + k0, db_full + k1, 0.0);
+    for (int64_t row = 0; row < outer; ++row) {
+      const T *xr = x + row * m, *dyr = dy + row * m;
+      const double mu = mean[row], iv = inv[row];
+      for (int64_t k = k0; k < k1; ++k) {
+        db_full[k] += dyr[k];
+        ds_full[k] += dyr[k] * (xr[k] - mu) * iv;
+      }
+    }
+  });
+  for (const auto& [out, full] : {std::pair{dS, ds_full}, std::pair{dB, db_full}}) {
+    if (!out) continue;
+    T* o = out->template ptr<T>();
+    if (out->numel() == m) {
+      for (int64_t k = 0; k < m; ++k) o[k] = static_cast<T>(full[k]);
+      continue;
+    }
+    std::vector<double> acc(static_cast<size_t>(out->numel()), 0.0);
+    for (int64_t k = 0; k < m; ++k) acc[static_cast<size_t>(bcast_index(*out, norm, nr, k))] += full[k];
+    for (size_t i = 0; i < acc.size(); ++i) o[i] = static_cast<T>(acc[i]);
+  }
+}
+
+}  // namespace
+
+void BatchNormalizationGrad(const KernelArgs& a) {
+  dispatch_float(a.in[1].dtype, [&]<class T>(Tag<T>) { batch_norm_grad<T>(a); });
+}
+
+void LayerNormalizationGrad(const KernelArgs& a) {
+  dispatch_float(a.in[1].dtype, [&]<class T>(Tag<T>) { layer_norm_grad<T>(a); });
+}
+
+}  // namespace cb::cpu

@@ -1,0 +1,141 @@
+// Pooling backward on the CPU (f32, f64), 1-D to 3-D through the 3-D-padded geometry of the
+// forward (WindowGeom, conv.h); pads, strides, dilations and ceil_mode come resolved in PoolParams.
+//   MaxPoolGrad(dY [N,C,D'...], X [N,C,D...]) -> dX [N,C,D...]
+//     each window's maximum is recomputed from X with the forward's rule (pool.cpp: window order
+//     kd, kh, kw, the first maximum wins, NaN wins, padding never wins) and gets dy; windows that
+//     overlap add up; a window wholly in padding passes nothing back.
+//   AveragePoolGrad(dY [N,C,D'...], x_shape [rank]) -> dX [N,C,D...]
+//     every valid input position of a window gets dy / divisor, with the forward's divisor: the
+//     valid count, or with count_include_pad the window's positions inside the padded input.
+// dX is assigned (zeroed, then accumulated per plane). Planes [n, c] run across the pool.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kernel_util.h"
+#include "runtime/ops/params.h"
+
+namespace cb::cpu {
+
+namespace {
+
+template <typename T>
+bool greater(T v, T best) {
+  return v > best || (std::isnan(v) && !std::isnan(best));  // NaN propagates, as in PyTorch
+}
+
+// Window positions k in [0, K) with start + k*dil inside [lo, hi) (as AveragePool's forward).
+int64_t count_in(int64_t start, int64_t k, int64_t dil, int64_t lo, int64_t hi) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < k; ++i) n += start + i * dil >= lo && start + i * dil < hi;
+  return n;
+}
+
+// Calls f(o, sd, sh, sw) for every output position o of a plane, with its window's start.
+template <typename F>
+void each_window(const WindowGeom& g, F&& f) {
+  int64_t o = 0;
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < g.out[1]; ++oh)
+      for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o)
+        f(o, od * g.s[0] - g.p[0], oh * g.s[1] - g.p[1], ow * g.s[2] - g.p[2]);
+}
+
+// dx [I0,I1,I2] (zeroed) += dy [O0,O1,O2] routed to each window's first maximum in x.
+template <typename T>
+void max_pool_grad_plane(const WindowGeom& g, const T* x, const T* dy, T* dx) {
+  each_window(g, [&](int64_t o, int64_t sd, int64_t sh, int64_t sw) {
+    int64_t best_at = -1;
+    T best = T(0);
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      int64_t id = sd + kd * g.d[0];
+      if (id < 0 || id >= g.in[0]) continue;
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        int64_t ih = sh + kh * g.d[1];
+        if (ih < 0 || ih >= g.in[1]) continue;
+        const int64_t row = (id * g.in[1] + ih) * g.in[2];
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          int64_t iw = sw + kw * g.d[2];
+          if (iw < 0 || iw >= g.in[2]) continue;
+          T v = x[row + iw];
+          if (best_at < 0 || greater(v, best)) best = v, best_at = row + iw;
+        }
+      }
+    }
+    if (best_at >= 0) dx[best_at] += dy[o];
+  });
+}
+
+// dx [I0,I1,I2] (zeroed) += dy [O0,O1,O2] / divisor over each window's valid positions.
+template <typename T>
+void average_pool_grad_plane(const WindowGeom& g, bool count_include_pad, const T* dy, T* dx) {
+  each_window(g, [&](int64_t o, int64_t sd, int64_t sh, int64_t sw) {
+    // The valid window positions along each axis: [lo, hi) steps of the kernel.
+    int64_t lo[3], hi[3], start[3] = {sd, sh, sw};
+    int64_t valid = 1;
+    for (int i = 0; i < 3; ++i) {
+      lo[i] = 0;
+      while (lo[i] < g.k[i] && start[i] + lo[i] * g.d[i] < 0) ++lo[i];
+      hi[i] = g.k[i];
+      while (hi[i] > lo[i] && start[i] + (hi[i] - 1) * g.d[i] >= g.in[i]) --hi[i];
+      valid *= hi[i] - lo[i];
+    }
+    int64_t div = valid;
+    if (count_include_pad) {
+      div = 1;
+      for (int i = 0; i < 3; ++i) div *= count_in(start[i], g.k[i], g.d[i], -g.p[i], g.in[i] + g.pe[i]);
+    }
+    if (div <= 0 || valid <= 0) return;
+    const T v = dy[o] / static_cast<T>(div);
+    for (int64_t kd = lo[0]; kd < hi[0]; ++kd) {
+      const int64_t id = sd + kd * g.d[0];
+      for (int64_t kh = lo[1]; kh < hi[1]; ++kh) {
+        T* r = dx + (id * g.in[1] + sh + kh * g.d[1]) * g.in[2] + sw;
+        for (int64_t kw = lo[2]; kw < hi[2]; ++kw) r[kw * g.d[2]] += v;
+      }
+    }
+  });
+}
+
+// Runs plane(pc, dy_plane, dx_plane) over the N*C planes with dX zeroed first.
+template <typename T, typename F>
+void over_planes(const KernelArgs& a, const WindowGeom& g, F&& plane) {
+  const T* dy = a.in[0].ptr<T>();
+  T* dx = a.out[0].ptr<T>();
+  parallel(a, g.n * g.c, g.out_vol * g.k_vol + g.in_vol, [&](int64_t c0, int64_t c1) {
+    for (int64_t pc = c0; pc < c1; ++pc) {
+      T* dxp = dx + pc * g.in_vol;
+      std::fill(dxp, dxp + g.in_vol, T(0));
+      plane(pc, dy + pc * g.out_vol, dxp);
+    }
+  });
+}
+
+}  // namespace
+
+void MaxPoolGrad(const KernelArgs& a) {
+  const auto& p = a.p<ops::PoolParams>();
+  const TensorView &dY = a.in[0], &X = a.in[1];
+  const WindowGeom g = window_geom(p.window, X.dims, dY.dims, 1);
+  dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) {
+    const T* x = X.ptr<T>();
+    over_planes<T>(a, g, [&](int64_t pc, const T* dyp, T* dxp) {
+      max_pool_grad_plane(g, x + pc * g.in_vol, dyp, dxp);
+    });
+  });
+}
+
+void AveragePoolGrad(const KernelArgs& a) {
+  const auto& p = a.p<ops::PoolParams>();
+  const TensorView &dY = a.in[0], &dX = a.out[0];  // input 1 (x_shape) is dX's dims
+  const WindowGeom g = window_geom(p.window, dX.dims, dY.dims, 1);
+  dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) {
+    over_planes<T>(a, g, [&](int64_t, const T* dyp, T* dxp) {
+      average_pool_grad_plane(g, p.count_include_pad, dyp, dxp);
+    });
+  });
+}
+
+}  // namespace cb::cpu
