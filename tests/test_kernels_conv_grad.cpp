@@ -1,0 +1,154 @@
+// ConvGrad's f32 paths against its f64 path on the same data, through the kernel table (no
+// graph): the default f32 path (oneDNN when built with it) and f32 im2col/col2im, for the LeNet-5
+// and ResNet-20 conv shapes at batch 4, plus groups, depthwise, dilations, asymmetric pads, 1-D
+// and 3-D. The f64 path itself is checked against finite differences in test_gradcheck.cpp.
+// Agreement: max |f32 - f64| <= 1e-4 * max |f64|, per output (dX, dW, dB); also with dX or dW
+// omitted (the vjp omits outputs not needed).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <any>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/ops/params.h"
+#include "runtime/thread_pool.h"
+
+using namespace cb;
+
+namespace {
+
+struct GradCase {
+  const char* name;
+  int64_t n, c, m, group;
+  std::vector<int64_t> in, k, s, d, pads;  // spatial; pads: begins then ends
+};
+
+int64_t numel(const std::vector<int64_t>& d) {
+  return std::accumulate(d.begin(), d.end(), int64_t{1}, std::multiplies<>());
+}
+
+// The three outputs of ConvGrad on dY, X, W given as f64, computed in T.
+template <class T>
+std::vector<std::vector<double>> run_grad(const GradCase& gc, const std::vector<double>& dy,
+                                          const std::vector<double>& x,
+                                          const std::vector<double>& w, ThreadPool& pool,
+                                          bool im2col_only, int omit = -1) {
+  size_t r = gc.in.size();
+  ops::ConvParams p;
+  p.window.kernel_shape = gc.k;
+  p.window.strides = gc.s;
+  p.window.dilations = gc.d;
+  p.window.pads = gc.pads;
+  p.group = gc.group;
+  std::any params = p;
+  std::vector<int64_t> xd{gc.n, gc.c}, wd{gc.m, gc.c / gc.group}, yd{gc.n, gc.m};
+  for (size_t i = 0; i < r; ++i) {
+    xd.push_back(gc.in[i]);
+    wd.push_back(gc.k[i]);
+    yd.push_back(
+        (gc.in[i] + gc.pads[i] + gc.pads[i + r] - (gc.d[i] * (gc.k[i] - 1) + 1)) / gc.s[i] + 1);
+  }
+  REQUIRE(static_cast<int64_t>(dy.size()) == numel(yd));
+  std::vector<T> tdy(dy.begin(), dy.end()), tx(x.begin(), x.end()), tw(w.begin(), w.end());
+  std::vector<T> dx(x.size(), T(-99)), dw(w.size(), T(-99)), db(static_cast<size_t>(gc.m), T(-99));
+  constexpr DType t = std::is_same_v<T, double> ? DType::F64 : DType::F32;
+  KernelArgs a;
+  a.params = &params;
+  a.pool = &pool;
+  a.in = {{tdy.data(), t, yd}, {tx.data(), t, xd}, {tw.data(), t, wd}};
+  a.out = {{dx.data(), t, xd}, {dw.data(), t, wd}, {db.data(), t, {gc.m}}};
+  if (omit >= 0) a.out[static_cast<size_t>(omit)].data = nullptr;  // as the vjp omits it
+  if (im2col_only) {
+    cpu::conv_grad_im2col(a);
+    std::fill(db.begin(), db.end(), T(0));  // dB is ConvGrad's own; compared on the other path
+  } else {
+    KernelFn fn = cpu::find_cpu_kernel(OpKind::ConvGrad, t);
+    REQUIRE(bool(fn));
+    fn(a);
+  }
+  return {{dx.begin(), dx.end()}, {dw.begin(), dw.end()}, {db.begin(), db.end()}};
+}
+
+std::vector<double> random(int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& e : v) e = u(g);
+  return v;
+}
+
+void check_case(const GradCase& gc, ThreadPool& pool) {
+  std::string name = gc.name;
+  CAPTURE(name);
+  size_t r = gc.in.size();
+  int64_t xn = gc.n * gc.c, wn = gc.m * (gc.c / gc.group), yn = gc.n * gc.m;
+  for (size_t i = 0; i < r; ++i) {
+    xn *= gc.in[i];
+    wn *= gc.k[i];
+    yn *= (gc.in[i] + gc.pads[i] + gc.pads[i + r] - (gc.d[i] * (gc.k[i] - 1) + 1)) / gc.s[i] + 1;
+  }
+  auto dy = random(yn, 1), x = random(xn, 2), w = random(wn, 3);
+  auto ref = run_grad<double>(gc, dy, x, w, pool, false);
+  // Both f32 paths, with all outputs, without dX (a first layer) and without dW.
+  for (int variant = 0; variant < 6; ++variant) {
+    const bool im2col = variant % 2 == 1;
+    const int omit = variant / 2 - 1;
+    CAPTURE(im2col);
+    CAPTURE(omit);
+    auto got = run_grad<float>(gc, dy, x, w, pool, im2col, omit);
+    const char* names[] = {"dX", "dW", "dB"};
+    for (size_t o = 0; o < (im2col ? 2u : 3u); ++o) {
+      if (static_cast<int>(o) == omit) continue;
+      std::string output = names[o];
+      CAPTURE(output);
+      double scale = 0, err = 0;
+      for (size_t i = 0; i < ref[o].size(); ++i) {
+        scale = std::max(scale, std::abs(ref[o][i]));
+        err = std::max(err, std::abs(got[o][i] - ref[o][i]));
+      }
+      CHECK(scale > 0);
+      CHECK(err <= 1e-4 * scale);
+    }
+  }
+}
+
+const std::vector<int64_t> k1{1, 1}, k3{3, 3}, k5{5, 5}, s1{1, 1}, s2{2, 2}, d1{1, 1};
+const std::vector<int64_t> p0{0, 0, 0, 0}, p1{1, 1, 1, 1}, p2{2, 2, 2, 2};
+
+}  // namespace
+
+TEST_CASE("ConvGrad f32 agrees with f64: LeNet-5 and ResNet-20 shapes, batch 4") {
+  ThreadPool pool(2);
+  const GradCase cases[] = {
+      {"lenet5 c1 1x28x28 -> 6 k5 p2", 4, 1, 6, 1, {28, 28}, k5, s1, d1, p2},
+      {"lenet5 c2 6x14x14 -> 16 k5", 4, 6, 16, 1, {14, 14}, k5, s1, d1, p0},
+      {"resnet20 3x32x32 -> 16 k3", 4, 3, 16, 1, {32, 32}, k3, s1, d1, p1},
+      {"resnet20 16x32x32 -> 16 k3", 4, 16, 16, 1, {32, 32}, k3, s1, d1, p1},
+      {"resnet20 16x32x32 -> 32 k3 s2", 4, 16, 32, 1, {32, 32}, k3, s2, d1, p1},
+      {"resnet20 16x32x32 -> 32 k1 s2", 4, 16, 32, 1, {32, 32}, k1, s2, d1, p0},
+      {"resnet20 32x16x16 -> 32 k3", 4, 32, 32, 1, {16, 16}, k3, s1, d1, p1},
+      {"resnet20 32x16x16 -> 64 k3 s2", 4, 32, 64, 1, {16, 16}, k3, s2, d1, p1},
+      {"resnet20 32x16x16 -> 64 k1 s2", 4, 32, 64, 1, {16, 16}, k1, s2, d1, p0},
+      {"resnet20 64x8x8 -> 64 k3", 4, 64, 64, 1, {8, 8}, k3, s1, d1, p1},
+  };
+  for (const GradCase& gc : cases) check_case(gc, pool);
+}
+
+TEST_CASE("ConvGrad f32 agrees with f64: groups, depthwise, dilations, pads, 1-D, 3-D") {
+  ThreadPool pool(2);
+  const GradCase cases[] = {
+      {"grouped dilated asymmetric pads", 3, 8, 12, 4, {11, 9}, k3, {2, 1}, {2, 1}, {1, 0, 2, 1}},
+      {"depthwise stride 2", 4, 16, 16, 16, {15, 15}, k3, s2, d1, p1},
+      {"depthwise multiplier 2", 2, 8, 16, 8, {10, 10}, k3, s1, d1, p1},
+      {"pointwise", 5, 24, 8, 1, {7, 7}, k1, s1, d1, p0},
+      {"1-D", 3, 4, 6, 1, {20}, {5}, {2}, {1}, {2, 1}},
+      {"3-D", 2, 3, 4, 1, {6, 7, 5}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 0, 1, 0, 1}},
+  };
+  for (const GradCase& gc : cases) check_case(gc, pool);
+}
