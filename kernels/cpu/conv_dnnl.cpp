@@ -177,7 +177,8 @@ bool conv_dnnl(const KernelArgs& a) {
   int threads = a.pool ? a.pool->size() : 1;
   if (threads <= 1 || n == 1) return run_chunk(a, 0, n);
   // Equal sub-batches, one per thread; a shape oneDNN rejects is rejected by every chunk alike.
-  int64_t parts = std::min<int64_t>(threads, n), chunk = (n + parts - 1) / parts;
+  int64_t chunk = (n + threads - 1) / threads;
+  int64_t parts = (n + chunk - 1) / chunk;  // no empty last chunk (n = 5 on 4 threads: 2,2,1)
   std::atomic<bool> ok{true};
   a.pool->parallel_for(parts, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
