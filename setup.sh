@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 machine: installs what is missing, builds crossbow, exports
-# the model zoo, and runs the main job (today: cb-inspect on the default model).
+# the model zoo, and runs the main job: one epoch of LeNet-5 on Fashion-MNIST with cb-train.
 #   ./setup.sh               install + build + main job
 #   ./setup.sh --build-only  install + build (+ zoo), no main job  (used by ./test.sh)
 set -euo pipefail
@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 PACKAGES=(
   cmake ninja-build g++ pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
-  libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev
+  libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   python3-torch python3-torchvision python3-onnx dataset-fashion-mnist
 )
 
@@ -40,5 +40,6 @@ fi
 [ "${1:-}" = "--build-only" ] && exit 0
 
 echo
-echo "== main job: cb-inspect models/lenet5_op17.onnx =="
-build/cb-inspect models/lenet5_op17.onnx
+echo "== main job: cb-train LeNet-5 on Fashion-MNIST, one epoch =="
+build/cb-train models/lenet5_op17.onnx --data /usr/share/datasets/fashion-mnist --epochs 1 \
+  --output build/lenet5-trained.onnx

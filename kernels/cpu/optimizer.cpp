@@ -25,7 +25,8 @@ void SgdStep(const KernelArgs& a) {
     const T* g = grad.ptr<T>();
     T* buf = vel.ptr<T>();
     const T lr = static_cast<T>(p.lr), mu = static_cast<T>(p.momentum),
-            wd = static_cast<T>(p.weight_decay), damp1 = static_cast<T>(1) - static_cast<T>(p.dampening);
+            wd = static_cast<T>(p.weight_decay),
+            damp1 = static_cast<T>(1) - static_cast<T>(p.dampening);
     const bool momentum = p.momentum != 0, first = p.first_step, nesterov = p.nesterov,
                decay = p.weight_decay != 0;
     parallel(a, param.numel(), 4, [&](int64_t b, int64_t e) {
@@ -46,7 +47,8 @@ void SgdStep(const KernelArgs& a) {
 void AdamWStep(const KernelArgs& a) {
   const auto& p = a.p<ops::AdamWParams>();
   const TensorView &param = a.in.at(0), &grad = a.in.at(1), &mv = a.in.at(2), &vv = a.in.at(3);
-  CB_CHECK(grad.numel() == param.numel() && mv.numel() == param.numel() && vv.numel() == param.numel());
+  CB_CHECK(grad.numel() == param.numel() && mv.numel() == param.numel() &&
+           vv.numel() == param.numel());
   CB_CHECK(p.step >= 1);
   // Scalars as PyTorch computes them in Python (double), then used at the tensor's precision.
   const double lr = p.lr, b1 = p.beta1, b2 = p.beta2;
@@ -66,12 +68,12 @@ void AdamWStep(const KernelArgs& a) {
     const bool decayed = p.weight_decay != 0;
     parallel(a, param.numel(), 8, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        T wi = decayed ? w[i] * tdecay : w[i];        // param.mul_(1 - lr * weight_decay)
+        T wi = decayed ? w[i] * tdecay : w[i];  // param.mul_(1 - lr * weight_decay)
         T gi = g[i];
-        T mi = m[i] * tb1 + one_b1 * gi;              // exp_avg.mul_(beta1).add_(grad, alpha=1-beta1)
-        T vi = v[i] * tb2 + one_b2 * (gi * gi);       // exp_avg_sq.mul_(beta2).addcmul_(g, g, 1-beta2)
-        T denom = std::sqrt(vi) / tbc2 + eps;         // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
-        w[i] = wi + tstep * (mi / denom);             // param.addcdiv_(exp_avg, denom, -step_size)
+        T mi = m[i] * tb1 + one_b1 * gi;         // exp_avg.mul_(beta1).add_(grad, alpha=1-beta1)
+        T vi = v[i] * tb2 + one_b2 * (gi * gi);  // exp_avg_sq.mul_(beta2).addcmul_(g, g, 1-beta2)
+        T denom = std::sqrt(vi) / tbc2 + eps;    // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+        w[i] = wi + tstep * (mi / denom);        // param.addcdiv_(exp_avg, denom, -step_size)
         m[i] = mi;
         v[i] = vi;
       }

@@ -20,10 +20,11 @@ namespace {
 std::string resolve_file(const std::string& path) {
   if (fs::is_regular_file(path)) return path;
   if (fs::is_regular_file(path + ".gz")) return path + ".gz";
-  fail("missing data file {} (or {}.gz); an MNIST-style folder holds train-images-idx3-ubyte, "
-       "train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, optionally "
-       "gzipped (Debian: apt-get install dataset-fashion-mnist)",
-       path, path);
+  fail(
+      "missing data file {} (or {}.gz); an MNIST-style folder holds train-images-idx3-ubyte, "
+      "train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, optionally "
+      "gzipped (Debian: apt-get install dataset-fashion-mnist)",
+      path, path);
 }
 
 std::vector<uint8_t> read_all(const std::string& path) {
@@ -50,7 +51,8 @@ std::vector<uint8_t> read_all(const std::string& path) {
     gzclose(f);
     fail("{}: corrupt or truncated file ({}); download or copy it again", path, w);
   }
-  if (gzclose(f) != Z_OK) fail("{}: corrupt or truncated compressed file; download or copy it again", path);
+  if (gzclose(f) != Z_OK)
+    fail("{}: corrupt or truncated compressed file; download or copy it again", path);
   return out;
 }
 
@@ -72,9 +74,10 @@ Idx read_idx(const std::string& path, int ndims, const char* what) {
   if (b.size() < 4)
     fail("{}: truncated IDX file ({} bytes, not even the 4-byte magic number)", path, b.size());
   if (b[0] != 0 || b[1] != 0 || b[2] != 0x08 || b[3] != ndims)
-    fail("{}: bad magic number {:02x} {:02x} {:02x} {:02x}: not an IDX file of {} (expected "
-         "00 00 08 {:02x}: unsigned bytes, {} dims)",
-         path, b[0], b[1], b[2], b[3], what, ndims, ndims);
+    fail(
+        "{}: bad magic number {:02x} {:02x} {:02x} {:02x}: not an IDX file of {} (expected "
+        "00 00 08 {:02x}: unsigned bytes, {} dims)",
+        path, b[0], b[1], b[2], b[3], what, ndims, ndims);
   r.data_offset = 4 + 4 * static_cast<size_t>(ndims);
   if (b.size() < r.data_offset)
     fail("{}: truncated IDX file ({} bytes, the header needs {})", path, b.size(), r.data_offset);
@@ -149,17 +152,20 @@ ImageSet read_idx_pair(const std::string& images_path, const std::string& labels
 
 IdxDataset load_idx_dataset(const std::string& dir) {
   if (!fs::is_directory(dir))
-    fail("data folder {} does not exist (or is not a folder); pass --data DIR with the MNIST-style "
-         "IDX files (Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)",
-         dir);
+    fail(
+        "data folder {} does not exist (or is not a folder); pass --data DIR with the MNIST-style "
+        "IDX files (Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)",
+        dir);
   IdxDataset d;
   d.dir = dir;
   fs::path p(dir);
-  d.train = read_idx_pair((p / "train-images-idx3-ubyte").string(), (p / "train-labels-idx1-ubyte").string());
-  d.test = read_idx_pair((p / "t10k-images-idx3-ubyte").string(), (p / "t10k-labels-idx1-ubyte").string());
+  d.train = read_idx_pair((p / "train-images-idx3-ubyte").string(),
+                          (p / "train-labels-idx1-ubyte").string());
+  d.test = read_idx_pair((p / "t10k-images-idx3-ubyte").string(),
+                         (p / "t10k-labels-idx1-ubyte").string());
   if (d.train.rows != d.test.rows || d.train.cols != d.test.cols)
-    fail("{}: training images are {}x{} but test images are {}x{}", dir, d.train.rows,
-         d.train.cols, d.test.rows, d.test.cols);
+    fail("{}: training images are {}x{} but test images are {}x{}", dir, d.train.rows, d.train.cols,
+         d.test.rows, d.test.cols);
   return d;
 }
 

@@ -1,0 +1,140 @@
+// The single-learner trainer: the reference path (llm.c's train_gpt2.c in spirit) that SMA's k
+// learners per device will extend and be checked against.
+//
+// From a forward Graph and a LossSpec: build_training_graph, then one flat buffer each for the
+// parameters, their gradients and the optimizer state ([P] f32; every tensor at a 64-byte-aligned
+// offset, zero padding between them), and one for BatchNorm running statistics ([S]). All of them
+// are bound into the Executor (its `bound` map), so a step is: upload the batch, run the graph
+// (gradients land in the flat gradient buffer), one SgdStep/AdamWStep launch over the whole flat
+// buffer, and copy each BN state update into its state slot. Evaluation runs the forward graph in
+// eval mode (BN on running statistics, Dropout the identity) bound to the same parameter and state
+// buffers, over every test example (a second executor takes the last partial batch).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autodiff/autodiff.h"
+#include "runtime/data/idx_dataset.h"
+#include "runtime/device.h"
+#include "runtime/executor.h"
+#include "sma/lr_schedule.h"
+
+namespace cb {
+
+enum class OptimizerKind { Sgd, AdamW };
+
+struct TrainerOptions {
+  int64_t batch = 16;
+  int64_t eval_batch = 0;  // 0: the training batch size
+  OptimizerKind optimizer = OptimizerKind::Sgd;
+  double momentum = 0.9;                          // SGD
+  bool nesterov = false;                          // SGD
+  double weight_decay = 0;                        // SGD: added to the gradient; AdamW: decoupled
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+};
+
+struct EvalResult {
+  int64_t count = 0, correct = 0;
+  double loss = 0;       // mean over the examples
+  double accuracy = -1;  // correct / count; -1 when the model has no [N,C] output to score
+};
+
+class Trainer {
+ public:
+  // Throws cb::Error when the model cannot be trained on labelled images (which it says).
+  Trainer(const Graph& forward, const LossSpec& loss, Device& dev, const TrainerOptions& opts);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // One step on a batch: images f32 [batch,1,H,W] (any dims with the model input's element
+  // count), labels i64 [batch]. Returns the loss. A NaN/Inf loss throws cb::Error naming the step;
+  // the parameters then keep their values from before that step.
+  double step(const Tensor& images, const Tensor& labels, double lr);
+  // Loss and accuracy of the current parameters over every example of `set`.
+  EvalResult evaluate(const ImageSet& set);
+  // Throws cb::Error when a label of `set` is not a class of the model's output.
+  void check_labels(const ImageSet& set, const std::string& what) const;
+
+  // Host copies of the trained parameters and BN running statistics, by value name (for export).
+  std::map<std::string, Tensor> trained_tensors() const;
+  // Host copy of the flat parameter buffer ([P] with padding), for tests.
+  std::vector<float> flat_params() const;
+
+  const TrainingGraph& training_graph() const { return tg_; }
+  int64_t steps_done() const { return steps_; }
+  int64_t param_count() const { return param_elems_; }  // without padding
+  int64_t num_classes() const { return classes_; }      // C of the [N,C] output, 0 if none
+  const TrainerOptions& options() const { return opts_; }
+
+ private:
+  struct Slot {
+    ValueId value;
+    int64_t offset;  // in elements of the flat buffer
+    int64_t numel;
+  };
+  void prepare_inputs(Executor& ex, const Graph& g, size_t image_input, const Tensor& images,
+                      const Tensor& labels, bool train);
+  Executor& eval_executor(int64_t batch);
+
+  Device& dev_;
+  TrainerOptions opts_;
+  TrainingGraph tg_;
+  Graph eval_graph_;
+  int64_t classes_ = 0;
+  size_t image_input_ = 0;         // index among the graph inputs (same in both graphs)
+  size_t target_input_ = 0;        // training graph: labels/targets input
+  int64_t label_input_ = -1;       // ModelOutput: the model's own i64 [N] labels input
+  int64_t eval_output_ = -1;       // eval graph output scored for accuracy ([N,C]); -1: none
+  int64_t eval_loss_output_ = -1;  // ModelOutput: eval graph output holding the loss
+  std::vector<Slot> params_, state_;
+  int64_t flat_elems_ = 0, state_elems_ = 0, param_elems_ = 0;
+  DeviceBuffer param_buf_, grad_buf_, opt1_buf_, opt2_buf_, state_buf_;
+  std::unique_ptr<Executor> train_ex_;
+  std::map<int64_t, std::unique_ptr<Executor>> eval_ex_;
+  std::vector<KernelArgs> state_copies_;  // Identity launches: update -> state slot
+  KernelArgs opt_args_;
+  std::any opt_params_;
+  Tensor staged_images_, staged_target_;  // reused host buffers (no steady-state allocation)
+  int64_t steps_ = 0;
+};
+
+// ---- the training loop ---------------------------------------------------------------------
+
+struct RunOptions {
+  int64_t epochs = 1;
+  int64_t steps = 0;       // > 0: stop after this many steps (overrides epochs)
+  int64_t eval_every = 0;  // > 0: evaluate every N steps (and at the end); 0: at each epoch's end
+  bool shuffle = true;
+  uint64_t seed = 0;
+  LrSchedule schedule;
+  int64_t test_limit = 0;  // > 0: evaluate on the first N test examples only
+};
+
+struct Progress {
+  int64_t epoch = 0;        // 1-based epoch the last step belonged to
+  int64_t step = 0;         // steps done
+  double train_loss = 0;    // mean step loss since the previous report
+  double lr = 0;            // rate of the last step
+  double images_per_s = 0;  // training throughput since the previous report (eval excluded)
+  EvalResult test;
+};
+
+struct RunSummary {
+  int64_t steps = 0, images = 0;
+  double seconds = 0;          // wall time of the whole run, evaluation included
+  double train_seconds = 0;    // steps only
+  double images_per_s = 0;     // images / train_seconds
+  EvalResult test;             // the final evaluation
+  std::vector<double> losses;  // every step's loss
+};
+
+// Trains on `data.train` and evaluates on `data.test`, calling `on_eval` after each evaluation.
+RunSummary run_training(Trainer& t, const IdxDataset& data, const RunOptions& opts,
+                        const std::function<void(const Progress&)>& on_eval = {});
+
+}  // namespace cb
