@@ -62,24 +62,24 @@ Trainer::Trainer(const Graph& forward, const LossSpec& loss, Device& dev,
   set_training(eval_graph_, false);
   const Graph& g = tg_.graph;
 
-  // Inputs: one float input for the images; labels are the loss's target, or (a model with its
-  // own loss) the model's i64 [N] input.
+  // Inputs: one data input (float images, or integer token ids); labels are the loss's target,
+  // or (a model with its own loss) the model's i64 [N] input.
   int64_t image = -1;
   for (size_t i = 0; i < forward.inputs.size(); ++i) {
     const Value& v = forward.value(forward.inputs[i]);
-    if (dtype_is_float(v.dtype) && image < 0) {
-      image = static_cast<int64_t>(i);
-    } else if (tg_.loss_kind == LossKind::ModelOutput && v.dtype == DType::I64 &&
-               v.shape == Shape{Dim::N()} && label_input_ < 0) {
+    if (tg_.loss_kind == LossKind::ModelOutput && v.dtype == DType::I64 &&
+        v.shape == Shape{Dim::N()} && label_input_ < 0) {
       label_input_ = static_cast<int64_t>(i);
+    } else if (image < 0 && (dtype_is_float(v.dtype) || dtype_is_int(v.dtype))) {
+      image = static_cast<int64_t>(i);
     } else {
-      fail("cannot feed the model's inputs ({}): the trainer feeds one float image input{}",
+      fail("cannot feed the model's inputs ({}): the trainer feeds one data input{}",
            input_list(forward),
            tg_.loss_kind == LossKind::ModelOutput ? " and one i64 [N] labels input" : "");
     }
   }
   if (image < 0)
-    fail("the model has no float input to feed images to (inputs: {})", input_list(forward));
+    fail("the model has no input to feed data to (inputs: {})", input_list(forward));
   if (tg_.loss_kind == LossKind::ModelOutput && label_input_ < 0)
     fail("the model computes its own loss but has no i64 [N] labels input (inputs: {})",
          input_list(forward));
@@ -366,20 +366,32 @@ EvalResult Trainer::evaluate(const ImageSet& set) {
   return r;
 }
 
-std::map<std::string, Tensor> Trainer::trained_tensors() const {
+namespace {
+// Host copies of the slots of one flat f32 buffer, by value name.
+std::map<std::string, Tensor> copy_slots(Device& dev, const Graph& g, const auto& slots,
+                                         const void* base) {
   std::map<std::string, Tensor> m;
-  auto copy = [&](const Slot& s, const void* base) {
-    const Value& v = tg_.graph.value(s.value);
+  for (const auto& s : slots) {
+    const Value& v = g.value(s.value);
     Tensor t;
     t.dtype = DType::F32;
     t.dims = v.data->dims;
     t.bytes.resize(static_cast<size_t>(s.numel) * sizeof(float));
-    dev_.download(t.bytes.data(), static_cast<const float*>(base) + s.offset, t.bytes.size());
+    dev.download(t.bytes.data(), static_cast<const float*>(base) + s.offset, t.bytes.size());
     m.emplace(v.name, std::move(t));
-  };
-  for (const Slot& s : params_) copy(s, param_buf_.get());
-  for (const Slot& s : state_) copy(s, state_buf_.get());
+  }
   return m;
+}
+}  // namespace
+
+std::map<std::string, Tensor> Trainer::trained_tensors() const {
+  auto m = copy_slots(dev_, tg_.graph, params_, param_buf_.get());
+  m.merge(copy_slots(dev_, tg_.graph, state_, state_buf_.get()));
+  return m;
+}
+
+std::map<std::string, Tensor> Trainer::gradients() const {
+  return copy_slots(dev_, tg_.graph, params_, grad_buf_.get());
 }
 
 std::vector<float> Trainer::flat_params() const {

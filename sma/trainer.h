@@ -62,6 +62,8 @@ class Trainer {
 
   // Host copies of the trained parameters and BN running statistics, by value name (for export).
   std::map<std::string, Tensor> trained_tensors() const;
+  // Host copies of the last step's parameter gradients, by parameter name (golden tests).
+  std::map<std::string, Tensor> gradients() const;
   // Host copy of the flat parameter buffer ([P] with padding), for tests.
   std::vector<float> flat_params() const;
 
