@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/plane_sum.h"
 #include "runtime/ops/params.h"
 #include "runtime/thread_pool.h"
@@ -23,15 +24,6 @@ namespace cb::cpu {
 
 namespace {
 
-double at(const TensorView& v, int64_t i) {
-  return v.dtype == DType::F64 ? v.ptr<double>()[i] : v.ptr<float>()[i];
-}
-void put(const TensorView& v, int64_t i, double x) {
-  if (v.dtype == DType::F64)
-    v.ptr<double>()[i] = x;
-  else
-    v.ptr<float>()[i] = static_cast<float>(x);
-}
 
 template <typename T>
 void batch_norm(const KernelArgs& a) {
@@ -68,14 +60,14 @@ void batch_norm(const KernelArgs& a) {
     });
   } else {
     for (int64_t ch = 0; ch < c; ++ch) {
-      mean[ch] = at(a.in[3], ch);
-      var[ch] = at(a.in[4], ch);
+      mean[ch] = real_at(a.in[3], ch);
+      var[ch] = real_at(a.in[4], ch);
     }
   }
   for (int64_t ch = 0; ch < c; ++ch) {
-    double m = at(a.in[1], ch) / std::sqrt(var[ch] + static_cast<double>(p.epsilon));
+    double m = real_at(a.in[1], ch) / std::sqrt(var[ch] + static_cast<double>(p.epsilon));
     mul[ch] = static_cast<T>(m);
-    add[ch] = static_cast<T>(at(a.in[2], ch) - mean[ch] * m);
+    add[ch] = static_cast<T>(real_at(a.in[2], ch) - mean[ch] * m);
   }
   auto normalize = [&](int64_t p0, int64_t p1) {
     for (int64_t pl = p0; pl < p1; ++pl) {
@@ -94,12 +86,12 @@ void batch_norm(const KernelArgs& a) {
   const double mom = p.momentum;
   const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1;
   for (int64_t ch = 0; ch < c; ++ch) {
-    double rm = at(a.in[3], ch), rv = at(a.in[4], ch);  // read before any aliased write
-    if (a.out.size() > 1 && a.out[1].present()) put(a.out[1], ch, rm * mom + mean[ch] * (1 - mom));
+    double rm = real_at(a.in[3], ch), rv = real_at(a.in[4], ch);  // read before any aliased write
+    if (a.out.size() > 1 && a.out[1].present()) put_real(a.out[1], ch, rm * mom + mean[ch] * (1 - mom));
     if (a.out.size() > 2 && a.out[2].present())
-      put(a.out[2], ch, rv * mom + var[ch] * unbias * (1 - mom));
-    if (a.out.size() > 3 && a.out[3].present()) put(a.out[3], ch, mean[ch]);
-    if (a.out.size() > 4 && a.out[4].present()) put(a.out[4], ch, var[ch]);
+      put_real(a.out[2], ch, rv * mom + var[ch] * unbias * (1 - mom));
+    if (a.out.size() > 3 && a.out[3].present()) put_real(a.out[3], ch, mean[ch]);
+    if (a.out.size() > 4 && a.out[4].present()) put_real(a.out[4], ch, var[ch]);
   }
 }
 

@@ -129,4 +129,15 @@ T read_scalar(const TensorView& v) {
 
 inline int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
+// Element i of an f32 or f64 view as double, and back (per-channel statistics in mixed code).
+inline double real_at(const TensorView& v, int64_t i) {
+  return v.dtype == DType::F64 ? v.ptr<double>()[i] : v.ptr<float>()[i];
+}
+inline void put_real(const TensorView& v, int64_t i, double x) {
+  if (v.dtype == DType::F64)
+    v.ptr<double>()[i] = x;
+  else
+    v.ptr<float>()[i] = static_cast<float>(x);
+}
+
 }  // namespace cb::cpu

@@ -29,15 +29,6 @@ namespace cb::cpu {
 
 namespace {
 
-double at(const TensorView& v, int64_t i) {
-  return v.dtype == DType::F64 ? v.ptr<double>()[i] : v.ptr<float>()[i];
-}
-void put(const TensorView& v, int64_t i, double x) {
-  if (v.dtype == DType::F64)
-    v.ptr<double>()[i] = x;
-  else
-    v.ptr<float>()[i] = static_cast<float>(x);
-}
 const TensorView* out_at(const KernelArgs& a, size_t i) {
   return a.out.size() > i && a.out[i].present() ? &a.out[i] : nullptr;
 }
@@ -86,12 +77,12 @@ void batch_norm_grad(const KernelArgs& a) {
       const double var = count ? sq / static_cast<double>(count) : 0;
       const double invstd = 1.0 / std::sqrt(var + static_cast<double>(p.epsilon));
       sdyx *= invstd;  // sum(dy * xhat)
-      if (dB) put(*dB, ch, sdy);
-      if (dS) put(*dS, ch, sdyx);
+      if (dB) put_real(*dB, ch, sdy);
+      if (dS) put_real(*dS, ch, sdyx);
       if (!dx || count == 0) continue;
       // dx = k * (dy - sdy/M - (x - mean) * invstd * sdyx/M), k = scale * invstd (sdyx has xhat)
       const double inv_m = 1.0 / static_cast<double>(count);
-      const T k = static_cast<T>(at(scale, ch) * invstd);
+      const T k = static_cast<T>(real_at(scale, ch) * invstd);
       const T b = static_cast<T>(sdy * inv_m), q = static_cast<T>(invstd * sdyx * inv_m);
       const T mu = static_cast<T>(mean);
       for (int64_t i = 0; i < n; ++i) {

@@ -1,5 +1,7 @@
 #include "runtime/ops/op_util.h"
 
+#include "runtime/vjp.h"
+
 namespace cb::ops {
 
 void infer_same_as_input(InferCtx& c) { c.set(0, c.dtype(0), c.shape(0)); }
@@ -126,5 +128,7 @@ Shape infer_window(const InferCtx& c, WindowAttrs& w, const Shape& spatial_in) {
   }
   return out;
 }
+
+void vjp_reshape(VjpCtx& c) { c.set_dx(0, c.b.reshape_to(c.dy(0), c.x_shape(0))); }
 
 }  // namespace cb::ops

@@ -44,6 +44,8 @@ Shape infer_window(const InferCtx& c, WindowAttrs& w, const Shape& spatial_in);
 }  // namespace cb::ops
 
 namespace cb::ops {
+// The vjp of every op that only reshapes (Reshape, Flatten, Squeeze, Unsqueeze).
+void vjp_reshape(VjpCtx& c);
 // Output `out` gets input `in`'s dtype and shape (gradient ops: dX is shaped like X).
 inline void infer_like(InferCtx& c, size_t out, size_t in) { c.set(out, c.dtype(in), c.shape(in)); }
 // Output `out` gets input `like`'s dtype and the known shape held by input `shape_in`.

@@ -69,7 +69,6 @@ void infer_flatten(InferCtx& c) {
   if (!a || !b) c.fail("cannot flatten {} at axis {}", to_string(in), axis);
   c.set(0, c.dtype(0), {*a, *b});
 }
-void vjp_reshape(VjpCtx& c) { c.set_dx(0, c.b.reshape_to(c.dy(0), c.x_shape(0))); }
 }  // namespace
 
 const OpDef kReshape{

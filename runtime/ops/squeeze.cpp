@@ -55,7 +55,6 @@ void infer_unsqueeze(InferCtx& c) {
   c.set(0, c.dtype(0), out);
   pass_known(c);
 }
-void vjp_reshape(VjpCtx& c) { c.set_dx(0, c.b.reshape_to(c.dy(0), c.x_shape(0))); }
 }  // namespace
 
 const OpDef kSqueeze{
