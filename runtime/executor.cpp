@@ -125,7 +125,7 @@ void Executor::run() {
   ++step_;
   for (size_t n = 0; n < args_.size(); ++n) {
     if (skip_[n]) continue;
-    args_[n].seed = (step_ << 20) ^ n;
+    args_[n].seed = ((step_ << 20) ^ n) ^ stream_;
     dev_.launch(g_.nodes[n].def->kind, args_[n]);
   }
   dev_.synchronize();

@@ -31,6 +31,13 @@ class Executor {
   // Dims graph input i has at this batch size.
   std::vector<int64_t> input_dims(size_t i) const;
   void run();
+  // Random stream of the ops that draw (Dropout): a node's seed is ((step << 20) ^ node) ^ stream,
+  // step counting run() calls from `step`. Replicas of one graph take different streams (stream 0,
+  // the default, is the single learner's); a rebuilt executor continues at the step it was at.
+  void set_rng(uint64_t stream, uint64_t step) {
+    stream_ = stream;
+    step_ = step;
+  }
   Tensor output(size_t i) const;  // copies graph output i to the host
   const TensorView& view(ValueId v) const { return views_[static_cast<size_t>(v)]; }
 
@@ -45,6 +52,7 @@ class Executor {
   std::vector<KernelArgs> args_;        // per node
   std::vector<bool> skip_;              // per node: alias whose output already is its input
   uint64_t step_ = 0;
+  uint64_t stream_ = 0;
 };
 
 // Every node whose kernel `dev` lacks, as one message per node (empty: all covered).

@@ -27,12 +27,12 @@ namespace cb {
   X(Tanh) X(Transpose) X(Unsqueeze) X(Where)                                                   \
   CB_INTERNAL_OPS(X)
 
-// Ops crossbow emits itself (gradients, optimizer steps); OpDef::internal, never imported.
+// Ops crossbow emits itself (gradients, optimizer and SMA steps); OpDef::internal, never imported.
 #define CB_INTERNAL_OPS(X)                                                                     \
   X(AdamWStep) X(AveragePoolGrad) X(BatchNormalizationGrad) X(ClipGrad) X(ConvGrad)             \
   X(DropoutGrad) X(GatherGrad) X(LayerNormalizationGrad) X(LeakyReluGrad) X(LogSoftmaxGrad)     \
-  X(MaxPoolGrad) X(ReduceSumTo) X(ReluGrad) X(SgdStep) X(SliceGrad)                             \
-  X(SoftmaxCrossEntropyLossGrad) X(SoftmaxGrad)
+  X(MaxPoolGrad) X(ReduceSumTo) X(ReluGrad) X(SgdStep) X(SliceGrad) X(SmaCentralStep)           \
+  X(SmaRowSum) X(SmaStep) X(SoftmaxCrossEntropyLossGrad) X(SoftmaxGrad)
 
 enum class OpKind : uint16_t {
 #define CB_OP_ENUM(n) n,

@@ -171,4 +171,7 @@ TEST_CASE("gradcheck: normalization, softmax, dropout, loss") {
                    {}, 2});
   check_gradients({"SoftmaxCrossEntropyLoss",
                    {diff(r({4, 5}, 91)), cnst(i64_tensor({4}, {0, 3, 4, 1}))}});
+  check_gradients({"SoftmaxCrossEntropyLoss",  // PyTorch's F.cross_entropy exports ignore_index
+                   {diff(r({4, 5}, 92)), cnst(i64_tensor({4}, {2, -100, 4, 1}))},
+                   {{"ignore_index", int64_t{-100}}}});
 }

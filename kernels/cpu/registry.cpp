@@ -82,6 +82,9 @@ constexpr CpuKernel kKernels[] = {
     // ---- optimizer ----
     {OpKind::AdamWStep, &AdamWStep, kFloat},
     {OpKind::SgdStep, &SgdStep, kFloat},
+    {OpKind::SmaCentralStep, &SmaCentralStep, kF32},
+    {OpKind::SmaRowSum, &SmaRowSum, kF32},
+    {OpKind::SmaStep, &SmaStep, kF32},
 };
 
 struct Index {

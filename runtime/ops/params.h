@@ -151,6 +151,7 @@ struct TransposeParams {
 // softmax_cross_entropy_loss.cpp: scores [N,C], labels [N] -> loss (mean/sum: scalar, none: [N])
 struct SoftmaxCrossEntropyLossParams {
   std::string reduction = "mean";
+  std::optional<int64_t> ignore_index;  // samples with this label add nothing (PyTorch: -100)
 };
 
 // optimizer.cpp: steps over flat buffers (PyTorch's semantics)
@@ -162,6 +163,19 @@ struct SgdParams {
 struct AdamWParams {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 1e-2f;
   int64_t step = 1;  // 1-based, for bias correction
+};
+// SMA over [R][P] flat buffers (R learners of one device; see runtime/ops/optimizer.cpp)
+struct SmaStepParams {
+  float lr = 0.01f, momentum = 0, weight_decay = 0;
+  float alpha = 0;  // the pull toward z; 0 (or no z given): plain local SGD, no correction
+  bool nesterov = false;
+  std::vector<uint8_t> first_step;  // per learner (row): the velocity starts at the gradient
+};
+struct SmaCentralStepParams {
+  float momentum = 0.9f;  // mu_z
+};
+struct SmaRowSumParams {
+  float scale = 1;  // out = sum over rows of (scale * row)
 };
 
 }  // namespace cb::ops

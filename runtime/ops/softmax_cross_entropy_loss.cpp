@@ -1,6 +1,6 @@
 // SoftmaxCrossEntropyLoss(scores [N,C], labels [N] int) -> loss: the default classification
-// loss; reduction mean (default), sum or none. Class weights, ignore_index and scores of rank > 2
-// are rejected with a clear error. Its gradient op:
+// loss; reduction mean (default: over the samples whose label is not ignore_index), sum or none.
+// Class weights and scores of rank > 2 are rejected with a clear error. Its gradient op:
 // SoftmaxCrossEntropyLossGrad(dloss, scores, labels) -> dscores = (softmax(scores) - onehot) *
 // dloss (/ N for mean).
 #include "runtime/ops/op_util.h"
@@ -14,7 +14,7 @@ std::any parse(ParseCtx& c) {
   p.reduction = c.s("reduction", "mean");
   if (p.reduction != "mean" && p.reduction != "sum" && p.reduction != "none")
     c.fail("reduction '{}' is not one of mean, sum, none", p.reduction);
-  if (c.has("ignore_index")) c.fail("ignore_index is not supported");
+  p.ignore_index = c.opt_i("ignore_index");
   return p;
 }
 void infer(InferCtx& c) {
