@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "importer/onnx_importer.h"
@@ -39,6 +40,19 @@ int main(int argc, char** argv) {
     opts.lenient = true;
     opts.fold = !no_fold;
     cb::ImportResult r = cb::import_model(model, opts);
+    if (r.blockers.empty() && !no_fold) {
+      // Every op is known; can gradients reach every parameter? (ops without a vjp block it)
+      std::optional<cb::LossSpec> loss;
+      try {
+        loss = cb::detect_loss(r.graph);
+      } catch (const cb::Error&) {  // no default loss: cb-train needs --loss; not a blocker
+      }
+      if (loss) try {
+          cb::build_training_graph(r.graph, *loss);
+        } catch (const cb::Error& e) {
+          r.blockers.push_back({"(training graph)", "-", e.what()});
+        }
+    }
     cb::TrainingGraph tg;
     if (train) {
       if (!r.blockers.empty())
