@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 PACKAGES=(
   cmake ninja-build g++ pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
-  libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
+  libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libopenblas-dev libdnnl-dev
   python3-torch python3-torchvision python3-onnx dataset-fashion-mnist
 )
 
