@@ -38,6 +38,20 @@ double LrSchedule::at(int64_t step, int64_t steps_per_epoch, int64_t total_steps
   return r;
 }
 
+int64_t LrSchedule::decays(int64_t step, int64_t steps_per_epoch) const {
+  const int64_t epoch = steps_per_epoch > 0 ? step / steps_per_epoch : 0;
+  switch (kind) {
+    case LrScheduleKind::Step:
+      return step_size > 0 ? epoch / step_size : 0;
+    case LrScheduleKind::MultiStep:
+      return std::upper_bound(milestones.begin(), milestones.end(), epoch) - milestones.begin();
+    case LrScheduleKind::Constant:
+    case LrScheduleKind::Cosine:
+      break;
+  }
+  return 0;
+}
+
 void LrSchedule::validate() const {
   if (!(lr > 0) || !std::isfinite(lr)) fail("--lr must be a positive number, got {}", lr);
   if (kind == LrScheduleKind::Step && step_size <= 0)

@@ -28,6 +28,9 @@ struct LrSchedule {
 
   // The rate of global step `step` (0-based). `total_steps` is only read by cosine.
   double at(int64_t step, int64_t steps_per_epoch, int64_t total_steps) const;
+  // How many decays of a step/multistep schedule have happened by global step `step` (0 for the
+  // others): SMA resets its replicas to the central model whenever this grows.
+  int64_t decays(int64_t step, int64_t steps_per_epoch) const;
   // Throws cb::Error naming the bad setting.
   void validate() const;
 };

@@ -1,14 +1,16 @@
 // The single-learner trainer: the reference path (llm.c's train_gpt2.c in spirit) that SMA's k
-// learners per device will extend and be checked against.
+// learners per device (sma/sma_trainer.h) extend and are checked against: one learner with
+// alpha 0 and mu_z 0 must reproduce it bit for bit.
 //
-// From a forward Graph and a LossSpec: build_training_graph, then one flat buffer each for the
-// parameters, their gradients and the optimizer state ([P] f32; every tensor at a 64-byte-aligned
-// offset, zero padding between them), and one for BatchNorm running statistics ([S]). All of them
-// are bound into the Executor (its `bound` map), so a step is: upload the batch, run the graph
-// (gradients land in the flat gradient buffer), one SgdStep/AdamWStep launch over the whole flat
-// buffer, and copy each BN state update into its state slot. Evaluation runs the forward graph in
-// eval mode (BN on running statistics, Dropout the identity) bound to the same parameter and state
-// buffers, over every test example (a second executor takes the last partial batch).
+// From a forward Graph and a LossSpec (sma/model.h: the training graph, the flat layouts, feeding
+// and evaluation): one flat buffer each for the parameters, their gradients and the optimizer
+// state ([P] f32; every tensor at a 64-byte-aligned offset, zero padding between them), and one
+// for BatchNorm running statistics ([S]). All of them are bound into the Executor (its `bound`
+// map), so a step is: upload the batch, run the graph (gradients land in the flat gradient
+// buffer), one SgdStep/AdamWStep launch over the whole flat buffer, and copy each BN state update
+// into its state slot. Evaluation runs the forward graph in eval mode (BN on running statistics,
+// Dropout the identity) bound to the same parameter and state buffers, over every test example
+// (a second executor takes the last partial batch).
 #pragma once
 
 #include <functional>
@@ -22,6 +24,7 @@
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "sma/lr_schedule.h"
+#include "sma/model.h"
 
 namespace cb {
 
@@ -35,12 +38,6 @@ struct TrainerOptions {
   bool nesterov = false;                          // SGD
   double weight_decay = 0;                        // SGD: added to the gradient; AdamW: decoupled
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
-};
-
-struct EvalResult {
-  int64_t count = 0, correct = 0;
-  double loss = 0;       // mean over the examples
-  double accuracy = -1;  // correct / count; -1 when the model has no [N,C] output to score
 };
 
 class Trainer {
@@ -67,41 +64,24 @@ class Trainer {
   // Host copy of the flat parameter buffer ([P] with padding), for tests.
   std::vector<float> flat_params() const;
 
-  const TrainingGraph& training_graph() const { return tg_; }
+  const TrainingGraph& training_graph() const { return model_.training_graph(); }
+  const TrainModel& model() const { return model_; }
   int64_t steps_done() const { return steps_; }
-  int64_t param_count() const { return param_elems_; }  // without padding
-  int64_t num_classes() const { return classes_; }      // C of the [N,C] output, 0 if none
+  int64_t param_count() const { return model_.param_count(); }  // without padding
+  int64_t num_classes() const { return model_.num_classes(); }  // C of the [N,C] output, 0 if none
   const TrainerOptions& options() const { return opts_; }
 
  private:
-  struct Slot {
-    ValueId value;
-    int64_t offset;  // in elements of the flat buffer
-    int64_t numel;
-  };
-  void prepare_inputs(Executor& ex, const Graph& g, size_t image_input, const Tensor& images,
-                      const Tensor& labels, bool train);
-  Executor& eval_executor(int64_t batch);
-
   Device& dev_;
   TrainerOptions opts_;
-  TrainingGraph tg_;
-  Graph eval_graph_;
-  int64_t classes_ = 0;
-  size_t image_input_ = 0;         // index among the graph inputs (same in both graphs)
-  size_t target_input_ = 0;        // training graph: labels/targets input
-  int64_t label_input_ = -1;       // ModelOutput: the model's own i64 [N] labels input
-  int64_t eval_output_ = -1;       // eval graph output scored for accuracy ([N,C]); -1: none
-  int64_t eval_loss_output_ = -1;  // ModelOutput: eval graph output holding the loss
-  std::vector<Slot> params_, state_;
-  int64_t flat_elems_ = 0, state_elems_ = 0, param_elems_ = 0;
+  TrainModel model_;
   DeviceBuffer param_buf_, grad_buf_, opt1_buf_, opt2_buf_, state_buf_;
   std::unique_ptr<Executor> train_ex_;
-  std::map<int64_t, std::unique_ptr<Executor>> eval_ex_;
+  std::unique_ptr<Evaluator> evaluator_;
   std::vector<KernelArgs> state_copies_;  // Identity launches: update -> state slot
   KernelArgs opt_args_;
   std::any opt_params_;
-  Tensor staged_images_, staged_target_;  // reused host buffers (no steady-state allocation)
+  InputStaging staging_;  // reused host buffers (no steady-state allocation)
   int64_t steps_ = 0;
 };
 

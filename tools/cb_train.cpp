@@ -1,13 +1,24 @@
 // cb-train MODEL.onnx --data DIR [options]
-// Trains an ONNX model on MNIST-style IDX data (Fashion-MNIST by default in the docs) with one
-// learner on the CPU: SGD (momentum, Nesterov, weight decay) or AdamW, a learning-rate schedule
-// with optional warm-up, evaluation on the test set, and the trained model written back as ONNX.
-// One line per evaluation, one summary line at the end. Exit codes: 0 trained; 1 bad input (the
-// model, the data, a setting) or a diverged run; 2 usage.
+// Trains an ONNX model on MNIST-style IDX data (Fashion-MNIST by default in the docs) on the CPU:
+// SGD (momentum, Nesterov, weight decay) with SMA over many learners (sma/sma_trainer.h; the
+// number chosen by the auto-tuner or --learners), or AdamW with one learner (sma/trainer.h); a
+// learning-rate schedule with optional warm-up, evaluation of the central model on the test set,
+// and the trained model written back as ONNX at every evaluation (temporary file + rename, so the
+// file on disk is always the last good model). A progress line redraws in place on a terminal
+// (plain lines every 10 s in a log); one line per evaluation (and one JSON object per evaluation
+// in --metrics), one summary line at the end. Exit codes: 0 trained; 1 bad input (the model, the
+// data, a setting) or a diverged run; 2 usage.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <optional>
 
 #include "autodiff/autodiff.h"
 #include "importer/onnx_exporter.h"
@@ -15,6 +26,8 @@
 #include "runtime/data/idx_dataset.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
+#include "sma/sma_run.h"
+#include "sma/sma_trainer.h"
 #include "sma/trainer.h"
 
 using namespace cb;
@@ -24,6 +37,72 @@ namespace {
 std::string accuracy_text(const EvalResult& r) {
   return r.accuracy < 0 ? std::string("n/a") : fmt::format("{:.2f}%", 100 * r.accuracy);
 }
+
+std::string mib(int64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+std::string duration_text(double s) {
+  if (s < 0) return "?";
+  const auto t = static_cast<int64_t>(std::lround(s));
+  if (t >= 3600) return fmt::format("{}h{:02d}m", t / 3600, t / 60 % 60);
+  return fmt::format("{}m{:02d}s", t / 60, t % 60);
+}
+
+// "1234", "512K", "64M", "2G" (powers of 1024) -> bytes.
+int64_t parse_bytes(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    fail("--memory-budget '{}' is not a size (bytes, or with K, M, G)", s);
+  }
+  std::string unit = s.substr(pos);
+  double mult = 1;
+  if (unit == "K" || unit == "k" || unit == "KiB") mult = 1 << 10;
+  else if (unit == "M" || unit == "MiB") mult = 1 << 20;
+  else if (unit == "G" || unit == "GiB") mult = 1 << 30;
+  else if (!unit.empty()) fail("--memory-budget '{}': unknown unit '{}' (K, M, G)", s, unit);
+  if (!(v > 0)) fail("--memory-budget must be positive, got '{}'", s);
+  return static_cast<int64_t>(v * mult);
+}
+
+// "cpu" -> 1, "cpu:G" -> G.
+int parse_devices(const std::string& s) {
+  if (s == "cpu") return 1;
+  if (s.rfind("cpu:", 0) == 0) {
+    try {
+      size_t pos = 0;
+      int g = std::stoi(s.substr(4), &pos);
+      if (pos == s.size() - 4 && g >= 1) return g;
+    } catch (const std::exception&) {
+    }
+  }
+  fail("--devices '{}': expected cpu or cpu:G (G >= 1 groups of cores, each a device)", s);
+}
+
+// The progress line: redrawn in place on a terminal, plain lines in a log.
+struct ProgressLine {
+  bool tty = isatty(fileno(stdout)) != 0;
+  bool shown = false;
+  void clear() {
+    if (tty && shown) fmt::print("\r\033[K");
+    shown = false;
+  }
+  void show(const SmaProgress& p) {
+    std::string line = fmt::format(
+        "epoch {:.2f}  step {}  {:.0f} images/s  loss {:.4f}  lr {:.5g}  learners {}  ETA {}",
+        p.epoch, p.step, p.images_per_s, p.loss, p.lr, p.learners, duration_text(p.eta_s));
+    if (tty) {
+      fmt::print("\r\033[K{}", line);
+      shown = true;
+    } else {
+      fmt::print("progress {}\n", line);
+    }
+    std::fflush(stdout);
+  }
+};
 
 }  // namespace
 
@@ -35,6 +114,10 @@ int main(int argc, char** argv) {
   double lr = 0.01;
   bool no_shuffle = false;
   int threads = ThreadPool::hardware_threads();
+  std::string learners = "auto", devices = "cpu", memory_budget, metrics;
+  SmaOptions sopts;
+  SmaRunOptions sro;
+  std::optional<double> alpha;
   app.add_option("model", model, "ONNX model file (exported in training mode)")->required();
   app.add_option("--data", data_dir,
                  "folder with train-/t10k- images and labels in IDX format (.gz or not)")
@@ -70,7 +153,38 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "worker threads")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--output,-o", output, "write the trained model here (ONNX)");
+  app.add_option("--output,-o", output,
+                 "write the trained model here (ONNX), at every evaluation (tmp + rename)");
+  app.add_option("--learners", learners,
+                 "learners per device: a number, or auto (the auto-tuner adds learners while "
+                 "throughput grows)")
+      ->capture_default_str();
+  app.add_option("--devices", devices,
+                 "cpu (one device of --threads cores) or cpu:G (G devices, the cores split among "
+                 "them, each with its own learners and copy of the central model)")
+      ->capture_default_str();
+  app.add_option("--alpha", alpha, "SMA's pull toward the central model (default 1/learners)");
+  app.add_option("--central-momentum", sopts.central_momentum, "SMA's central momentum mu_z")
+      ->capture_default_str();
+  app.add_option("--sync-every", sopts.sync_every,
+                 "apply the SMA correction every N steps (local SGD in between)")
+      ->capture_default_str();
+  app.add_option("--tuner-threshold", sro.tuner.threshold,
+                 "auto-tuner: add learners while images/s grow by more than this fraction")
+      ->capture_default_str();
+  app.add_option("--tuner-window", sro.tuner.window_steps,
+                 "auto-tuner: steps per throughput measurement")
+      ->capture_default_str();
+  app.add_option("--tuner-warmup", sro.tuner.warmup_steps,
+                 "auto-tuner: steps after each change before measuring")
+      ->capture_default_str();
+  app.add_option("--memory-budget", memory_budget,
+                 "bytes the learners of one device may use (K, M, G suffixes; default: free "
+                 "memory / devices)");
+  app.add_option("--target-accuracy", sro.target_accuracy,
+                 "stop once the central model's test accuracy reaches this (0-1); reports the "
+                 "time to it");
+  app.add_option("--metrics", metrics, "append one JSON object per evaluation to this file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -127,48 +241,200 @@ int main(int argc, char** argv) {
         fail("--loss model: the model has no scalar float output");
       spec = d;
     }
-    auto dev = make_cpu_device(threads);
-    Trainer trainer(r.graph, spec, *dev, topts);
-    const Value& out = trainer.training_graph().graph.value(trainer.training_graph().output);
-    fmt::print("model    {}: {} parameters, output '{}' {}\n", model, trainer.param_count(),
-               out.name, to_string(out.shape));
+    const bool sma = topts.optimizer == OptimizerKind::Sgd;
+    const bool auto_learners = learners == "auto";
+    int nlearners = 1;
+    if (!auto_learners) {
+      try {
+        size_t pos = 0;
+        nlearners = std::stoi(learners, &pos);
+        if (pos != learners.size()) throw std::invalid_argument(learners);
+      } catch (const std::exception&) {
+        fail("--learners '{}': expected a number or auto", learners);
+      }
+      if (nlearners < 1) fail("--learners must be at least 1, got {}", nlearners);
+    }
+    if (!sma && ((!auto_learners && nlearners != 1) || devices != "cpu" || alpha))
+      fail("--optimizer adamw trains one learner on one device; SMA (--learners, --devices, "
+           "--alpha) needs --optimizer sgd");
+    if (!(sro.target_accuracy >= 0 && sro.target_accuracy <= 1))
+      fail("--target-accuracy must be in [0, 1], got {}", sro.target_accuracy);
+    std::unique_ptr<std::ofstream> metrics_out;
+    if (!metrics.empty()) {
+      metrics_out = std::make_unique<std::ofstream>(metrics, std::ios::app);
+      if (!*metrics_out) fail("{}: cannot open the metrics file for writing", metrics);
+    }
     fmt::print("loss     {}{}\n", loss_kind_name(spec.kind),
                loss == "auto" ? " (auto-detected)" : "");
     fmt::print("data     {}: {} training, {} test images of {}x{}\n", data_dir, data.train.count,
                data.test.count, data.train.rows, data.train.cols);
     const int64_t spe = data.train.count / topts.batch;
-    const int64_t total = ropts.steps > 0 ? ropts.steps : ropts.epochs * spe;
     std::string opt_text =
         topts.optimizer == OptimizerKind::Sgd
             ? fmt::format("sgd momentum {}{} weight decay {}", topts.momentum,
                           topts.nesterov ? " (nesterov)" : "", topts.weight_decay)
             : fmt::format("adamw betas ({}, {}) eps {} weight decay {}", topts.beta1, topts.beta2,
                           topts.eps, topts.weight_decay);
-    fmt::print(
-        "train    batch {}, {} steps ({} per epoch, last partial batch dropped), {}, lr {} {}{}, "
-        "{} threads, {}\n",
-        topts.batch, total, spe, opt_text, lr, lr_schedule_name(ropts.schedule.kind),
+    std::string sched_text = fmt::format(
+        "lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
         ropts.schedule.warmup_steps
             ? fmt::format(" + {} warm-up steps", ropts.schedule.warmup_steps)
-            : "",
-        threads, ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed) : "file order");
-    std::fflush(stdout);
-    RunSummary s = run_training(trainer, data, ropts, [&](const Progress& p) {
+            : "");
+    std::string order_text =
+        ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed) : "file order";
+
+    if (!sma) {  // AdamW: the single-learner trainer
+      auto dev = make_cpu_device(threads);
+      Trainer trainer(r.graph, spec, *dev, topts);
+      const Value& out = trainer.training_graph().graph.value(trainer.training_graph().output);
+      fmt::print("model    {}: {} parameters, output '{}' {}\n", model, trainer.param_count(),
+                 out.name, to_string(out.shape));
+      const int64_t total = ropts.steps > 0 ? ropts.steps : ropts.epochs * spe;
       fmt::print(
-          "epoch {:3d}  step {:7d}  lr {:.5g}  train loss {:.4f}  test loss {:.4f}  "
-          "test accuracy {}  {:.0f} images/s\n",
-          p.epoch, p.step, p.lr, p.train_loss, p.test.loss, accuracy_text(p.test), p.images_per_s);
+          "train    batch {}, {} steps ({} per epoch, last partial batch dropped), {}, {}, {} "
+          "threads, {}, one learner\n",
+          topts.batch, total, spe, opt_text, sched_text, threads, order_text);
       std::fflush(stdout);
-    });
+      const auto t0 = std::chrono::steady_clock::now();
+      RunSummary s = run_training(trainer, data, ropts, [&](const Progress& p) {
+        fmt::print(
+            "epoch {:3d}  step {:7d}  lr {:.5g}  train loss {:.4f}  test loss {:.4f}  "
+            "test accuracy {}  {:.0f} images/s\n",
+            p.epoch, p.step, p.lr, p.train_loss, p.test.loss, accuracy_text(p.test),
+            p.images_per_s);
+        if (metrics_out) {
+          *metrics_out << fmt::format(
+              "{{\"time\": {:.3f}, \"epoch\": {}, \"step\": {}, \"loss\": {:.6g}, "
+              "\"test_loss\": {:.6g}, \"accuracy\": {}, \"images_per_s\": {:.1f}, "
+              "\"learners\": 1, \"lr\": {:.6g}}}\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              p.epoch, p.step, p.train_loss, p.test.loss,
+              p.test.accuracy < 0 ? std::string("null") : fmt::format("{:.6f}", p.test.accuracy),
+              p.images_per_s, p.lr);
+          metrics_out->flush();
+        }
+        if (!output.empty()) export_trained(model, output, trainer.trained_tensors());
+        std::fflush(stdout);
+      });
+      fmt::print(
+          "done     {} steps, {} images in {:.2f} s ({:.2f} s training): {:.0f} images/s, "
+          "test accuracy {} on {} images\n",
+          s.steps, s.images, s.seconds, s.train_seconds, s.images_per_s, accuracy_text(s.test),
+          s.test.count);
+      if (!output.empty()) fmt::print("wrote    {}\n", output);
+      return 0;
+    }
+
+    // SGD: SMA over the learners of one or more CPU devices.
+    sopts.train = topts;
+    sopts.devices = parse_devices(devices);
+    const int hw = ThreadPool::hardware_threads();
+    for (int c = 0; c < threads; ++c) sopts.cores.push_back(c % hw);
+    sopts.learners = nlearners;
+    sopts.alpha = alpha;
+    if (!memory_budget.empty()) sopts.memory_budget = parse_bytes(memory_budget);
+    sro.run = ropts;
+    sro.auto_tune = auto_learners;
+    ProgressLine progress;
+    sro.progress_interval_s = progress.tty ? 0.25 : 10;
+    SmaTrainer trainer(r.graph, spec, sopts);
+    const Value& out = trainer.model().training_graph().graph.value(
+        trainer.model().training_graph().output);
+    fmt::print("model    {}: {} parameters, output '{}' {}\n", model,
+               trainer.model().param_count(), out.name, to_string(out.shape));
+    fmt::print(
+        "train    batch {} per learner, {} ({} batches per epoch, last partial batch dropped), "
+        "{}, {}, {} threads, {}\n",
+        topts.batch,
+        ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
+                        : fmt::format("{} epoch{}", ropts.epochs, ropts.epochs == 1 ? "" : "s"),
+        spe, opt_text, sched_text, threads, order_text);
+    const SmaMemory& mem = trainer.memory();
+    std::string cores_text;
+    for (int d = 0; d < trainer.devices(); ++d)
+      cores_text += fmt::format("{}{}", d ? " | " : "", fmt::join(trainer.device_cores(d), ","));
+    fmt::print(
+        "sma      {} device{} (cores {}), {} learner{} per device{}, alpha {}, central momentum "
+        "{}, sync every {} step{}\n",
+        trainer.devices(), trainer.devices() == 1 ? "" : "s", cores_text,
+        trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s",
+        auto_learners ? " to start (auto-tuned)" : "",
+        alpha ? fmt::format("{}", *alpha) : std::string("1/learners"), sopts.central_momentum,
+        sopts.sync_every, sopts.sync_every == 1 ? "" : "s");
+    fmt::print("memory   {} per replica ({} arena + 4 flat buffers), {} shared, budget {} per device\n",
+               mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget));
+    std::fflush(stdout);
+
+    SmaCallbacks cbs;
+    cbs.on_progress = [&](const SmaProgress& p) { progress.show(p); };
+    cbs.on_tune = [&](const TunerDecision& d, const SmaMemory& m) {
+      progress.clear();
+      const char* what = d.action == TunerDecision::Action::Add       ? "add one"
+                         : d.action == TunerDecision::Action::BackOff ? "back off one"
+                                                                      : "keep";
+      fmt::print(
+          "tuner    {} learner{}/device: {:.0f} images/s{}: {} -> {}/device (alpha {}; {} of "
+          "{} budget) [{}]\n",
+          d.measured, d.measured == 1 ? "" : "s", d.images_per_s,
+          d.gain != 0 ? fmt::format(" ({:+.1f}%)", 100 * d.gain) : std::string(), what,
+          d.learners,
+          alpha ? fmt::format("{}", *alpha)
+                : fmt::format("{:.4g}", 1.0 / (d.learners * trainer.devices())),
+          mib(m.need(d.learners)), mib(m.budget), d.reason);
+      std::fflush(stdout);
+    };
+    cbs.on_reset = [&](int64_t step, double new_lr) {
+      progress.clear();
+      fmt::print("reset    step {}: the learning rate drops to {:.5g}; every replica reset to z\n",
+                 step + 1, new_lr);
+    };
+    bool wrote = false;
+    cbs.on_eval = [&](const SmaEvalReport& p) {
+      progress.clear();
+      fmt::print(
+          "epoch {:6.2f}  step {:7d}  lr {:.5g}  train loss {:.4f}  test loss {:.4f}  "
+          "test accuracy {}  {:.0f} images/s  learners {}\n",
+          p.epoch, p.step, p.lr, p.train_loss, p.test.loss, accuracy_text(p.test),
+          p.images_per_s, p.learners);
+      if (metrics_out) {
+        *metrics_out << fmt::format(
+            "{{\"time\": {:.3f}, \"epoch\": {:.4f}, \"step\": {}, \"loss\": {:.6g}, "
+            "\"test_loss\": {:.6g}, \"accuracy\": {}, \"images_per_s\": {:.1f}, "
+            "\"learners\": {}, \"lr\": {:.6g}}}\n",
+            p.time_s, p.epoch, p.step, p.train_loss, p.test.loss,
+            p.test.accuracy < 0 ? std::string("null") : fmt::format("{:.6f}", p.test.accuracy),
+            p.images_per_s, p.learners, p.lr);
+        metrics_out->flush();
+      }
+      if (!output.empty()) {
+        export_trained(model, output, trainer.trained_tensors());
+        wrote = true;
+      }
+      std::fflush(stdout);
+    };
+    SmaRunSummary s;
+    try {
+      s = run_sma_training(trainer, data, sro, cbs);
+    } catch (const Error&) {
+      progress.clear();
+      if (wrote) fmt::print(stderr, "cb-train: {} holds the last good model (the last evaluation)\n", output);
+      throw;
+    }
+    progress.clear();
     fmt::print(
         "done     {} steps, {} images in {:.2f} s ({:.2f} s training): {:.0f} images/s, "
-        "test accuracy {} on {} images\n",
+        "test accuracy {} on {} images, {:.2f} epochs, {} learner{}\n",
         s.steps, s.images, s.seconds, s.train_seconds, s.images_per_s, accuracy_text(s.test),
-        s.test.count);
-    if (!output.empty()) {
-      export_trained(model, output, trainer.trained_tensors());
-      fmt::print("wrote    {}\n", output);
+        s.test.count, s.epochs, s.learners, s.learners == 1 ? "" : "s");
+    if (sro.target_accuracy > 0) {
+      if (s.reached_target)
+        fmt::print("target   test accuracy {:.2f}% reached after {:.2f} s, {:.2f} epochs, step {}\n",
+                   100 * sro.target_accuracy, s.target_seconds, s.target_epoch, s.target_step);
+      else
+        fmt::print("target   test accuracy {:.2f}% not reached ({} after {:.2f} epochs)\n",
+                   100 * sro.target_accuracy, accuracy_text(s.test), s.epochs);
     }
+    if (!output.empty()) fmt::print("wrote    {}\n", output);
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "cb-train: error: {}\n", e.what());

@@ -1,0 +1,668 @@
+// SMA (sma/sma_trainer.h): identical replicas stay identical; one learner with alpha 0 and
+// mu_z 0 is the single-learner Trainer bit for bit; z after 3 steps against a hand computation on
+// a one-Gemm model; the reset to z at a learning-rate drop; two CPU devices of 2 learners equal one
+// device of 4 up to fp32 summation order; the auto-tuner's decisions on synthetic throughput; the
+// divergence guard naming the learner; cb-train end to end (metrics, output, divergence).
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "importer/onnx_importer.h"
+#include "runtime/data/idx_dataset.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
+#include "runtime/graph_builder.h"
+#include "sma/auto_tuner.h"
+#include "sma/sma_run.h"
+#include "sma/sma_trainer.h"
+#include "sma/trainer.h"
+
+using namespace cb;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kFashion = "/usr/share/datasets/fashion-mnist";
+const std::string kLenet = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
+
+bool have_fashion() { return fs::exists(fs::path(kFashion) / "train-images-idx3-ubyte.gz"); }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+SmaOptions lenet_options(std::vector<int> cores, int devices, int learners) {
+  SmaOptions o;
+  o.train.batch = 16;
+  o.train.momentum = 0.9;
+  o.cores = std::move(cores);
+  o.devices = devices;
+  o.learners = learners;
+  return o;
+}
+
+// Batches `first`, `first + 1`, ... of the training set in file order.
+std::vector<Batch> file_batches(const ImageSet& set, int64_t first, int count, int64_t batch) {
+  std::vector<Batch> v(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) set.slice((first + i) * batch, batch, v[i].images, v[i].labels);
+  return v;
+}
+
+// ---- the one-Gemm model: y = x W^T + b, x [N,4], W [3,4], b [3], MSE against one-hot labels ----
+
+constexpr int kIn = 4, kOut = 3;
+
+Graph gemm_graph(const std::vector<float>& w, const std::vector<float>& b, bool bias = true,
+                 bool dropout = false) {
+  Graph g;
+  g.opset = kEmitOpset;
+  g.ir_version = 8;
+  Value x;
+  x.name = "x";
+  x.kind = ValueKind::Input;
+  x.shape = {Dim::N(), Dim::of(kIn)};
+  x.shape_known = true;
+  ValueId xi = g.add_value(x);
+  g.inputs.push_back(xi);
+  auto param = [&](const std::string& name, std::vector<int64_t> dims, const std::vector<float>& d) {
+    Value v;
+    v.name = name;
+    v.kind = ValueKind::Parameter;
+    v.initializer = true;
+    v.shape = shape_of(dims);
+    v.shape_known = true;
+    Tensor t;
+    t.dtype = DType::F32;
+    t.dims = dims;
+    t.bytes.resize(d.size() * sizeof(float));
+    std::memcpy(t.bytes.data(), d.data(), t.bytes.size());
+    v.data = std::make_shared<Tensor>(std::move(t));
+    return g.add_value(std::move(v));
+  };
+  ValueId wi = param("W", {kOut, kIn}, w);
+  std::vector<ValueId> in = {xi, wi};
+  if (bias) in.push_back(param("b", {kOut}, b));
+  GraphBuilder gb(g, "t");
+  if (dropout) in[0] = gb.emit("Dropout", {xi}, {}, 2)[0];  // ratio 0.5, mask for the gradient
+  ValueId y = gb.op("Gemm", in, {{"transB", int64_t{1}}});
+  g.value(y).name = "logits";
+  g.outputs = {y};
+  return g;
+}
+
+Batch gemm_batch(const std::vector<float>& x, const std::vector<int64_t>& labels) {
+  Batch b;
+  const auto n = static_cast<int64_t>(labels.size());
+  b.images.dtype = DType::F32;
+  b.images.dims = {n, kIn};
+  b.images.bytes.resize(x.size() * sizeof(float));
+  std::memcpy(b.images.bytes.data(), x.data(), b.images.bytes.size());
+  b.labels.dtype = DType::I64;
+  b.labels.dims = {n};
+  b.labels.bytes.resize(labels.size() * sizeof(int64_t));
+  std::memcpy(b.labels.bytes.data(), labels.data(), b.labels.bytes.size());
+  return b;
+}
+
+// theta = [W (12), pad to 16, b (3), pad to 32] in the flat layout.
+constexpr int kWOff = 0, kBOff = 16;
+
+}  // namespace
+
+// ---- the algorithm -----------------------------------------------------------------------------
+
+TEST_CASE("sma: k = 3 identical replicas fed identical data stay bit-identical to one replica") {
+  if (!have_fashion()) {
+    MESSAGE("skipped: " << kFashion << " not installed");
+    return;
+  }
+  IdxDataset data = load_idx_dataset(kFashion);
+  ImportResult r = import_model(kLenet);
+  const LossSpec loss = detect_loss(r.graph);
+  for (bool coupled : {false, true}) {
+    CAPTURE(coupled);
+    SmaOptions o3 = lenet_options({0}, 1, 3), o1 = lenet_options({0}, 1, 1);
+    if (!coupled) o3.alpha = o1.alpha = 0.0;
+    SmaTrainer t3(r.graph, loss, o3), t1(r.graph, loss, o1);
+    CHECK(t3.total_learners() == 3);
+    CHECK(t3.alpha() == (coupled ? 1.0 / 3 : 0.0));
+    for (int s = 0; s < 6; ++s) {
+      std::vector<Batch> one = file_batches(data.train, s, 1, 16);
+      std::vector<Batch> three = {one[0], one[0], one[0]};
+      std::vector<double> l3 = t3.step(three, 0.01);
+      std::vector<double> l1 = t1.step(one, 0.01);
+      CHECK(l3[0] == l3[1]);
+      CHECK(l3[0] == l3[2]);
+      if (!coupled) CHECK(l3[0] == l1[0]);
+    }
+    for (int j = 1; j < 3; ++j) {
+      CHECK(t3.replica(j) == t3.replica(0));
+      CHECK(t3.velocity(j) == t3.velocity(0));
+    }
+    if (!coupled) {
+      CHECK(t3.replica(0) == t1.replica(0));
+      CHECK(t3.velocity(0) == t1.velocity(0));
+      CHECK(t3.central() == t1.central());  // alpha 0: nothing moves z
+    } else {
+      CHECK(t3.replica(0) != t1.replica(0));  // z pulls: not plain SGD any more
+    }
+  }
+}
+
+TEST_CASE("sma: each learner draws its own Dropout masks") {
+  std::vector<float> w0(kOut * kIn, 0.5f), b0(kOut, 0.1f), x(2 * kIn, 1.0f);
+  SmaOptions o;
+  o.train.batch = 2;
+  o.cores = {0};
+  o.learners = 3;
+  o.alpha = 0.0;
+  SmaTrainer t(gemm_graph(w0, b0, true, true), {LossKind::MeanSquaredError, ""}, o);
+  const Batch b = gemm_batch(x, {0, 1});
+  std::vector<double> l = t.step({b, b, b}, 0.1);
+  // Same data and parameters: only the masks differ (64 drawn bits each, equal by chance ~never).
+  CHECK((t.replica(0) != t.replica(1) || t.replica(1) != t.replica(2)));
+  CHECK((l[0] != l[1] || l[1] != l[2]));
+}
+
+TEST_CASE("sma: one learner, alpha 0, mu_z 0 is the single-learner Trainer bit for bit") {
+  if (!have_fashion()) {
+    MESSAGE("skipped: " << kFashion << " not installed");
+    return;
+  }
+  IdxDataset data = load_idx_dataset(kFashion);
+  ImportResult r = import_model(kLenet);
+  const LossSpec loss = detect_loss(r.graph);
+  TrainerOptions to;
+  to.batch = 16;
+  to.momentum = 0.9;
+  to.weight_decay = 5e-4;
+  RunOptions ro;
+  ro.steps = 20;
+  ro.seed = 3;
+  ro.test_limit = 200;
+  ro.schedule.lr = 0.01;
+
+  auto dev = make_cpu_device(2);
+  Trainer single(r.graph, loss, *dev, to);
+  RunSummary a = run_training(single, data, ro);
+
+  SmaOptions so;
+  so.train = to;
+  so.cores = {0, 1};  // one learner with a 2-thread pool: the same splits as the Trainer's
+  so.learners = 1;
+  so.alpha = 0.0;
+  so.central_momentum = 0;
+  SmaTrainer sma(r.graph, loss, so);
+  CHECK(sma.learner_cores(0) == std::vector<int>{0, 1});
+  SmaRunOptions sro;
+  sro.run = ro;
+  SmaRunSummary b = run_sma_training(sma, data, sro);
+
+  REQUIRE(b.steps == 20);
+  CHECK(b.losses == a.losses);
+  CHECK(sma.replica(0) == single.flat_params());
+  CHECK(b.test.correct == a.test.correct);
+  CHECK(b.test.loss == a.test.loss);
+  // The exported model is the replica itself (alpha 0: the learners' average of one).
+  std::map<std::string, Tensor> ta = single.trained_tensors(), tb = sma.trained_tensors();
+  REQUIRE(ta.size() == tb.size());
+  for (const auto& [name, t] : ta) CHECK(tb.at(name).bytes == t.bytes);
+}
+
+TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand (one Gemm, 2 learners)") {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> w0(kOut * kIn), b0(kOut);
+  for (float& v : w0) v = u(rng);
+  for (float& v : b0) v = u(rng);
+  Graph g = gemm_graph(w0, b0);
+  SmaOptions o;
+  o.train.batch = 2;
+  o.train.momentum = 0.9;
+  o.train.weight_decay = 0.01;
+  o.cores = {0};
+  o.learners = 2;
+  o.central_momentum = 0.5;
+  SmaTrainer t(g, {LossKind::MeanSquaredError, ""}, o);
+  REQUIRE(t.model().flat_elems() == 32);
+  CHECK(t.alpha() == 0.5);
+
+  // Reference in double: theta_j, v_j, z, z_prev as [W | b] vectors of 15.
+  const int n = kOut * kIn + kOut;
+  auto pack = [&](const std::vector<float>& flat) {
+    std::vector<double> v(n);
+    for (int i = 0; i < kOut * kIn; ++i) v[i] = flat[kWOff + i];
+    for (int i = 0; i < kOut; ++i) v[kOut * kIn + i] = flat[kBOff + i];
+    return v;
+  };
+  std::vector<double> init(n);
+  for (int i = 0; i < kOut * kIn; ++i) init[i] = w0[i];
+  for (int i = 0; i < kOut; ++i) init[kOut * kIn + i] = b0[i];
+  std::vector<std::vector<double>> th = {init, init}, vel(2, std::vector<double>(n, 0));
+  std::vector<double> z = init, zp = init;
+  const double lr = 0.1, mu = 0.9, wd = 0.01, alpha = 0.5, muz = 0.5;
+
+  for (int s = 0; s < 3; ++s) {
+    std::vector<Batch> batches;
+    std::vector<std::vector<float>> xs;
+    std::vector<std::vector<int64_t>> ls;
+    for (int j = 0; j < 2; ++j) {
+      std::vector<float> x(2 * kIn);
+      for (float& v : x) v = u(rng);
+      std::vector<int64_t> l = {static_cast<int64_t>(rng() % kOut),
+                                static_cast<int64_t>(rng() % kOut)};
+      batches.push_back(gemm_batch(x, l));
+      xs.push_back(x);
+      ls.push_back(l);
+    }
+    std::vector<double> losses = t.step(batches, lr);
+    std::vector<double> sum_c(n, 0);
+    for (int j = 0; j < 2; ++j) {
+      // Known gradients: L = mean over [2,3] of (y - onehot)^2, dL/dy = 2 (y - t) / 6.
+      std::vector<double> grad(n, 0);
+      double loss = 0;
+      for (int e = 0; e < 2; ++e)
+        for (int c = 0; c < kOut; ++c) {
+          double y = th[j][kOut * kIn + c];
+          for (int i = 0; i < kIn; ++i) y += xs[j][e * kIn + i] * th[j][c * kIn + i];
+          const double d = y - (ls[j][e] == c ? 1.0 : 0.0);
+          loss += d * d / 6;
+          const double dy = 2 * d / 6;
+          for (int i = 0; i < kIn; ++i) grad[c * kIn + i] += dy * xs[j][e * kIn + i];
+          grad[kOut * kIn + c] += dy;
+        }
+      CHECK(losses[j] == doctest::Approx(loss).epsilon(1e-5));
+      for (int i = 0; i < n; ++i) {
+        const double d = grad[i] + wd * th[j][i];
+        vel[j][i] = s == 0 ? d : mu * vel[j][i] + d;
+        const double c = alpha * (th[j][i] - z[i]);
+        th[j][i] = th[j][i] - lr * vel[j][i] - c;
+        sum_c[i] += c;
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      const double nz = z[i] + sum_c[i] + muz * (z[i] - zp[i]);
+      zp[i] = z[i];
+      z[i] = nz;
+    }
+    if (s == 0) {
+      // Step 1: z' = z + sum of c_j with theta_j = z before the step: z does not move.
+      CHECK(pack(t.central()) == init);
+      CHECK(pack(t.snapshot(1)) == init);  // the pre-step replica
+    }
+  }
+  std::vector<double> got = pack(t.central());
+  double scale = 0;
+  for (double v : z) scale = std::max(scale, std::abs(v));
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(got[i] - z[i]) <= 1e-5 * scale);
+    for (int j = 0; j < 2; ++j) CHECK(std::abs(pack(t.replica(j))[i] - th[j][i]) <= 1e-5 * scale);
+  }
+  CHECK(got != init);
+  // Padding stays zero.
+  std::vector<float> flat = t.central();
+  for (int i = kOut * kIn; i < kBOff; ++i) CHECK(flat[i] == 0.0f);
+  for (int i = kBOff + kOut; i < 32; ++i) CHECK(flat[i] == 0.0f);
+}
+
+TEST_CASE("sma: --sync-every 3 is local SGD for two steps, then the correction and z update") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> w0(kOut * kIn), b0(kOut);
+  for (float& v : w0) v = u(rng);
+  for (float& v : b0) v = u(rng);
+  SmaOptions o;
+  o.train.batch = 2;
+  o.cores = {0};
+  o.learners = 2;
+  o.sync_every = 3;
+  SmaOptions plain = o;
+  plain.sync_every = 1;
+  plain.alpha = 0.0;
+  SmaTrainer t(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, o),
+      sgd(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, plain);
+  const std::vector<float> z0 = t.central();
+  for (int s = 0; s < 3; ++s) {
+    std::vector<Batch> b;
+    for (int j = 0; j < 2; ++j) {
+      std::vector<float> x(2 * kIn);
+      for (float& v : x) v = u(rng);
+      b.push_back(gemm_batch(x, {static_cast<int64_t>(j), 2}));
+    }
+    t.step(b, 0.1);
+    sgd.step(b, 0.1);
+    if (s < 2) {  // local steps: z untouched, replicas exactly plain SGD
+      CHECK(t.central() == z0);
+      CHECK(t.replica(0) == sgd.replica(0));
+      CHECK(t.replica(1) == sgd.replica(1));
+    }
+  }
+  CHECK(t.central() != z0);  // step 3 synchronised
+  CHECK(t.replica(0) != sgd.replica(0));
+}
+
+TEST_CASE("sma: every replica is reset to z (velocity zeroed) when the learning rate drops") {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> w0(kOut * kIn), b0(kOut);
+  for (float& v : w0) v = u(rng);
+  for (float& v : b0) v = u(rng);
+  Graph g = gemm_graph(w0, b0);
+  IdxDataset data;
+  data.train.count = 16;
+  data.train.rows = data.train.cols = 2;
+  for (int i = 0; i < 16 * kIn; ++i) data.train.images.push_back((u(rng) + 1) / 2);
+  for (int i = 0; i < 16; ++i) data.train.labels.push_back(i % kOut);
+  data.test = data.train;
+  SmaOptions o;
+  o.train.batch = 2;
+  o.cores = {0};
+  o.learners = 2;
+  SmaTrainer t(g, {LossKind::MeanSquaredError, ""}, o);
+  SmaRunOptions ro;
+  ro.run.epochs = 3;  // 8 batches per epoch, 2 per step: 4 steps per epoch
+  ro.run.schedule.kind = LrScheduleKind::Step;
+  ro.run.schedule.lr = 0.1;
+  ro.run.schedule.gamma = 0.5;
+  ro.run.schedule.step_size = 1;
+  std::vector<int64_t> resets;
+  std::vector<double> rates;
+  SmaCallbacks cb;
+  cb.on_reset = [&](int64_t step, double lr) {
+    resets.push_back(step);
+    rates.push_back(lr);
+    for (int j = 0; j < t.total_learners(); ++j) {
+      CHECK(t.replica(j) == t.central());
+      std::vector<float> v = t.velocity(j);
+      CHECK(std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; }));
+    }
+  };
+  SmaRunSummary s = run_sma_training(t, data, ro, cb);
+  CHECK(s.steps == 12);
+  CHECK(resets == std::vector<int64_t>{4, 8});  // before steps 5 and 9 (0-based 4, 8)
+  REQUIRE(rates.size() == 2);
+  CHECK(rates[0] == doctest::Approx(0.05));
+  CHECK(rates[1] == doctest::Approx(0.025));
+  // Replicas have moved away from z again since the last reset.
+  CHECK(t.replica(0) != t.central());
+
+  // A constant schedule never resets; a rising one (gamma > 1) does not either.
+  resets.clear();
+  ro.run.schedule.gamma = 2;
+  run_sma_training(t, data, ro, cb);
+  CHECK(resets.empty());
+}
+
+TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp32 sum order") {
+  if (!have_fashion()) {
+    MESSAGE("skipped: " << kFashion << " not installed");
+    return;
+  }
+  IdxDataset data = load_idx_dataset(kFashion);
+  ImportResult r = import_model(kLenet);
+  const LossSpec loss = detect_loss(r.graph);
+  SmaTrainer two(r.graph, loss, lenet_options({0, 1}, 2, 2));
+  SmaTrainer one(r.graph, loss, lenet_options({0, 1}, 1, 4));
+  CHECK(two.device_cores(0) == std::vector<int>{0});
+  CHECK(two.device_cores(1) == std::vector<int>{1});
+  CHECK(two.total_learners() == 4);
+  CHECK(two.alpha() == 0.25);
+  CHECK(one.alpha() == 0.25);
+  for (int l = 0; l < 4; ++l) CHECK(one.learner_cores(l).size() == 1);  // 1 thread each, too
+  SmaRunOptions ro;
+  ro.run.steps = 15;
+  ro.run.seed = 9;
+  ro.run.test_limit = 100;
+  SmaRunSummary a = run_sma_training(two, data, ro), b = run_sma_training(one, data, ro);
+  // The same data assignment and the same gradients at step 1 (bit for bit); afterwards the
+  // device sums (c0 + c1) + (c2 + c3) and the single sum ((c0 + c1) + c2) + c3 round apart.
+  CHECK(a.losses[0] == b.losses[0]);
+  CHECK(two.central(0) == two.central(1));  // every device's copy of z is identical
+  std::vector<float> za = two.central(), zb = one.central();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < za.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(za[i] - zb[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(zb[i])));
+  }
+  MESSAGE("cpu:2 x 2 vs cpu x 4 after 15 steps: max |dz| " << diff << " (max |z| " << scale
+                                                           << ")");
+  CHECK(diff <= 1e-5 * scale);  // fp32 summation order only: ~1e-7 relative observed
+  CHECK(za != two.replica(0));
+}
+
+// ---- the auto-tuner ----------------------------------------------------------------------------
+
+TEST_CASE("auto-tuner: adds learners while they pay, backs off one on the first that does not") {
+  TunerOptions o;
+  o.threshold = 0.05;
+  AutoTuner t(o, 1);
+  TunerDecision d = t.observe(1000, true);
+  CHECK(d.action == TunerDecision::Action::Add);
+  CHECK(d.learners == 2);
+  d = t.observe(1800, true);  // +80%
+  CHECK(d.action == TunerDecision::Action::Add);
+  CHECK(d.gain == doctest::Approx(0.8));
+  CHECK(d.learners == 3);
+  d = t.observe(1880, true);  // +4.4% <= 5%: does not pay
+  CHECK(d.action == TunerDecision::Action::BackOff);
+  CHECK(d.measured == 3);
+  CHECK(d.learners == 2);
+  CHECK(t.done());
+  CHECK(t.learners() == 2);
+
+  AutoTuner equal(o, 1);  // exactly the threshold is not a gain
+  equal.observe(1000, true);
+  CHECK(equal.observe(1050, true).action == TunerDecision::Action::BackOff);
+  AutoTuner above(o, 1);
+  above.observe(1000, true);
+  CHECK(above.observe(1051, true).action == TunerDecision::Action::Add);
+
+  AutoTuner slower(o, 1);
+  slower.observe(1000, true);
+  d = slower.observe(700, true);
+  CHECK(d.action == TunerDecision::Action::BackOff);
+  CHECK(d.learners == 1);
+
+  AutoTuner memory(o, 1);  // the memory plan says the third replica does not fit
+  CHECK(memory.observe(1000, true).action == TunerDecision::Action::Add);
+  d = memory.observe(1500, false);
+  CHECK(d.action == TunerDecision::Action::Settle);
+  CHECK(d.learners == 2);
+  CHECK(contains(d.reason, "memory"));
+  CHECK(memory.done());
+
+  AutoTuner none(o, 1);  // not even a second replica fits
+  d = none.observe(1000, false);
+  CHECK(d.action == TunerDecision::Action::Settle);
+  CHECK(d.learners == 1);
+
+  o.max_learners = 2;
+  AutoTuner capped(o, 1);
+  capped.observe(1000, true);
+  d = capped.observe(2000, true);
+  CHECK(d.action == TunerDecision::Action::Settle);
+  CHECK(d.learners == 2);
+}
+
+TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") {
+  if (!have_fashion()) {
+    MESSAGE("skipped: " << kFashion << " not installed");
+    return;
+  }
+  IdxDataset data = load_idx_dataset(kFashion);
+  ImportResult r = import_model(kLenet);
+  SmaTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 1));
+  t.step(file_batches(data.train, 0, 1, 16), 0.01);
+  t.step(file_batches(data.train, 1, 1, 16), 0.01);
+  t.set_learners(3);
+  CHECK(t.alpha() == doctest::Approx(1.0 / 3));
+  CHECK(t.replica(1) == t.central());
+  CHECK(t.replica(2) == t.central());
+  CHECK(t.replica(0) != t.central());
+  t.set_learners(2);
+  CHECK(t.total_learners() == 2);
+  CHECK(t.alpha() == 0.5);
+  t.step(file_batches(data.train, 2, 2, 16), 0.01);
+
+  // Over budget: named in bytes.
+  SmaOptions tight = lenet_options({0, 1}, 1, 1);
+  tight.memory_budget = t.memory().need(2);
+  SmaTrainer small(r.graph, detect_loss(r.graph), tight);
+  CHECK(small.fits(2));
+  CHECK(!small.fits(3));
+  std::string e = error_of([&] { small.set_learners(3); });
+  CHECK(contains(e, "out of memory"));
+  CHECK(contains(e, "MiB"));
+
+  // A short auto-tuned run: decisions are reported and applied.
+  SmaRunOptions ro;
+  ro.run.steps = 40;
+  ro.run.test_limit = 50;
+  ro.auto_tune = true;
+  ro.tuner.warmup_steps = 2;
+  ro.tuner.window_steps = 5;
+  std::vector<TunerDecision> decisions;
+  SmaCallbacks cb;
+  cb.on_tune = [&](const TunerDecision& d, const SmaMemory& m) {
+    decisions.push_back(d);
+    CHECK(m.per_replica > m.arena);
+  };
+  SmaTrainer tuned(r.graph, detect_loss(r.graph), tight);  // at most 2 learners fit
+  SmaRunSummary s = run_sma_training(tuned, data, ro, cb);
+  REQUIRE(!decisions.empty());
+  CHECK(decisions.front().measured == 1);
+  CHECK(decisions.back().action != TunerDecision::Action::Add);
+  CHECK(s.learners == decisions.back().learners);
+  CHECK(s.learners <= 2);
+}
+
+// ---- divergence ----------------------------------------------------------------------------------
+
+TEST_CASE("sma: divergence stops naming the step and the learner; nothing is updated") {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> w0(kOut * kIn), b0(kOut), x(2 * kIn);
+  for (float& v : w0) v = u(rng);
+  for (float& v : b0) v = u(rng);
+  for (float& v : x) v = u(rng);
+  SmaOptions o3;
+  o3.train.batch = 2;
+  o3.cores = {0};
+  o3.learners = 3;
+  SmaTrainer t(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, o3);
+  const Batch good = gemm_batch(x, {0, 1});
+  t.step({good, good, good}, 0.1);
+  const std::vector<float> z = t.central(), r1 = t.replica(1);
+  Batch bad = good;
+  bad.images.data<float>()[5] = std::nanf("");
+  std::string e = error_of([&] { t.step({good, good, bad}, 0.1); });
+  CHECK(contains(e, "diverged at step 2"));
+  CHECK(contains(e, "learner 2"));
+  CHECK(contains(e, "NaN"));
+  CHECK(t.central() == z);
+  CHECK(t.replica(1) == r1);
+
+  // Finite losses but a z that overflows: y = x W^T (no bias), W0 = 0, mu = 0, mu_z = 0.9. Step 1
+  // (x = 100 e_0, label 0) moves W[0][0] of both replicas to a = lr * 200/3 = 2.5e38; steps 2 and
+  // 3 feed x = 0 (loss 1/3 whatever W): z goes 0 -> a -> 1.4 a, which overflows.
+  SmaOptions o;
+  o.train.batch = 2;
+  o.train.momentum = 0;
+  o.cores = {0};
+  o.learners = 2;
+  SmaTrainer g(gemm_graph(std::vector<float>(kOut * kIn, 0), {}, false),
+               {LossKind::MeanSquaredError, ""}, o);
+  std::vector<float> x1(8, 0);
+  x1[0] = x1[4] = 100;
+  const Batch first = gemm_batch(x1, {0, 0}), zero = gemm_batch(std::vector<float>(8, 0), {1, 1});
+  const float lr = 3.75e36f;
+  g.step({first, first}, lr);
+  CHECK(g.replica(0)[0] == doctest::Approx(2.5e38));
+  g.step({zero, zero}, lr);
+  CHECK(g.central()[0] == doctest::Approx(2.5e38));
+  e = error_of([&] { g.step({zero, zero}, lr); });
+  CHECK(contains(e, "diverged at step 3"));
+  CHECK(contains(e, "central model z has 1 non-finite value"));
+  CHECK(contains(e, "every learner's replica is finite"));
+}
+
+// ---- cb-train ------------------------------------------------------------------------------------
+
+TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergence keeps it") {
+  if (!have_fashion()) {
+    MESSAGE("skipped: " << kFashion << " not installed");
+    return;
+  }
+  const fs::path dir = fs::temp_directory_path() / fmt::format("cb_test_sma_{}", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string out = (dir / "m.onnx").string(), metrics = (dir / "m.jsonl").string(),
+                    log = (dir / "log.txt").string();
+  auto run = [&](const std::string& args) {
+    std::string cmd = fmt::format("{}/cb-train {} --data {} {} > {} 2>&1", CB_BINARY_DIR, kLenet,
+                                  kFashion, args, log);
+    int rc = std::system(cmd.c_str());
+    std::ifstream f(log);
+    std::string text((std::istreambuf_iterator<char>(f)), {});
+    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text);
+  };
+  auto [rc, text] = run(fmt::format(
+      "--learners 2 --devices cpu:2 --threads 2 --steps 40 --eval-every 20 --test-limit 100 "
+      "--metrics {} --output {} --sync-every 2 --central-momentum 0.5",
+      metrics, out));
+  CAPTURE(text);
+  CHECK(rc == 0);
+  CHECK(contains(text, "2 devices"));
+  CHECK(contains(text, "learners 4"));
+  CHECK(fs::exists(out));
+  CHECK(!fs::exists(out + ".tmp"));
+  std::ifstream m(metrics);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(m, l);) lines.push_back(l);
+  REQUIRE(lines.size() == 2);
+  for (const char* key : {"\"time\"", "\"epoch\"", "\"step\": 40", "\"loss\"", "\"accuracy\"",
+                          "\"images_per_s\"", "\"learners\": 4"})
+    CHECK(contains(lines[1], key));
+  ImportResult back = import_model(out);
+  CHECK(back.graph.nodes.size() > 0);
+
+  // The auto-tuner prints its decisions; a target accuracy stops the run and reports the time.
+  std::tie(rc, text) = run(
+      "--steps 300 --eval-every 50 --test-limit 200 --tuner-warmup 2 --tuner-window 10 "
+      "--target-accuracy 0.3");
+  CAPTURE(text);
+  CHECK(rc == 0);
+  CHECK(contains(text, "tuner    1 learner/device: "));
+  CHECK(contains(text, "target   test accuracy 30.00% reached after"));
+
+  // Divergence: exit 1 naming the step and the learner; the last evaluation's model stays.
+  fs::remove(out);
+  std::tie(rc, text) = run(fmt::format(
+      "--learners 2 --steps 200 --eval-every 1 --test-limit 16 --lr 50 --output {}", out));
+  CAPTURE(text);
+  CHECK(rc == 1);
+  CHECK(contains(text, "diverged at step"));
+  CHECK(contains(text, "learner"));
+  CHECK(contains(text, "holds the last good model"));
+  CHECK(fs::exists(out));
+  CHECK(!fs::exists(out + ".tmp"));
+  import_model(out);  // loads: a whole file
+  fs::remove_all(dir);
+}
