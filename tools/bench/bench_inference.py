@@ -16,17 +16,13 @@ import subprocess
 import sys
 import time
 
-FAIR_ENV = {"OPENBLAS_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "1000000000",
-            "MALLOC_TRIM_THRESHOLD_": "1000000000000"}
-if any(os.environ.get(k) != v for k, v in FAIR_ENV.items()):
-    os.environ.update(FAIR_ENV)  # must be set before torch loads: re-exec once
-    os.execv(sys.executable, [sys.executable] + sys.argv)
-
-import torch  # noqa: E402
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "models"))
+import torch_reference as ref  # noqa: E402
+
+ref.fair_env()
+import torch  # noqa: E402
 import export_zoo  # noqa: E402
 
 

@@ -10,7 +10,6 @@ reproducing cb-train's test accuracy, and the training-time ratio.
     /usr/bin/python3 tools/bench/lenet_vs_pytorch.py [--epochs 1] [--threads 2]
 """
 import argparse
-import gzip
 import os
 import re
 import subprocess
@@ -18,35 +17,18 @@ import sys
 import tempfile
 import time
 
-FAIR_ENV = {"OPENBLAS_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "1000000000",
-            "MALLOC_TRIM_THRESHOLD_": "1000000000000"}
-if any(os.environ.get(k) != v for k, v in FAIR_ENV.items()):
-    os.environ.update(FAIR_ENV)
-    os.execv(sys.executable, [sys.executable] + sys.argv)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "models"))
+import torch_reference as ref  # noqa: E402
 
+ref.fair_env()
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import torch  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "models"))
-import export_zoo  # noqa: E402
-
-DATA = "/usr/share/datasets/fashion-mnist/"
+DATA = ref.FASHION_MNIST
 MODEL = os.path.join(ROOT, "models", "lenet5_op17.onnx")
-
-
-def load(name, offset):
-    return np.frombuffer(gzip.open(DATA + name).read()[offset:], dtype=np.uint8)
-
-
-def torch_model():
-    m = export_zoo.build("lenet5")
-    inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
-             for t in onnx.load(MODEL).graph.initializer}
-    m.load_state_dict({k: inits[k] for k in m.state_dict()})
-    return m
 
 
 def weights(path):
@@ -66,16 +48,11 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    xtr = torch.from_numpy(load("train-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28)
-                           .astype(np.float32) / 255)
-    ytr = torch.from_numpy(load("train-labels-idx1-ubyte.gz", 8).astype(np.int64))
-    xte = torch.from_numpy(load("t10k-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28)
-                           .astype(np.float32) / 255)
-    yte = torch.from_numpy(load("t10k-labels-idx1-ubyte.gz", 8).astype(np.int64))
+    xtr, ytr, xte, yte = ref.fashion_mnist()
     tmp = tempfile.mkdtemp(prefix="cb_lenet_")
 
     # PyTorch, same order and hyper-parameters; weights kept after 50 steps.
-    m = torch_model()
+    m = ref.zoo_model_from_onnx("lenet5", MODEL)
     opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     steps = len(xtr) // 16
