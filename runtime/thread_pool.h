@@ -1,7 +1,13 @@
 // A fixed pool of worker threads, optionally pinned to cores, with one blocking parallel_for.
 // The calling thread takes part in the work, so a pool of size 1 runs everything inline.
+// A training step launches dozens of small kernels back to back, so handing out work must cost
+// well under a microsecond: idle workers spin (then yield, then sleep) on one atomic word that
+// holds the job's generation, its chunk count and the next unclaimed chunk; a chunk is claimed
+// with one compare-and-swap, and the caller waits for claimed chunks only, never for a worker
+// that has not started (on a busy machine that one may not run for milliseconds).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -27,17 +33,22 @@ class ThreadPool {
 
  private:
   void worker(int index);
-  void run_chunks();
+  // Claims and runs chunks of the job published as `job` (see job_) until none is left.
+  void run_chunks(uint64_t job);
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
+  // The job's parameters: written by the caller before it publishes job_, read by a thread only
+  // after it claimed a chunk of that job (the job cannot end, nor these change, before the
+  // claimed chunk is done).
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 0;
-  int64_t next_ = 0;
-  int pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  // generation (bits 40..63) | chunks in the job (20..39) | next chunk to claim (0..19).
+  alignas(64) std::atomic<uint64_t> job_{0};
+  alignas(64) std::atomic<int64_t> done_{0};  // chunks of the current job finished
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;  // only for sleeping and waking
+  std::condition_variable wake_;
 };
 
 }  // namespace cb

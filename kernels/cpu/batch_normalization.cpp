@@ -24,6 +24,34 @@ namespace cb::cpu {
 
 namespace {
 
+// Batch mean and biased variance of channels [c0, c1) of x [N, C, S], two-pass (deviations from
+// the mean: no cancellation), in double.
+template <typename T>
+CB_CPU_CLONES void channel_stats(const T* x, int64_t n, int64_t c, int64_t s, int64_t c0,
+                                 int64_t c1, double* mean, double* var) {
+  const int64_t count = n * s;
+  for (int64_t ch = c0; ch < c1; ++ch) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < n; ++i) sum += plane_sum(x + (i * c + ch) * s, s);
+    const double mu = count ? sum / static_cast<double>(count) : 0;
+    for (int64_t i = 0; i < n; ++i)
+      sq += plane_sum_sq_dev(x + (i * c + ch) * s, s, static_cast<T>(mu));
+    mean[ch] = mu;
+    var[ch] = count ? sq / static_cast<double>(count) : 0;
+  }
+}
+
+// y = x * mul[ch] + add[ch] over planes [p0, p1) of [N*C, S].
+template <typename T>
+CB_CPU_CLONES void scale_shift(const T* x, T* y, int64_t p0, int64_t p1, int64_t c, int64_t s,
+                               const T* mul, const T* add) {
+  for (int64_t pl = p0; pl < p1; ++pl) {
+    const T* xp = x + pl * s;
+    T* yp = y + pl * s;
+    const T m = mul[pl % c], b = add[pl % c];
+    for (int64_t j = 0; j < s; ++j) yp[j] = xp[j] * m + b;
+  }
+}
 
 template <typename T>
 void batch_norm(const KernelArgs& a) {
@@ -38,25 +66,9 @@ void batch_norm(const KernelArgs& a) {
   double* var = scratch<double, 1>(c);
   T* mul = scratch<T, 2>(c);
   T* add = scratch<T, 3>(c);
-  ThreadPool* pool = a.pool && X.numel() >= (int64_t{1} << 14) ? a.pool : nullptr;
-  auto channels = [&](const std::function<void(int64_t, int64_t)>& f) {
-    if (pool)
-      pool->parallel_for(c, f);
-    else
-      f(0, c);
-  };
   if (p.training) {
-    channels([&](int64_t c0, int64_t c1) {
-      for (int64_t ch = c0; ch < c1; ++ch) {
-        double sum = 0, sq = 0;
-        for (int64_t i = 0; i < n; ++i) sum += plane_sum(x + (i * c + ch) * s, s);
-        const double mu = count ? sum / static_cast<double>(count) : 0;
-        const T mu_t = static_cast<T>(mu);  // two-pass: deviations from the mean, no cancellation
-        for (int64_t i = 0; i < n; ++i)
-          sq += plane_sum(x + (i * c + ch) * s, s, [mu_t](T v) { return (v - mu_t) * (v - mu_t); });
-        mean[ch] = mu;
-        var[ch] = count ? sq / static_cast<double>(count) : 0;
-      }
+    parallel(a, c, 2 * n * s, [&](int64_t c0, int64_t c1) {
+      channel_stats(x, n, c, s, c0, c1, mean, var);
     });
   } else {
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -69,19 +81,8 @@ void batch_norm(const KernelArgs& a) {
     mul[ch] = static_cast<T>(m);
     add[ch] = static_cast<T>(real_at(a.in[2], ch) - mean[ch] * m);
   }
-  auto normalize = [&](int64_t p0, int64_t p1) {
-    for (int64_t pl = p0; pl < p1; ++pl) {
-      int64_t ch = pl % c;
-      const T* xp = x + pl * s;
-      T* yp = y + pl * s;
-      const T m = mul[ch], b = add[ch];
-      for (int64_t j = 0; j < s; ++j) yp[j] = xp[j] * m + b;
-    }
-  };
-  if (pool)
-    pool->parallel_for(n * c, normalize);
-  else
-    normalize(0, n * c);
+  parallel(a, n * c, s,
+           [&](int64_t p0, int64_t p1) { scale_shift(x, y, p0, p1, c, s, mul, add); });
   if (!p.training) return;
   const double mom = p.momentum;
   const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1;

@@ -1,6 +1,7 @@
-// Row-major GEMM over CBLAS (OpenBLAS) for the CPU kernels, plus the per-thread scratch buffer
-// they share. BLAS always runs on the calling thread only (openblas_set_num_threads(1) on first
-// use): parallelism is ours, through the device's ThreadPool, never BLAS threads on top of it.
+// Row-major GEMM over CBLAS (OpenBLAS; f32 through oneDNN's sgemm when built with oneDNN) for the
+// CPU kernels, plus the per-thread scratch buffer they share. BLAS always runs on the calling
+// thread only (openblas_set_num_threads(1) on first use, oneDNN's OpenMP team at 1 per call):
+// parallelism is ours, through the device's ThreadPool, never BLAS threads on top of it.
 #pragma once
 
 #include <cstdint>

@@ -171,7 +171,7 @@ void conv_im2col(const KernelArgs& a) {
 }
 
 void Conv(const KernelArgs& a) {
-  if (!conv_dnnl(a)) conv_im2col(a);
+  if (!conv_c1(a) && !conv_dnnl(a)) conv_im2col(a);
 }
 
 }  // namespace cb::cpu

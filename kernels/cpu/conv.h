@@ -52,6 +52,11 @@ bool conv_grad_dnnl(const KernelArgs& a);
 void add_partials(const KernelArgs& a, float* dst, const float* src, int64_t parts, int64_t n);
 void add_partials(const KernelArgs& a, double* dst, const double* src, int64_t parts, int64_t n);
 
+// Direct loops for 2-D single-channel inputs (f32, stride 1; conv_c1.cpp): the forward, and
+// ConvGrad's dW where no dX is asked for. False where they do not apply.
+bool conv_c1(const KernelArgs& a);
+bool conv_grad_c1(const KernelArgs& a);
+
 // oneDNN (f32; conv_dnnl.cpp). Returns false where it cannot run the conv (built without
 // oneDNN, another dtype, a shape oneDNN has no implementation for): the caller then computes Y.
 bool conv_dnnl(const KernelArgs& a);

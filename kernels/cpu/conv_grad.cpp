@@ -9,11 +9,11 @@
 //   dcol [kc, P] = W_g^T [kc, M/G] x dY_ng [M/G, P];   dX_ng = col2im(dcol), im2col's adjoint
 // pointwise convs use X_ng as col and write dX_ng = W_g^T x dY_ng directly; depthwise convs
 // (C/G = 1) loop directly, as the forward does. dB[m] = sum of dY over N and the spatial dims.
-// f32 tries oneDNN first (conv_grad_dnnl.cpp; 2.5-3x faster on ResNet-20 in
-// tools/bench/conv_bench.cpp), f64 is always im2col. Parallelism: the batch is cut into `parts`
-// chunks, each task is a (group, chunk) pair; chunk t accumulates its dW in partial t (partial 0
-// is dW itself, the others the calling thread's scratch), summed at the end. BLAS runs
-// single-threaded inside each task.
+// f32 tries the single-input-channel direct loops first (dW only, conv_c1.cpp), then oneDNN
+// (conv_grad_dnnl.cpp; 2.5-3x faster on ResNet-20 in tools/bench/conv_bench.cpp); f64 is always
+// im2col. Parallelism: the batch is cut into `parts` chunks, each task is a (group, chunk) pair;
+// chunk t accumulates its dW in partial t (partial 0 is dW itself, the others the calling
+// thread's scratch), summed at the end. BLAS runs single-threaded inside each task.
 #include <algorithm>
 #include <cstring>
 
@@ -160,6 +160,17 @@ void conv_grad_typed(const KernelArgs& a) {
   if (partials) add_partials(a, dW->ptr<T>(), partials, parts - 1, w_size);
 }
 
+// db[c] for channels [m0, m1) of dy [N, M, vol].
+template <typename T>
+CB_CPU_CLONES void channel_sums(const T* dy, T* db, int64_t n, int64_t m, int64_t vol, int64_t m0,
+                                int64_t m1) {
+  for (int64_t c = m0; c < m1; ++c) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += plane_sum(dy + (i * m + c) * vol, vol);
+    db[c] = static_cast<T>(s);
+  }
+}
+
 // dB[m] = sum over n and P of dY[n, m, P].
 template <typename T>
 void bias_grad(const KernelArgs& a) {
@@ -168,13 +179,7 @@ void bias_grad(const KernelArgs& a) {
   const int64_t vol = n * m != 0 ? dY.numel() / (n * m) : 0;
   const T* dy = dY.ptr<T>();
   T* db = dB.ptr<T>();
-  parallel(a, m, n * vol, [&](int64_t m0, int64_t m1) {
-    for (int64_t c = m0; c < m1; ++c) {
-      double s = 0;
-      for (int64_t i = 0; i < n; ++i) s += plane_sum(dy + (i * m + c) * vol, vol);
-      db[c] = static_cast<T>(s);
-    }
-  });
+  parallel(a, m, n * vol, [&](int64_t m0, int64_t m1) { channel_sums(dy, db, n, m, vol, m0, m1); });
 }
 
 template <typename T>
@@ -202,7 +207,7 @@ void conv_grad_im2col(const KernelArgs& a) {
 
 void ConvGrad(const KernelArgs& a) {
   const bool dx = a.out[0].present(), dw = a.out.size() > 1 && a.out[1].present();
-  if ((dx || dw) && !conv_grad_dnnl(a)) conv_grad_im2col(a);
+  if ((dx || dw) && !conv_grad_c1(a) && !conv_grad_dnnl(a)) conv_grad_im2col(a);
   if (a.out.size() > 2 && a.out[2].present())
     dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) { bias_grad<T>(a); });
 }

@@ -88,8 +88,21 @@ void dispatch_bytes(DType t, F&& f) {
   }
 }
 
-// Elements per task below which a loop is not worth splitting.
-constexpr int64_t kGrain = 1 << 15;
+// Hot loops compiled three times (x86-64-v4 with AVX-512, v3 with AVX2+FMA, the portable
+// default) and picked once at load time by the CPU (GCC ifunc): the build stays portable, the
+// loops get the machine's vector width. Put it on a function that holds a whole loop nest (the
+// clones are reached through an indirect call, so never on small helpers in a loop). The FMA
+// clones contract a * b + c into one rounding: not for code that must match another kernel bit
+// for bit (sma.cpp's SmaStep vs SgdStep).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define CB_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CB_CPU_CLONES
+#endif
+
+// Elements per task below which a loop is not worth splitting (a few microseconds of work: the
+// pool's workers spin between kernels, so handing out a task costs well under a microsecond).
+constexpr int64_t kGrain = 1 << 12;
 
 // fn(begin, end) over [0, n) where one index costs about `cost` element operations: inline
 // without a pool or below 2 * kGrain in total, else split over the pool in chunks of >= kGrain.

@@ -34,26 +34,37 @@ const TensorView* out_at(const KernelArgs& a, size_t i) {
 }
 
 // ---- BatchNormalizationGrad ---------------------------------------------------------------------
-// Over one plane, d = x - mu: sq += sum(d^2), sdy += sum(dy), sdyx += sum(dy * d); kSumLanes
-// accumulators so the loop vectorises (plane_sum.h), totals in double.
+// Channels [c0, c1) of x, dy, dx [N, C, S]: the statistics, the sums (plane_sum.h) and dx; writes
+// dB and dscale per channel into sdy_out / sdyx_out (double [C]).
 template <typename T>
-void plane_sums(const T* x, const T* dy, int64_t n, T mu, double& sq, double& sdy, double& sdyx) {
-  T a[kSumLanes] = {}, b[kSumLanes] = {}, e[kSumLanes] = {};
-  int64_t j = 0;
-  for (; j + kSumLanes <= n; j += kSumLanes)
-    for (int64_t l = 0; l < kSumLanes; ++l) {
-      const T d = x[j + l] - mu;
-      a[l] += d * d;
-      b[l] += dy[j + l];
-      e[l] += dy[j + l] * d;
+CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, T* dx, const TensorView* scale,
+                                    int64_t n, int64_t c, int64_t s, int64_t c0, int64_t c1,
+                                    double eps, double* sdy_out, double* sdyx_out) {
+  const int64_t count = n * s;
+  for (int64_t ch = c0; ch < c1; ++ch) {
+    double sum = 0, sq = 0, sdy = 0, sdyx = 0;
+    for (int64_t i = 0; i < n; ++i) sum += plane_sum(x + (i * c + ch) * s, s);
+    const double mean = count ? sum / static_cast<double>(count) : 0;
+    for (int64_t i = 0; i < n; ++i)  // two-pass variance and the two gradient sums
+      plane_sums(x + (i * c + ch) * s, dy + (i * c + ch) * s, s, static_cast<T>(mean), sq, sdy,
+                 sdyx);
+    const double var = count ? sq / static_cast<double>(count) : 0;
+    const double invstd = 1.0 / std::sqrt(var + eps);
+    sdyx *= invstd;  // sum(dy * xhat)
+    sdy_out[ch] = sdy;
+    sdyx_out[ch] = sdyx;
+    if (!dx || count == 0) continue;
+    // dx = k * (dy - sdy/M - (x - mean) * invstd * sdyx/M), k = scale * invstd (sdyx has xhat)
+    const double inv_m = 1.0 / static_cast<double>(count);
+    const T k = static_cast<T>(real_at(*scale, ch) * invstd);
+    const T b = static_cast<T>(sdy * inv_m), q = static_cast<T>(invstd * sdyx * inv_m);
+    const T mu = static_cast<T>(mean);
+    for (int64_t i = 0; i < n; ++i) {
+      const T *xp = x + (i * c + ch) * s, *dyp = dy + (i * c + ch) * s;
+      T* dxp = dx + (i * c + ch) * s;
+      for (int64_t j = 0; j < s; ++j) dxp[j] = k * (dyp[j] - b - (xp[j] - mu) * q);
     }
-  for (; j < n; ++j) {
-    const double d = static_cast<double>(x[j]) - mu;
-    sq += d * d;
-    sdy += dy[j];
-    sdyx += dy[j] * d;
   }
-  for (int64_t l = 0; l < kSumLanes; ++l) sq += a[l], sdy += b[l], sdyx += e[l];
 }
 
 template <typename T>
@@ -62,36 +73,19 @@ void batch_norm_grad(const KernelArgs& a) {
   const TensorView &dY = a.in[0], &X = a.in[1], &scale = a.in[2];
   const TensorView *dX = out_at(a, 0), *dS = out_at(a, 1), *dB = out_at(a, 2);
   const int64_t n = X.dims[0], c = X.dims[1];
-  const int64_t s = n * c != 0 ? X.numel() / (n * c) : 0, count = n * s;
+  const int64_t s = n * c != 0 ? X.numel() / (n * c) : 0;
   const T *x = X.ptr<T>(), *dy = dY.ptr<T>();
   T* dx = dX ? dX->ptr<T>() : nullptr;
+  double* sdy = scratch<double, 0>(c);
+  double* sdyx = scratch<double, 1>(c);
   // One channel is N strided planes of S values; channels run across the pool.
-  parallel(a, c, 4 * count, [&](int64_t c0, int64_t c1) {
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      double sum = 0, sq = 0, sdy = 0, sdyx = 0;
-      for (int64_t i = 0; i < n; ++i) sum += plane_sum(x + (i * c + ch) * s, s);
-      const double mean = count ? sum / static_cast<double>(count) : 0;
-      for (int64_t i = 0; i < n; ++i)  // two-pass variance and the two gradient sums
-        plane_sums(x + (i * c + ch) * s, dy + (i * c + ch) * s, s, static_cast<T>(mean), sq, sdy,
-                   sdyx);
-      const double var = count ? sq / static_cast<double>(count) : 0;
-      const double invstd = 1.0 / std::sqrt(var + static_cast<double>(p.epsilon));
-      sdyx *= invstd;  // sum(dy * xhat)
-      if (dB) put_real(*dB, ch, sdy);
-      if (dS) put_real(*dS, ch, sdyx);
-      if (!dx || count == 0) continue;
-      // dx = k * (dy - sdy/M - (x - mean) * invstd * sdyx/M), k = scale * invstd (sdyx has xhat)
-      const double inv_m = 1.0 / static_cast<double>(count);
-      const T k = static_cast<T>(real_at(scale, ch) * invstd);
-      const T b = static_cast<T>(sdy * inv_m), q = static_cast<T>(invstd * sdyx * inv_m);
-      const T mu = static_cast<T>(mean);
-      for (int64_t i = 0; i < n; ++i) {
-        const T *xp = x + (i * c + ch) * s, *dyp = dy + (i * c + ch) * s;
-        T* dxp = dx + (i * c + ch) * s;
-        for (int64_t j = 0; j < s; ++j) dxp[j] = k * (dyp[j] - b - (xp[j] - mu) * q);
-      }
-    }
+  parallel(a, c, 4 * n * s, [&](int64_t c0, int64_t c1) {
+    bn_grad_channels(x, dy, dx, &scale, n, c, s, c0, c1, static_cast<double>(p.epsilon), sdy, sdyx);
   });
+  for (int64_t ch = 0; ch < c; ++ch) {
+    if (dB) put_real(*dB, ch, sdy[ch]);
+    if (dS) put_real(*dS, ch, sdyx[ch]);
+  }
 }
 
 // ---- LayerNormalizationGrad ---------------------------------------------------------------------

@@ -11,6 +11,8 @@
 
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/max_pool_2x2.h"
 #include "kernels/cpu/plane_sum.h"
 #include "runtime/ops/params.h"
 #include "runtime/thread_pool.h"
@@ -22,7 +24,7 @@ namespace {
 // Runs body(plane_begin, plane_end) over the N*C planes, in parallel when there is work enough.
 template <typename F>
 void over_planes(const KernelArgs& a, int64_t planes, int64_t work_per_plane, const F& body) {
-  if (a.pool && planes > 1 && planes * work_per_plane >= (int64_t{1} << 15))
+  if (a.pool && planes > 1 && planes * work_per_plane >= 2 * kGrain)
     a.pool->parallel_for(planes, body);
   else
     body(0, planes);
@@ -95,6 +97,12 @@ void max_pool(const KernelArgs& a) {
   const T* x = X.ptr<T>();
   T* y = Y.ptr<T>();
   int64_t* ind = I ? I->ptr<int64_t>() : nullptr;
+  if (!ind && is_max_pool_2x2(g)) {
+    over_planes(a, g.n * g.c, 4 * g.out_vol, [&](int64_t c0, int64_t c1) {
+      max_pool_2x2(x, y, g.n * g.c, c0, c1, g.in[1], g.in[2], g.out[1], g.out[2]);
+    });
+    return;
+  }
   auto body = [&](int64_t c0, int64_t c1) {
     for (int64_t pc = c0; pc < c1; ++pc) {
       if (ind)
@@ -161,17 +169,20 @@ void average_pool(const KernelArgs& a) {
 }
 
 // ---- GlobalAveragePool: [N,C,D...] -> [N,C,1...] -----------------------------------------------
+// y[pc] = mean of plane pc of x [planes, vol], planes [c0, c1).
+template <typename T>
+CB_CPU_CLONES void plane_means(const T* x, T* y, int64_t vol, int64_t c0, int64_t c1) {
+  for (int64_t pc = c0; pc < c1; ++pc)
+    y[pc] = vol ? static_cast<T>(plane_sum(x + pc * vol, vol) / static_cast<double>(vol)) : T(0);
+}
+
 template <typename T>
 void global_average_pool(const KernelArgs& a) {
   const TensorView &X = a.in[0], &Y = a.out[0];
   int64_t planes = X.dims[0] * X.dims[1], vol = planes ? X.numel() / planes : 0;
   const T* x = X.ptr<T>();
   T* y = Y.ptr<T>();
-  over_planes(a, planes, vol, [&](int64_t c0, int64_t c1) {
-    for (int64_t pc = c0; pc < c1; ++pc) {
-      y[pc] = vol ? static_cast<T>(plane_sum(x + pc * vol, vol) / static_cast<double>(vol)) : T(0);
-    }
-  });
+  over_planes(a, planes, vol, [&](int64_t c0, int64_t c1) { plane_means(x, y, vol, c0, c1); });
 }
 
 }  // namespace

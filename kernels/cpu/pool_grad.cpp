@@ -15,6 +15,7 @@
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/max_pool_2x2.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {
@@ -120,8 +121,17 @@ void MaxPoolGrad(const KernelArgs& a) {
   const auto& p = a.p<ops::PoolParams>();
   const TensorView &dY = a.in[0], &X = a.in[1];
   const WindowGeom g = window_geom(p.window, X.dims, dY.dims, 1);
+  const bool fast = is_max_pool_2x2(g);
   dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) {
     const T* x = X.ptr<T>();
+    if (fast) {
+      const T* dy = dY.ptr<T>();
+      T* dx = a.out[0].ptr<T>();
+      parallel(a, g.n * g.c, g.in_vol + g.out_vol, [&](int64_t c0, int64_t c1) {
+        max_pool_grad_2x2(x, dy, dx, g.n * g.c, c0, c1, g.in[1], g.in[2], g.out[1], g.out[2]);
+      });
+      return;
+    }
     over_planes<T>(a, g, [&](int64_t pc, const T* dyp, T* dxp) {
       max_pool_grad_plane(g, x + pc * g.in_vol, dyp, dxp);
     });

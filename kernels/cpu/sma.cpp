@@ -20,6 +20,43 @@ namespace {
 // Elements per block: each learner's row of a block is streamed in turn while the block's sums
 // stay in L1.
 constexpr int64_t kBlock = 1024;
+
+struct StepScalars {
+  float lr, mu, wd, alpha;
+  bool first, momentum, nesterov, decay;
+};
+
+// SmaStep's update of n elements of one learner's row (pointers at the block's start). The
+// buffers never overlap (__restrict) and the flags are selects, not branches, so the loop
+// vectorises; every element still sees the same operations in the same order as the scalar loop,
+// so results are bit-identical to it (and to SgdStep). Not CB_CPU_CLONES: the FMA targets would
+// contract a * b + c into one rounding and break that identity.
+template <bool kPull, bool kMomentum>
+void step_row(float* __restrict w, float* __restrict sn, const float* __restrict g,
+                            float* __restrict buf, const float* __restrict z,
+                            float* __restrict sum, int64_t n, StepScalars s) {
+  const float lr = s.lr, mu = s.mu, wd = s.wd, alpha = s.alpha;
+  const bool first = s.first, nesterov = s.nesterov, decay = s.decay, pull_theta = alpha != 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float th = w[i];
+    sn[i] = th;
+    float d = g[i];
+    d = decay ? d + wd * th : d;  // g = grad + wd * theta
+    if constexpr (kMomentum) {
+      const float vm = buf[i] * mu + d;
+      const float v = first ? d : vm;  // v = mu v + g (first step: v = g)
+      buf[i] = v;
+      d = nesterov ? d + mu * v : v;
+    }
+    float nw = th + (-lr) * d;  // theta - lr v
+    if constexpr (kPull) {
+      const float c = alpha * (th - z[i]);  // c = alpha (theta - z), pre-step theta
+      nw = pull_theta ? nw - c : nw;        // (alpha 0: theta exactly as SgdStep leaves it)
+      sum[i] = sum[i] + c;
+    }
+    w[i] = nw;
+  }
+}
 }  // namespace
 
 void SmaStep(const KernelArgs& a) {
@@ -50,26 +87,20 @@ void SmaStep(const KernelArgs& a) {
       const int64_t e0 = std::min(e, b0 + kBlock);
       if (pull) std::fill(sum + b0, sum + e0, 0.0f);
       for (int64_t r = 0; r < rows; ++r) {
-        const int64_t o = r * n;
-        const bool first = p.first_step[static_cast<size_t>(r)] != 0;
-        for (int64_t i = b0; i < e0; ++i) {
-          const float th = w[o + i];
-          sn[o + i] = th;
-          float d = g[o + i];
-          if (decay) d = d + wd * th;  // g = grad + wd * theta
-          if (momentum) {
-            float v = first ? d : buf[o + i] * mu + d;  // v = mu v + g (first step: v = g)
-            buf[o + i] = v;
-            d = nesterov ? d + mu * v : v;
-          }
-          float nw = th + (-lr) * d;  // theta - lr v
-          if (pull) {
-            const float c = alpha * (th - z[i]);  // c = alpha (theta - z), pre-step theta
-            if (alpha != 0) nw = nw - c;          // (alpha 0: theta exactly as SgdStep leaves it)
-            sum[i] = sum[i] + c;
-          }
-          w[o + i] = nw;
-        }
+        const int64_t o = r * n + b0;
+        const StepScalars sc{lr, mu, wd, alpha, p.first_step[static_cast<size_t>(r)] != 0,
+                             momentum, nesterov, decay};
+        float* const v = momentum ? buf + o : nullptr;
+        const float* const zb = pull ? z + b0 : nullptr;
+        float* const sb = pull ? sum + b0 : nullptr;
+        if (pull && momentum)
+          step_row<true, true>(w + o, sn + o, g + o, v, zb, sb, e0 - b0, sc);
+        else if (pull)
+          step_row<true, false>(w + o, sn + o, g + o, v, zb, sb, e0 - b0, sc);
+        else if (momentum)
+          step_row<false, true>(w + o, sn + o, g + o, v, zb, sb, e0 - b0, sc);
+        else
+          step_row<false, false>(w + o, sn + o, g + o, v, zb, sb, e0 - b0, sc);
       }
     }
   });
