@@ -46,7 +46,9 @@ MemoryPlan plan_memory(const Graph& g, int64_t batch, const std::vector<ValueId>
     for (ValueId i : g.nodes[n].inputs)
       if (i != kNoValue) p.last[static_cast<size_t>(i)] = static_cast<int>(n);
   for (ValueId o : g.outputs) p.last[static_cast<size_t>(o)] = end;  // read after the run
-  for (ValueId i : g.inputs) p.last[static_cast<size_t>(i)] = std::max(p.last[static_cast<size_t>(i)], 0);
+  // Graph inputs stay valid for the whole run, so running again without setting them again
+  // (cb-run --time, evaluation loops) reads the same data.
+  for (ValueId i : g.inputs) p.last[static_cast<size_t>(i)] = end;
 
   // Aliases and in-place reuse: the output joins its input's buffer, extending its lifetime.
   auto is_io = [&](ValueId v) {

@@ -54,3 +54,10 @@ TEST_CASE("memory plan: a detector catches overlapping live buffers") {
   p.offset[static_cast<size_t>(b)] = p.offset[static_cast<size_t>(a)];
   CHECK_THROWS(check_plan(g, p));
 }
+
+TEST_CASE("memory plan: graph inputs survive the run, so run() can repeat without new inputs") {
+  ImportResult r = import_model(CB_SOURCE_DIR "/models/transformer_op17.onnx");
+  MemoryPlan p = plan_memory(r.graph, 2);
+  for (ValueId i : r.graph.inputs)
+    CHECK(p.last[static_cast<size_t>(i)] == static_cast<int>(r.graph.nodes.size()));
+}
