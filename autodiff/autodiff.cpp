@@ -12,9 +12,12 @@ namespace cb {
 
 std::string_view loss_kind_name(LossKind k) {
   switch (k) {
-    case LossKind::SoftmaxCrossEntropy: return "softmax cross-entropy";
-    case LossKind::MeanSquaredError: return "mean squared error";
-    case LossKind::ModelOutput: return "the model's own loss output";
+    case LossKind::SoftmaxCrossEntropy:
+      return "softmax cross-entropy";
+    case LossKind::MeanSquaredError:
+      return "mean squared error";
+    case LossKind::ModelOutput:
+      return "the model's own loss output";
   }
   return "?";
 }
@@ -42,8 +45,9 @@ LossSpec detect_loss(const Graph& g) {
     if (dtype_is_float(v.dtype) && v.shape.size() == 2 && v.shape[0].batch)
       return {LossKind::SoftmaxCrossEntropy, v.name};
   }
-  fail("cannot tell which loss to train with: no scalar loss output and no [N,C] logits output; "
-       "pass --loss mse (prediction vs targets) or export the loss from the model");
+  fail(
+      "cannot tell which loss to train with: no scalar loss output and no [N,C] logits output; "
+      "pass --loss mse (prediction vs targets) or export the loss from the model");
 }
 
 TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
@@ -94,7 +98,8 @@ TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
         any = true;
     if (!any) continue;
     for (ValueId o : node.outputs)
-      if (o != kNoValue && dtype_is_float(g.value(o).dtype)) requires_grad[static_cast<size_t>(o)] = true;
+      if (o != kNoValue && dtype_is_float(g.value(o).dtype))
+        requires_grad[static_cast<size_t>(o)] = true;
   }
   if (!requires_grad[static_cast<size_t>(t.loss)])
     fail("the loss does not depend on any trainable parameter");
@@ -146,9 +151,9 @@ TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
       const Value& x = g.value(node.inputs[i]);
       const Value& d = g.value(dx);
       if (d.shape != x.shape || d.dtype != x.dtype)
-        throw InternalError(fmt::format("{}: vjp gave input {} a gradient {}{} for {}{}",
-                                        g.node_label(static_cast<NodeId>(n)), i, dtype_name(d.dtype),
-                                        to_string(d.shape), dtype_name(x.dtype), to_string(x.shape)));
+        throw InternalError(fmt::format(
+            "{}: vjp gave input {} a gradient {}{} for {}{}", g.node_label(static_cast<NodeId>(n)),
+            i, dtype_name(d.dtype), to_string(d.shape), dtype_name(x.dtype), to_string(x.shape)));
       contrib[node.inputs[i]].push_back(dx);
     }
   }
@@ -156,7 +161,8 @@ TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
     std::string list;
     for (const auto& m : missing) list += "\n  " + m;
     fail("cannot train: {} node{} on the path from the parameters to the loss {} no gradient:{}",
-         missing.size(), missing.size() == 1 ? "" : "s", missing.size() == 1 ? "has" : "have", list);
+         missing.size(), missing.size() == 1 ? "" : "s", missing.size() == 1 ? "has" : "have",
+         list);
   }
 
   // One gradient per parameter, each in a value of its own (it gets a slice of the flat buffer).

@@ -31,9 +31,9 @@ LossSpec detect_loss(const Graph& g);
 struct TrainingGraph {
   Graph graph;
   LossKind loss_kind = LossKind::SoftmaxCrossEntropy;
-  ValueId loss = kNoValue;    // f32 scalar
-  ValueId output = kNoValue;  // the model output the loss reads (logits / prediction)
-  ValueId target = kNoValue;  // added graph input: labels or targets (kNoValue: ModelOutput)
+  ValueId loss = kNoValue;      // f32 scalar
+  ValueId output = kNoValue;    // the model output the loss reads (logits / prediction)
+  ValueId target = kNoValue;    // added graph input: labels or targets (kNoValue: ModelOutput)
   std::vector<ValueId> params;  // trainable parameters, in value order
   std::vector<ValueId> grads;   // grads[i] = dloss/dparams[i]: same shape, its own buffer
   // BatchNorm running statistics: (state value, value holding its update after a step).

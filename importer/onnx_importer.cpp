@@ -36,19 +36,20 @@ std::string why_unparsable(const std::string& bytes) {
   }
   if (printable == head) {
     std::string first = bytes.substr(0, std::min(bytes.find('\n'), size_t{40}));
-    return fmt::format("this is a text file, not an ONNX model (it starts with \"{}\"); ONNX models "
-                       "are binary protobuf files written by an exporter such as "
-                       "torch.onnx.export or onnx.save",
-                       first);
+    return fmt::format(
+        "this is a text file, not an ONNX model (it starts with \"{}\"); ONNX models "
+        "are binary protobuf files written by an exporter such as "
+        "torch.onnx.export or onnx.save",
+        first);
   }
   struct Field {
     int number, wire;
     const char* name;
   };
   static constexpr Field kFields[] = {
-      {1, 0, "ir_version"},     {2, 2, "producer_name"},  {3, 2, "producer_version"},
-      {4, 2, "domain"},         {5, 0, "model_version"},  {6, 2, "doc_string"},
-      {7, 2, "graph"},          {8, 2, "opset_import"},   {14, 2, "metadata_props"},
+      {1, 0, "ir_version"},     {2, 2, "producer_name"}, {3, 2, "producer_version"},
+      {4, 2, "domain"},         {5, 0, "model_version"}, {6, 2, "doc_string"},
+      {7, 2, "graph"},          {8, 2, "opset_import"},  {14, 2, "metadata_props"},
       {20, 2, "training_info"}, {25, 2, "functions"}};
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   size_t size = bytes.size(), pos = 0;
@@ -63,9 +64,10 @@ std::string why_unparsable(const std::string& bytes) {
     return false;
   };
   auto truncated = [&](std::string_view where, std::string_view detail) {
-    return fmt::format("the file is truncated: it ends {} after {} bytes{}; copy or export the "
-                       "model again",
-                       where, size, detail);
+    return fmt::format(
+        "the file is truncated: it ends {} after {} bytes{}; copy or export the "
+        "model again",
+        where, size, detail);
   };
   while (pos < size) {
     size_t at = pos;
@@ -75,10 +77,11 @@ std::string why_unparsable(const std::string& bytes) {
     for (const auto& k : kFields)
       if (static_cast<uint64_t>(k.number) == (tag >> 3)) f = &k;
     if (!f || f->wire != static_cast<int>(tag & 7))
-      return fmt::format("not an ONNX model: the bytes do not have the layout of an ONNX "
-                         "ModelProto (at byte {}: field {} with wire type {}); is this the right "
-                         "file?",
-                         at, tag >> 3, tag & 7);
+      return fmt::format(
+          "not an ONNX model: the bytes do not have the layout of an ONNX "
+          "ModelProto (at byte {}: field {} with wire type {}); is this the right "
+          "file?",
+          at, tag >> 3, tag & 7);
     std::string where = fmt::format("inside the model's '{}' field", f->name);
     uint64_t v = 0;
     if (!varint(v)) return truncated(where, "");
@@ -87,10 +90,14 @@ std::string why_unparsable(const std::string& bytes) {
         return truncated(where, fmt::format(" ({} of its {} bytes are present)", size - pos, v));
       std::string sub = bytes.substr(pos, v);
       bool ok = true;
-      if (f->number == 7) ok = onnx::GraphProto().ParseFromString(sub);
-      else if (f->number == 8) ok = onnx::OperatorSetIdProto().ParseFromString(sub);
-      else if (f->number == 20) ok = onnx::TrainingInfoProto().ParseFromString(sub);
-      else if (f->number == 25) ok = onnx::FunctionProto().ParseFromString(sub);
+      if (f->number == 7)
+        ok = onnx::GraphProto().ParseFromString(sub);
+      else if (f->number == 8)
+        ok = onnx::OperatorSetIdProto().ParseFromString(sub);
+      else if (f->number == 20)
+        ok = onnx::TrainingInfoProto().ParseFromString(sub);
+      else if (f->number == 25)
+        ok = onnx::FunctionProto().ParseFromString(sub);
       if (!ok)
         return fmt::format("not a valid ONNX model: its '{}' field (bytes {} to {}) is corrupt",
                            f->name, pos, pos + v);
@@ -160,8 +167,8 @@ class Importer {
     if (name.empty()) bad("{} has an empty name", what);
     auto [it, fresh] = ids_.emplace(name, kNoValue);
     if (!fresh)
-      bad("the name '{}' is defined twice ({} and {}); every value name must be unique",
-          name, defined_as_[name], what);
+      bad("the name '{}' is defined twice ({} and {}); every value name must be unique", name,
+          defined_as_[name], what);
     defined_as_[name] = std::string(what);
     Value v;
     v.name = name;
@@ -221,8 +228,8 @@ class Importer {
     for (int i = 0; i < tt.shape().dim_size(); ++i) {
       const auto& d = tt.shape().dim(i);
       if (d.has_dim_value()) {
-        if (d.dim_value() < 0) bad("{} has a negative dimension {} at axis {}", what,
-                                   d.dim_value(), i);
+        if (d.dim_value() < 0)
+          bad("{} has a negative dimension {} at axis {}", what, d.dim_value(), i);
         v.shape.push_back(Dim::of(d.dim_value()));
       } else if (i == 0) {
         v.shape.push_back(Dim::N());
@@ -255,15 +262,22 @@ class Importer {
                                 const std::string& dir) {
     using A = onnx::AttributeProto;
     switch (a.type()) {
-      case A::INT: return a.i();
-      case A::FLOAT: return a.f();
-      case A::STRING: return a.s();
-      case A::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
-      case A::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
-      case A::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
+      case A::INT:
+        return a.i();
+      case A::FLOAT:
+        return a.f();
+      case A::STRING:
+        return a.s();
+      case A::INTS:
+        return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+      case A::FLOATS:
+        return std::vector<float>(a.floats().begin(), a.floats().end());
+      case A::STRINGS:
+        return std::vector<std::string>(a.strings().begin(), a.strings().end());
       case A::TENSOR:
         return tensor_from_proto(a.t(), fmt::format("{} attribute '{}'", what, a.name()), dir);
-      default: return OpaqueAttr{A::AttributeType_Name(a.type())};
+      default:
+        return OpaqueAttr{A::AttributeType_Name(a.type())};
     }
   }
 

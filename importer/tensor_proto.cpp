@@ -30,24 +30,29 @@ void read_external(const onnx::TensorProto& t, const std::string& what, const st
   bool has_length = false;
   for (const auto& kv : t.external_data()) {
     try {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value()), has_length = true;
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::stoll(kv.value());
+      else if (kv.key() == "length")
+        length = std::stoll(kv.value()), has_length = true;
     } catch (const std::exception&) {
       fail("{}: external data '{}' has a non-numeric value '{}'", what, kv.key(), kv.value());
     }
   }
   if (location.empty()) fail("{}: external data has no 'location'", what);
-  if (dir.empty()) fail("{}: external data '{}' cannot be read: model has no folder", what, location);
+  if (dir.empty())
+    fail("{}: external data '{}' cannot be read: model has no folder", what, location);
   fs::path rel(location);
   std::error_code ec;
   fs::path base = fs::weakly_canonical(fs::path(dir), ec);
   fs::path full = fs::weakly_canonical(base / rel, ec);
   auto [b_end, f_it] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
   if (rel.is_absolute() || b_end != base.end() || full == base)
-    fail("{}: external data path '{}' points outside the model's folder '{}'; crossbow only "
-         "reads external data next to the model (move the file there and use a relative path)",
-         what, location, dir);
+    fail(
+        "{}: external data path '{}' points outside the model's folder '{}'; crossbow only "
+        "reads external data next to the model (move the file there and use a relative path)",
+        what, location, dir);
   std::ifstream f(full, std::ios::binary);
   if (!f) fail("{}: cannot open external data file '{}'", what, full.string());
   f.seekg(0, std::ios::end);
@@ -56,15 +61,15 @@ void read_external(const onnx::TensorProto& t, const std::string& what, const st
     fail("{}: external data offset {} / length {} must not be negative", what, offset, length);
   if (!has_length) length = size - offset;
   if (offset > size || length > size - offset)
-    fail("{}: external data range [{}, {}+{}) lies beyond the end of '{}' ({} bytes)", what,
-         offset, offset, length, full.string(), size);
+    fail("{}: external data range [{}, {}+{}) lies beyond the end of '{}' ({} bytes)", what, offset,
+         offset, length, full.string(), size);
   if (static_cast<size_t>(length) != expected)
     fail("{}: external data holds {} bytes, the shape needs {}", what, length, expected);
   out.resize(expected);
   f.seekg(offset);
   f.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(expected));
-  if (!f) fail("{}: reading {} bytes of external data from '{}' failed", what, expected,
-               full.string());
+  if (!f)
+    fail("{}: reading {} bytes of external data from '{}' failed", what, expected, full.string());
 }
 
 }  // namespace
@@ -73,9 +78,10 @@ TensorPtr tensor_from_proto(const onnx::TensorProto& t, const std::string& what,
                             const std::string& dir) {
   auto dt = dtype_from_onnx(t.data_type());
   if (!dt)
-    fail("{}: element type {} ({}) is not supported; crossbow tensors are f32, f16, bf16, f64, "
-         "i64, i32, i8, u8 or bool",
-         what, onnx_dtype_name(t.data_type()), t.data_type());
+    fail(
+        "{}: element type {} ({}) is not supported; crossbow tensors are f32, f16, bf16, f64, "
+        "i64, i32, i8, u8 or bool",
+        what, onnx_dtype_name(t.data_type()), t.data_type());
   auto out = std::make_shared<Tensor>();
   out->dtype = *dt;
   // Every dim and the byte count stay <= 1 TiB (also with a zero dim elsewhere), which keeps all
@@ -93,13 +99,14 @@ TensorPtr tensor_from_proto(const onnx::TensorProto& t, const std::string& what,
     out->dims.push_back(d);
   }
   if (overflow || numel > kMaxTensorBytes / static_cast<int64_t>(esize))
-    fail("{}: dims [{}] overflow: the tensor would be larger than 1 TiB; the file is corrupt",
-         what, fmt::join(t.dims(), ","));
+    fail("{}: dims [{}] overflow: the tensor would be larger than 1 TiB; the file is corrupt", what,
+         fmt::join(t.dims(), ","));
   size_t expected = static_cast<size_t>(numel) * esize;
   auto mismatch = [&](std::string_view src, size_t have) {
-    fail("{}: {} holds {} bytes but dims [{}] of {} need {} bytes; the file is corrupt or was "
-         "written with a different shape",
-         what, src, have, fmt::join(t.dims(), ","), dtype_name(*dt), expected);
+    fail(
+        "{}: {} holds {} bytes but dims [{}] of {} need {} bytes; the file is corrupt or was "
+        "written with a different shape",
+        what, src, have, fmt::join(t.dims(), ","), dtype_name(*dt), expected);
   };
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     read_external(t, what, dir, expected, out->bytes);
@@ -113,26 +120,40 @@ TensorPtr tensor_from_proto(const onnx::TensorProto& t, const std::string& what,
   }
   auto typed_count = [&](int n, std::string_view field) {
     if (static_cast<int64_t>(n) != numel)
-      fail("{}: {} holds {} values but dims [{}] need {}", what, field, n,
-           fmt::join(t.dims(), ","), numel);
+      fail("{}: {} holds {} values but dims [{}] need {}", what, field, n, fmt::join(t.dims(), ","),
+           numel);
   };
   switch (*dt) {
-    case DType::F32: typed_count(t.float_data_size(), "float_data");
-      copy_typed<float, float>(t.float_data(), out->bytes); break;
-    case DType::F64: typed_count(t.double_data_size(), "double_data");
-      copy_typed<double, double>(t.double_data(), out->bytes); break;
-    case DType::I64: typed_count(t.int64_data_size(), "int64_data");
-      copy_typed<int64_t, int64_t>(t.int64_data(), out->bytes); break;
-    case DType::I32: typed_count(t.int32_data_size(), "int32_data");
-      copy_typed<int32_t, int32_t>(t.int32_data(), out->bytes); break;
-    case DType::I8: typed_count(t.int32_data_size(), "int32_data");
-      copy_typed<int32_t, int8_t>(t.int32_data(), out->bytes); break;
+    case DType::F32:
+      typed_count(t.float_data_size(), "float_data");
+      copy_typed<float, float>(t.float_data(), out->bytes);
+      break;
+    case DType::F64:
+      typed_count(t.double_data_size(), "double_data");
+      copy_typed<double, double>(t.double_data(), out->bytes);
+      break;
+    case DType::I64:
+      typed_count(t.int64_data_size(), "int64_data");
+      copy_typed<int64_t, int64_t>(t.int64_data(), out->bytes);
+      break;
+    case DType::I32:
+      typed_count(t.int32_data_size(), "int32_data");
+      copy_typed<int32_t, int32_t>(t.int32_data(), out->bytes);
+      break;
+    case DType::I8:
+      typed_count(t.int32_data_size(), "int32_data");
+      copy_typed<int32_t, int8_t>(t.int32_data(), out->bytes);
+      break;
     case DType::U8:
-    case DType::Bool: typed_count(t.int32_data_size(), "int32_data");
-      copy_typed<int32_t, uint8_t>(t.int32_data(), out->bytes); break;
+    case DType::Bool:
+      typed_count(t.int32_data_size(), "int32_data");
+      copy_typed<int32_t, uint8_t>(t.int32_data(), out->bytes);
+      break;
     case DType::F16:
-    case DType::BF16: typed_count(t.int32_data_size(), "int32_data");
-      copy_typed<int32_t, uint16_t>(t.int32_data(), out->bytes); break;
+    case DType::BF16:
+      typed_count(t.int32_data_size(), "int32_data");
+      copy_typed<int32_t, uint16_t>(t.int32_data(), out->bytes);
+      break;
   }
   return out;
 }

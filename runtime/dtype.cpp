@@ -35,10 +35,10 @@ std::optional<DType> dtype_from_onnx(int32_t code) {
 int32_t dtype_to_onnx(DType t) { return info(t).onnx; }
 
 std::string_view onnx_dtype_name(int32_t code) {
-  constexpr std::string_view kNames[] = {
-      "UNDEFINED", "FLOAT",  "UINT8",     "INT8",     "UINT16",    "INT16",  "INT32",
-      "INT64",     "STRING", "BOOL",      "FLOAT16",  "DOUBLE",    "UINT32", "UINT64",
-      "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+  constexpr std::string_view kNames[] = {"UNDEFINED",  "FLOAT",   "UINT8",  "INT8",   "UINT16",
+                                         "INT16",      "INT32",   "INT64",  "STRING", "BOOL",
+                                         "FLOAT16",    "DOUBLE",  "UINT32", "UINT64", "COMPLEX64",
+                                         "COMPLEX128", "BFLOAT16"};
   if (code >= 0 && code < static_cast<int32_t>(std::size(kNames))) return kNames[code];
   return "UNKNOWN";
 }

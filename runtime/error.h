@@ -30,9 +30,9 @@ template <typename... Args>
 
 }  // namespace cb
 
-#define CB_CHECK(cond)                                                                        \
-  do {                                                                                        \
-    if (!(cond))                                                                              \
-      throw ::cb::InternalError(fmt::format("internal error at {}:{}: check '{}' failed", \
-                                            __FILE__, __LINE__, #cond));                      \
+#define CB_CHECK(cond)                                                                           \
+  do {                                                                                           \
+    if (!(cond))                                                                                 \
+      throw ::cb::InternalError(                                                                 \
+          fmt::format("internal error at {}:{}: check '{}' failed", __FILE__, __LINE__, #cond)); \
   } while (0)

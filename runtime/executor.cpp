@@ -23,9 +23,14 @@ Tensor materialize_known(const Value& v, int64_t batch) {
   for (size_t i = 0; i < v.known->size(); ++i) {
     int64_t x = (*v.known)[i].resolve(batch);
     switch (v.dtype) {
-      case DType::I64: t.data<int64_t>()[i] = x; break;
-      case DType::I32: t.data<int32_t>()[i] = static_cast<int32_t>(x); break;
-      default: throw InternalError("symbolic constant of type " + std::string(dtype_name(v.dtype)));
+      case DType::I64:
+        t.data<int64_t>()[i] = x;
+        break;
+      case DType::I32:
+        t.data<int32_t>()[i] = static_cast<int32_t>(x);
+        break;
+      default:
+        throw InternalError("symbolic constant of type " + std::string(dtype_name(v.dtype)));
     }
   }
   return t;
@@ -37,13 +42,15 @@ std::vector<std::string> missing_kernels(const Graph& g, const Device& dev) {
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
     if (!node.def) {
-      gaps.push_back(fmt::format("{}: op not in the catalog", g.node_label(static_cast<NodeId>(n))));
+      gaps.push_back(
+          fmt::format("{}: op not in the catalog", g.node_label(static_cast<NodeId>(n))));
       continue;
     }
     DType t = node_kernel_dtype(g, node);
     if (!dev.supports(node.def->kind, t))
-      gaps.push_back(fmt::format("{}: no {} kernel for {} on {}", g.node_label(static_cast<NodeId>(n)),
-                                 node.op_type, dtype_name(t), dev.caps().name));
+      gaps.push_back(fmt::format("{}: no {} kernel for {} on {}",
+                                 g.node_label(static_cast<NodeId>(n)), node.op_type, dtype_name(t),
+                                 dev.caps().name));
   }
   return gaps;
 }
@@ -64,8 +71,8 @@ Executor::Executor(const Graph& g, Device& dev, int64_t batch,
   if (!gaps.empty()) {
     std::string list;
     for (const auto& s : gaps) list += "\n  " + s;
-    fail("{} node{} cannot run on {}:{}", gaps.size(), gaps.size() == 1 ? "" : "s",
-         dev.caps().name, list);
+    fail("{} node{} cannot run on {}:{}", gaps.size(), gaps.size() == 1 ? "" : "s", dev.caps().name,
+         list);
   }
   arena_ = DeviceBuffer(dev, static_cast<size_t>(std::max<int64_t>(plan_.bytes_peak, 64)));
   auto* base = static_cast<std::byte*>(arena_.get());
@@ -100,8 +107,10 @@ Executor::Executor(const Graph& g, Device& dev, int64_t batch,
     const Node& node = g.nodes[n];
     KernelArgs& a = args_[n];
     a.params = &node.params;
-    for (ValueId i : node.inputs) a.in.push_back(i == kNoValue ? TensorView{} : views_[static_cast<size_t>(i)]);
-    for (ValueId o : node.outputs) a.out.push_back(o == kNoValue ? TensorView{} : views_[static_cast<size_t>(o)]);
+    for (ValueId i : node.inputs)
+      a.in.push_back(i == kNoValue ? TensorView{} : views_[static_cast<size_t>(i)]);
+    for (ValueId o : node.outputs)
+      a.out.push_back(o == kNoValue ? TensorView{} : views_[static_cast<size_t>(o)]);
     skip_[n] = node.def->alias && a.in[0].data == a.out[0].data;
   }
 }

@@ -48,9 +48,9 @@ class Executor {
   MemoryPlan plan_;
   DeviceBuffer arena_;
   std::vector<DeviceBuffer> constants_;
-  std::vector<TensorView> views_;       // per value
-  std::vector<KernelArgs> args_;        // per node
-  std::vector<bool> skip_;              // per node: alias whose output already is its input
+  std::vector<TensorView> views_;  // per value
+  std::vector<KernelArgs> args_;   // per node
+  std::vector<bool> skip_;         // per node: alias whose output already is its input
   uint64_t step_ = 0;
   uint64_t stream_ = 0;
 };

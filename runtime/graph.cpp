@@ -8,11 +8,16 @@ namespace cb {
 
 std::string_view value_kind_name(ValueKind k) {
   switch (k) {
-    case ValueKind::Input: return "input";
-    case ValueKind::Parameter: return "parameter";
-    case ValueKind::State: return "state";
-    case ValueKind::Constant: return "constant";
-    case ValueKind::Activation: return "activation";
+    case ValueKind::Input:
+      return "input";
+    case ValueKind::Parameter:
+      return "parameter";
+    case ValueKind::State:
+      return "state";
+    case ValueKind::Constant:
+      return "constant";
+    case ValueKind::Activation:
+      return "activation";
   }
   return "?";
 }

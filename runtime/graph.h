@@ -96,7 +96,7 @@ std::optional<std::vector<Dim>> known_from_tensor(const Tensor& t);
 
 // Parameter accounting for reports and tests.
 struct ParamStats {
-  int64_t count = 0;   // elements of trainable parameters
+  int64_t count = 0;  // elements of trainable parameters
   int64_t bytes = 0;
   int64_t tensors = 0;
   int64_t state_count = 0;  // elements of non-trainable state (BN running statistics)

@@ -76,11 +76,20 @@ ValueId GraphBuilder::scalar(double x, DType t) {
   s.dtype = t;
   s.bytes.resize(dtype_size(t));
   switch (t) {
-    case DType::F32: *s.data<float>() = static_cast<float>(x); break;
-    case DType::F64: *s.data<double>() = x; break;
-    case DType::I64: *s.data<int64_t>() = static_cast<int64_t>(x); break;
-    case DType::I32: *s.data<int32_t>() = static_cast<int32_t>(x); break;
-    default: throw InternalError("GraphBuilder::scalar of " + std::string(dtype_name(t)));
+    case DType::F32:
+      *s.data<float>() = static_cast<float>(x);
+      break;
+    case DType::F64:
+      *s.data<double>() = x;
+      break;
+    case DType::I64:
+      *s.data<int64_t>() = static_cast<int64_t>(x);
+      break;
+    case DType::I32:
+      *s.data<int32_t>() = static_cast<int32_t>(x);
+      break;
+    default:
+      throw InternalError("GraphBuilder::scalar of " + std::string(dtype_name(t)));
   }
   return constant(std::move(s), "scalar");
 }

@@ -135,7 +135,8 @@ void check_plan(const Graph& g, const MemoryPlan& p) {
     for (size_t b = a + 1; b < p.bytes.size(); ++b) {
       if (!p.bytes[b]) continue;
       bool live_together = p.first[a] <= p.last[b] && p.first[b] <= p.last[a];
-      bool overlap = p.offset[a] < p.offset[b] + p.bytes[b] && p.offset[b] < p.offset[a] + p.bytes[a];
+      bool overlap =
+          p.offset[a] < p.offset[b] + p.bytes[b] && p.offset[b] < p.offset[a] + p.bytes[a];
       if (live_together && overlap)
         throw InternalError(fmt::format("memory plan: '{}' and '{}' are live together and overlap",
                                         g.values[a].name, g.values[b].name));
@@ -156,7 +157,8 @@ void print_plan(std::ostream& os, const Graph& g, const MemoryPlan& p) {
   fmt::print(os, "  reuse ratio    {:>14.2f}x\n", p.reuse_ratio());
   fmt::print(os, "  buffers        {:>14}  ({} in place, {} aliases)\n", buffers, p.inplace,
              p.aliased);
-  fmt::print(os, "  parameters     {:>14}  ({:.2f} MiB, shared by the plan, one copy per replica)\n",
+  fmt::print(os,
+             "  parameters     {:>14}  ({:.2f} MiB, shared by the plan, one copy per replica)\n",
              params, mib(params));
   fmt::print(os, "  per replica    {:>14}  ({:.2f} MiB: arena + parameters)\n",
              p.bytes_peak + params, mib(p.bytes_peak + params));

@@ -15,9 +15,9 @@ namespace cb {
 struct MemoryPlan {
   static constexpr int64_t kNotInArena = -1;
   int64_t batch = 0;
-  std::vector<int64_t> offset;  // per value: byte offset in the arena, or kNotInArena
-  std::vector<int64_t> bytes;   // per value: bytes it occupies (0 when not in the arena)
-  std::vector<ValueId> root;    // per value: the value whose buffer it uses (itself if its own)
+  std::vector<int64_t> offset;   // per value: byte offset in the arena, or kNotInArena
+  std::vector<int64_t> bytes;    // per value: bytes it occupies (0 when not in the arena)
+  std::vector<ValueId> root;     // per value: the value whose buffer it uses (itself if its own)
   std::vector<int> first, last;  // per value: live over nodes [first, last] (-1: before node 0)
   int64_t bytes_peak = 0;        // arena size
   int64_t bytes_naive = 0;       // sum of all activation buffers without any reuse

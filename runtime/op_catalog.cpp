@@ -109,17 +109,18 @@ const std::vector<Dim>* InferCtx::known(size_t i) const {
 std::vector<Dim> InferCtx::known_dims(size_t i, std::string_view what) const {
   if (!has_input(i)) fail("needs its {} input", what);
   if (const auto* k = known(i)) return *k;
-  fail("{} (input {} '{}') must be a constant or computable from shapes before execution; "
-       "crossbow does not run data-dependent shapes. Re-export with the value fixed.",
-       what, i, in(i).name);
+  fail(
+      "{} (input {} '{}') must be a constant or computable from shapes before execution; "
+      "crossbow does not run data-dependent shapes. Re-export with the value fixed.",
+      what, i, in(i).name);
 }
 
 std::vector<int64_t> InferCtx::known_ints(size_t i, std::string_view what) const {
   std::vector<int64_t> out;
   for (const Dim& d : known_dims(i, what)) {
     if (d.batch)
-      fail("{} (input {} '{}') depends on the batch size, which is not supported here", what,
-           i, in(i).name);
+      fail("{} (input {} '{}') depends on the batch size, which is not supported here", what, i,
+           in(i).name);
     out.push_back(d.value);
   }
   return out;
@@ -129,8 +130,8 @@ void InferCtx::set(size_t i, DType t, Shape s) {
   if (!has_output(i)) return;
   Value& v = g_.value(node().outputs[i]);
   for (const Dim& d : s)
-    if (d.value < 0) fail("output {} '{}' would have a negative dimension: {}", i, v.name,
-                          to_string(s));
+    if (d.value < 0)
+      fail("output {} '{}' would have a negative dimension: {}", i, v.name, to_string(s));
   v.dtype = t;
   v.shape = std::move(s);
   v.shape_known = true;
@@ -192,8 +193,9 @@ void parse_node(Graph& g, NodeId id) {
   };
   int ni = count(n.inputs), no = count(n.outputs);
   auto range = [](int lo, int hi) {
-    return hi < 0 ? fmt::format("at least {}", lo)
-                  : lo == hi ? std::to_string(lo) : fmt::format("{} to {}", lo, hi);
+    return hi < 0     ? fmt::format("at least {}", lo)
+           : lo == hi ? std::to_string(lo)
+                      : fmt::format("{} to {}", lo, hi);
   };
   if (ni < d.inputs_min || (d.inputs_max >= 0 && ni > d.inputs_max))
     fail("{} has {} inputs; {} takes {}", g.node_label(id), ni, d.name,

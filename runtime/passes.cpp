@@ -18,10 +18,18 @@ TensorPtr materialize(const Value& v) {
   for (size_t i = 0; i < v.known->size(); ++i) {
     int64_t x = (*v.known)[i].value;
     switch (v.dtype) {
-      case DType::I64: t->data<int64_t>()[i] = x; break;
-      case DType::I32: t->data<int32_t>()[i] = static_cast<int32_t>(x); break;
-      case DType::I8: t->data<int8_t>()[i] = static_cast<int8_t>(x); break;
-      default: t->data<uint8_t>()[i] = static_cast<uint8_t>(x); break;  // u8, bool
+      case DType::I64:
+        t->data<int64_t>()[i] = x;
+        break;
+      case DType::I32:
+        t->data<int32_t>()[i] = static_cast<int32_t>(x);
+        break;
+      case DType::I8:
+        t->data<int8_t>()[i] = static_cast<int8_t>(x);
+        break;
+      default:
+        t->data<uint8_t>()[i] = static_cast<uint8_t>(x);
+        break;  // u8, bool
     }
   }
   return t;
@@ -45,8 +53,8 @@ FoldStats fold_and_prune(Graph& g) {
       Value& v = g.value(o);
       v.kind = ValueKind::Constant;
       v.producer = -1;
-      if (!v.data && shape_is_static(v.shape) && std::all_of(v.known->begin(), v.known->end(),
-                                                            [](Dim d) { return !d.batch; }))
+      if (!v.data && shape_is_static(v.shape) &&
+          std::all_of(v.known->begin(), v.known->end(), [](Dim d) { return !d.batch; }))
         v.data = materialize(v);
     }
   }
@@ -88,7 +96,8 @@ FoldStats fold_and_prune(Graph& g) {
     map_ids(node.inputs);
     map_ids(node.outputs);
     for (ValueId o : node.outputs)
-      if (o != kNoValue) values[static_cast<size_t>(o)].producer = static_cast<NodeId>(nodes.size());
+      if (o != kNoValue)
+        values[static_cast<size_t>(o)].producer = static_cast<NodeId>(nodes.size());
     nodes.push_back(std::move(node));
   }
   g.values = std::move(values);
@@ -113,13 +122,18 @@ void classify_initializers(Graph& g) {
       for (size_t i = 0; i < node.inputs.size(); ++i) {
         if (node.inputs[i] != static_cast<ValueId>(v)) continue;
         uint32_t b = 1u << i;
-        if (node.def->state_inputs & b) state = true;
-        else if (!((node.def->nondiff_inputs | node.def->value_inputs) & b)) param = true;
+        if (node.def->state_inputs & b)
+          state = true;
+        else if (!((node.def->nondiff_inputs | node.def->value_inputs) & b))
+          param = true;
       }
     }
-    if (state) val.kind = ValueKind::State;
-    else if (param && dtype_is_float(val.dtype)) val.kind = ValueKind::Parameter;
-    else val.kind = ValueKind::Constant;
+    if (state)
+      val.kind = ValueKind::State;
+    else if (param && dtype_is_float(val.dtype))
+      val.kind = ValueKind::Parameter;
+    else
+      val.kind = ValueKind::Constant;
   }
 }
 

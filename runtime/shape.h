@@ -33,7 +33,7 @@ std::optional<Dim> dim_sub(Dim a, Dim b);
 
 using Shape = std::vector<Dim>;
 
-std::string to_string(const Shape& s);       // "[N,3,224,224]"
+std::string to_string(const Shape& s);           // "[N,3,224,224]"
 std::optional<Dim> shape_numel(const Shape& s);  // nullopt if not of the form a or a*N
 bool shape_is_static(const Shape& s);
 Shape shape_of(const std::vector<int64_t>& dims);

@@ -11,10 +11,10 @@
 namespace cb {
 
 struct TunerOptions {
-  double threshold = 0.05;     // add while images/s grow by more than this fraction
-  long warmup_steps = 20;      // steps after each change that are not measured
-  long window_steps = 100;     // steps per measurement window
-  int max_learners = 64;       // per device
+  double threshold = 0.05;  // add while images/s grow by more than this fraction
+  long warmup_steps = 20;   // steps after each change that are not measured
+  long window_steps = 100;  // steps per measurement window
+  int max_learners = 64;    // per device
 };
 
 struct TunerDecision {

@@ -55,8 +55,7 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss)
            tg_.loss_kind == LossKind::ModelOutput ? " and one i64 [N] labels input" : "");
     }
   }
-  if (image < 0)
-    fail("the model has no input to feed data to (inputs: {})", input_list(forward));
+  if (image < 0) fail("the model has no input to feed data to (inputs: {})", input_list(forward));
   if (tg_.loss_kind == LossKind::ModelOutput && label_input_ < 0)
     fail("the model computes its own loss but has no i64 [N] labels input (inputs: {})",
          input_list(forward));

@@ -100,8 +100,7 @@ class TrainModel {
 // size in use (the last partial batch gets its own), all bound to the same two buffers.
 class Evaluator {
  public:
-  Evaluator(const TrainModel& m, Device& dev, const void* params, const void* state,
-            int64_t batch);
+  Evaluator(const TrainModel& m, Device& dev, const void* params, const void* state, int64_t batch);
   EvalResult evaluate(const ImageSet& set);
 
  private:

@@ -88,8 +88,8 @@ SmaRunSummary run_sma_training(SmaTrainer& t, const IdxDataset& data, const SmaR
       }
       if (since_change == o.tuner.warmup_steps + o.tuner.window_steps) {
         const int before = t.learners_per_device();
-        TunerDecision dec = tuner->observe(static_cast<double>(tune_images) / tune_s,
-                                           t.fits(before + 1));
+        TunerDecision dec =
+            tuner->observe(static_cast<double>(tune_images) / tune_s, t.fits(before + 1));
         if (cb.on_tune) cb.on_tune(dec, t.memory());
         if (dec.learners != before) t.set_learners(dec.learners);
         since_change = 0;
@@ -119,8 +119,8 @@ SmaRunSummary run_sma_training(SmaTrainer& t, const IdxDataset& data, const SmaR
       prog_steps = prog_images = 0;
     }
 
-    const bool due = ro.eval_every > 0 ? s % ro.eval_every == 0
-                                       : consumed / spe > (consumed - K) / spe;
+    const bool due =
+        ro.eval_every > 0 ? s % ro.eval_every == 0 : consumed / spe > (consumed - K) / spe;
     if (due || last) {
       SmaEvalReport r;
       r.epoch = static_cast<double>(consumed) / static_cast<double>(spe);

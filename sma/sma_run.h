@@ -22,8 +22,8 @@
 namespace cb {
 
 struct SmaRunOptions {
-  RunOptions run;              // epochs, steps, eval_every (steps), shuffle, seed, schedule, ...
-  bool auto_tune = false;      // --learners auto
+  RunOptions run;          // epochs, steps, eval_every (steps), shuffle, seed, schedule, ...
+  bool auto_tune = false;  // --learners auto
   TunerOptions tuner;
   double target_accuracy = 0;  // > 0: evaluate z and stop once its test accuracy reaches this
   double progress_interval_s = 0.5;
@@ -35,15 +35,15 @@ struct SmaProgress {
   double images_per_s = 0;  // training throughput since the previous report
   double loss = 0;          // mean learner loss since the previous report
   double lr = 0;
-  int learners = 0;         // in all
-  double eta_s = -1;        // training time left at this throughput (evaluation excluded)
+  int learners = 0;   // in all
+  double eta_s = -1;  // training time left at this throughput (evaluation excluded)
 };
 
 struct SmaEvalReport {
   double time_s = 0;  // since the start of the run
   double epoch = 0;
   int64_t step = 0;
-  double train_loss = 0;    // mean learner loss since the previous evaluation
+  double train_loss = 0;  // mean learner loss since the previous evaluation
   double lr = 0;
   double images_per_s = 0;  // since the previous evaluation
   int learners = 0;

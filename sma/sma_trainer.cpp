@@ -76,9 +76,9 @@ struct SmaTrainer::Group {
   std::vector<int> cores;
   std::unique_ptr<Collective> coll;
   std::unique_ptr<Device> dev;
-  DeviceBuffer params, grads, vel, snap, state;      // [k][P] x 4, [k][S]
+  DeviceBuffer params, grads, vel, snap, state;        // [k][P] x 4, [k][S]
   DeviceBuffer z, z_prev, sum, mean, state_avg, flag;  // [P] x 4, [S], [1]
-  std::vector<uint8_t> first;                        // per row: next step starts the velocity
+  std::vector<uint8_t> first;                          // per row: next step starts the velocity
   std::any step_params, central_params, state_sum_params, param_sum_params;
   KernelArgs sync_args, local_args, central_args, state_sum_args, param_sum_args;
   Worker driver;  // last: joined before the rest is destroyed
@@ -112,12 +112,13 @@ SmaTrainer::SmaTrainer(const Graph& forward, const LossSpec& loss, const SmaOpti
 
   eval_dev_ = make_cpu_device(ncores);  // not pinned: the learners' threads are
   const int64_t P = model_.flat_elems(), S = model_.state_elems();
-  const MemoryPlan plan = plan_memory(model_.training_graph().graph, t.batch, model_.bound_values());
+  const MemoryPlan plan =
+      plan_memory(model_.training_graph().graph, t.batch, model_.bound_values());
   mem_.arena = plan.bytes_peak;
   mem_.per_replica = plan.bytes_peak + 4 * P * 4 + S * 4;
   mem_.fixed = 4 * P * 4 + S * 4 + 64;
-  mem_.budget = opts_.memory_budget > 0 ? opts_.memory_budget
-                                        : eval_dev_->caps().memory_free / opts_.devices;
+  mem_.budget =
+      opts_.memory_budget > 0 ? opts_.memory_budget : eval_dev_->caps().memory_free / opts_.devices;
 
   auto colls = make_shared_memory_collectives(opts_.devices);
   for (int d = 0; d < opts_.devices; ++d) {
@@ -432,11 +433,7 @@ std::vector<float> SmaTrainer::row(Rows which, int learner) const {
 }
 
 std::vector<float> SmaTrainer::replica(int learner) const { return row(Rows::Params, learner); }
-std::vector<float> SmaTrainer::velocity(int learner) const {
-  return row(Rows::Velocity, learner);
-}
-std::vector<float> SmaTrainer::snapshot(int learner) const {
-  return row(Rows::Snapshot, learner);
-}
+std::vector<float> SmaTrainer::velocity(int learner) const { return row(Rows::Velocity, learner); }
+std::vector<float> SmaTrainer::snapshot(int learner) const { return row(Rows::Snapshot, learner); }
 
 }  // namespace cb

@@ -52,14 +52,14 @@
 namespace cb {
 
 struct SmaOptions {
-  TrainerOptions train;          // batch, eval batch, momentum, nesterov, weight decay (SGD only)
-  int devices = 1;               // CPU devices: the cores split into this many groups
-  std::vector<int> cores;        // cores to use; empty: all of this machine's
-  int learners = 1;              // per device, to start with
-  std::optional<double> alpha;   // empty: 1 / K, recomputed whenever K changes
+  TrainerOptions train;           // batch, eval batch, momentum, nesterov, weight decay (SGD only)
+  int devices = 1;                // CPU devices: the cores split into this many groups
+  std::vector<int> cores;         // cores to use; empty: all of this machine's
+  int learners = 1;               // per device, to start with
+  std::optional<double> alpha;    // empty: 1 / K, recomputed whenever K changes
   double central_momentum = 0.9;  // mu_z
-  int64_t sync_every = 1;        // SMA correction every N steps; local SGD in between
-  int64_t memory_budget = 0;     // bytes per device; 0: the device's free memory / devices
+  int64_t sync_every = 1;         // SMA correction every N steps; local SGD in between
+  int64_t memory_budget = 0;      // bytes per device; 0: the device's free memory / devices
 };
 
 // One learner's batch: images f32 [batch,...], labels i64 [batch].

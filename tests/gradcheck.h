@@ -25,10 +25,10 @@ struct GradCase {
   std::string op;
   std::vector<GradInput> inputs;
   AttrMap attrs;
-  size_t outputs = 1;        // the loss reads output 0
+  size_t outputs = 1;  // the loss reads output 0
   double rtol = 1e-5, atol = 1e-7;
   double step = 1e-6;
-  int max_elements = 24;     // elements checked per input (evenly spaced)
+  int max_elements = 24;  // elements checked per input (evenly spaced)
 };
 
 // f64 tensor with values uniform in [lo, hi] (seeded), or `away` from zero by at least `gap`.

@@ -31,7 +31,8 @@ TEST_CASE("autodiff: a value read twice gets the sum of its gradients") {
   ValueId w = param(g, "w", testing::random_f64({3}, 1));
   GraphBuilder b(g, "m");
   // loss = sum(w * w + w) -> dloss/dw = 2w + 1
-  ValueId loss = b.op("ReduceSum", {b.op("Add", {b.op("Mul", {w, w}), w})}, {{"keepdims", int64_t{0}}});
+  ValueId loss =
+      b.op("ReduceSum", {b.op("Add", {b.op("Mul", {w, w}), w})}, {{"keepdims", int64_t{0}}});
   g.outputs = {loss};
   TrainingGraph t = build_training_graph(g, {LossKind::ModelOutput, g.value(loss).name});
   REQUIRE(t.params.size() == 1);
@@ -48,8 +49,8 @@ TEST_CASE("autodiff: every node without a gradient is named at once") {
   g.opset = kEmitOpset;
   ValueId w = param(g, "w", testing::random_f64({2, 3}, 2));
   GraphBuilder b(g, "m");
-  ValueId a = b.op("Abs", {w});     // Abs has no vjp
-  ValueId f = b.op("Floor", {w});   // nor Floor
+  ValueId a = b.op("Abs", {w});    // Abs has no vjp
+  ValueId f = b.op("Floor", {w});  // nor Floor
   ValueId loss = b.op("ReduceSum", {b.op("Add", {a, f})}, {{"keepdims", int64_t{0}}});
   g.outputs = {loss};
   try {

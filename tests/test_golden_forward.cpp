@@ -18,7 +18,7 @@ using namespace cb;
 namespace fs = std::filesystem;
 
 namespace {
-const char* const kModels[] = {"mlp",      "lenet5",   "resnet20",    "transformer",
+const char* const kModels[] = {"mlp",      "lenet5",   "resnet20",     "transformer",
                                "resnet18", "resnet50", "mobilenet_v2", "vgg11_bn"};
 
 double rel_max_diff(const Tensor& got, const Tensor& want) {
@@ -75,9 +75,10 @@ TEST_CASE("golden forward: cb-run writes PyTorch's output") {
   fs::path out = fs::temp_directory_path() / "cb_run_golden";
   fs::remove_all(out);
   std::string fx = CB_SOURCE_DIR "/models/fixtures/lenet5";
-  std::string cmd = fmt::format("{}/cb-run {}/models/lenet5_op17.onnx --input input={}/input.pb "
-                                "--output-dir {} > /dev/null",
-                                CB_BINARY_DIR, CB_SOURCE_DIR, fx, out.string());
+  std::string cmd = fmt::format(
+      "{}/cb-run {}/models/lenet5_op17.onnx --input input={}/input.pb "
+      "--output-dir {} > /dev/null",
+      CB_BINARY_DIR, CB_SOURCE_DIR, fx, out.string());
   int rc = std::system(cmd.c_str());
   REQUIRE(WIFEXITED(rc));
   REQUIRE(WEXITSTATUS(rc) == 0);

@@ -110,8 +110,7 @@ std::string read_all(const std::string& path) {
 }
 
 void check_fragments(const std::string& msg, const Case& c) {
-  CHECK_MESSAGE(msg.find(c.file) != std::string::npos, "the message does not name the file: ",
-                msg);
+  CHECK_MESSAGE(msg.find(c.file) != std::string::npos, "the message does not name the file: ", msg);
   for (const auto& e : c.expect)
     CHECK_MESSAGE(msg.find(e) != std::string::npos, "missing '", e, "' in: ", msg);
 }

@@ -43,8 +43,10 @@ std::string compare(const Tensor& got, const Tensor& want) {
     bool ok;
     if (dtype_is_float(got.dtype)) {
       double g = got.real_at(i), w = want.real_at(i);
-      if (std::isnan(w)) ok = std::isnan(g);
-      else if (std::isinf(w)) ok = g == w;
+      if (std::isnan(w))
+        ok = std::isnan(g);
+      else if (std::isinf(w))
+        ok = g == w;
       else {
         double err = std::abs(g - w);
         ok = err <= 1e-5 + 1e-3 * std::abs(w);
@@ -83,8 +85,10 @@ Outcome run_test(const SuiteTest& t, Device& dev) {
       if (!fs::exists(f) || !in.type().has_tensor_type()) continue;
       TensorPtr tensor = read_suite_tensor(f, in.type());
       if (!tensor) return {false, "cannot read " + f.string()};
-      if (value_inputs.count(in.name())) opts.constant_inputs[in.name()] = tensor;
-      else feeds[in.name()] = tensor;
+      if (value_inputs.count(in.name()))
+        opts.constant_inputs[in.name()] = tensor;
+      else
+        feeds[in.name()] = tensor;
     }
     ImportResult r = import_model((t.dir / "model.onnx").string(), opts);
     const Graph& g = r.graph;
@@ -102,11 +106,13 @@ Outcome run_test(const SuiteTest& t, Device& dev) {
     ex.run();
     std::string diff;
     for (size_t i = 0; i < g.outputs.size(); ++i) {
-      TensorPtr want = read_suite_tensor(data / fmt::format("output_{}.pb", i), gp.output(int(i)).type());
+      TensorPtr want =
+          read_suite_tensor(data / fmt::format("output_{}.pb", i), gp.output(int(i)).type());
       if (!want) return {false, fmt::format("cannot read output_{}.pb", i)};
       std::string d = compare(ex.output(i), *want);
-      if (!d.empty()) diff += fmt::format("{}output {} '{}': {}", diff.empty() ? "" : "; ", i,
-                                          g.value(g.outputs[i]).name, d);
+      if (!d.empty())
+        diff += fmt::format("{}output {} '{}': {}", diff.empty() ? "" : "; ", i,
+                            g.value(g.outputs[i]).name, d);
     }
     return {diff.empty(), diff};
   } catch (const std::exception& e) {
@@ -124,7 +130,8 @@ TEST_CASE("ONNX backend node tests run on the CPU") {
     return;
   }
   std::vector<std::string> expected = read_expected(kExpectedFile);
-  CHECK_MESSAGE(std::is_sorted(expected.begin(), expected.end()), "the expected list must be sorted");
+  CHECK_MESSAGE(std::is_sorted(expected.begin(), expected.end()),
+                "the expected list must be sorted");
   auto dev = make_cpu_device(2);
   std::map<std::string, Outcome> results;
   for (const SuiteTest& t : catalog_node_tests(suite)) results.emplace(t.name, run_test(t, *dev));
@@ -145,7 +152,9 @@ TEST_CASE("ONNX backend node tests run on the CPU") {
   if (!failing.empty()) MESSAGE("not passing:" << failing);
   for (const std::string& name : expected) {
     auto it = results.find(name);
-    if (it == results.end()) FAIL_CHECK(name << " is listed but is not a one-node test of a catalog op");
-    else if (!it->second.pass) FAIL_CHECK(name << " regressed: " << it->second.detail);
+    if (it == results.end())
+      FAIL_CHECK(name << " is listed but is not a one-node test of a catalog op");
+    else if (!it->second.pass)
+      FAIL_CHECK(name << " regressed: " << it->second.detail);
   }
 }

@@ -76,7 +76,8 @@ Result run_one(const fs::path& dir, const onnx::ModelProto& m) {
     for (size_t i = 0; i < g.outputs.size(); ++i) {
       onnx::TensorProto want;
       fs::path f = data / fmt::format("output_{}.pb", i);
-      if (!parse_proto_file(f, want)) return {Outcome::Fail, fmt::format("cannot read {}", f.string())};
+      if (!parse_proto_file(f, want))
+        return {Outcome::Fail, fmt::format("cannot read {}", f.string())};
       if (want.data_type() == onnx::TensorProto::UINT16 &&
           m.graph().output(static_cast<int>(i)).type().tensor_type().elem_type() ==
               onnx::TensorProto::BFLOAT16)
@@ -117,7 +118,8 @@ TEST_CASE("shape inference agrees with the ONNX backend node tests") {
                 "the expected list has a duplicate");
 
   std::map<std::string, Result> results;
-  for (const SuiteTest& t : catalog_node_tests(suite)) results.emplace(t.name, run_one(t.dir, t.model));
+  for (const SuiteTest& t : catalog_node_tests(suite))
+    results.emplace(t.name, run_one(t.dir, t.model));
 
   int passed = 0;
   std::string fails, rejects, fresh;

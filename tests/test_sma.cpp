@@ -80,7 +80,8 @@ Graph gemm_graph(const std::vector<float>& w, const std::vector<float>& b, bool 
   x.shape_known = true;
   ValueId xi = g.add_value(x);
   g.inputs.push_back(xi);
-  auto param = [&](const std::string& name, std::vector<int64_t> dims, const std::vector<float>& d) {
+  auto param = [&](const std::string& name, std::vector<int64_t> dims,
+                   const std::vector<float>& d) {
     Value v;
     v.name = name;
     v.kind = ValueKind::Parameter;
@@ -441,8 +442,7 @@ TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp3
     diff = std::max(diff, static_cast<double>(std::abs(za[i] - zb[i])));
     scale = std::max(scale, static_cast<double>(std::abs(zb[i])));
   }
-  MESSAGE("cpu:2 x 2 vs cpu x 4 after 15 steps: max |dz| " << diff << " (max |z| " << scale
-                                                           << ")");
+  MESSAGE("cpu:2 x 2 vs cpu x 4 after 15 steps: max |dz| " << diff << " (max |z| " << scale << ")");
   CHECK(diff <= 1e-5 * scale);  // fp32 summation order only: ~1e-7 relative observed
   CHECK(za != two.replica(0));
 }
@@ -553,7 +553,8 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   CHECK(s.learners <= 2);
 }
 
-// ---- divergence ----------------------------------------------------------------------------------
+// ---- divergence
+// ----------------------------------------------------------------------------------
 
 TEST_CASE("sma: divergence stops naming the step and the learner; nothing is updated") {
   std::mt19937 rng(3);
@@ -603,7 +604,8 @@ TEST_CASE("sma: divergence stops naming the step and the learner; nothing is upd
   CHECK(contains(e, "every learner's replica is finite"));
 }
 
-// ---- cb-train ------------------------------------------------------------------------------------
+// ---- cb-train
+// ------------------------------------------------------------------------------------
 
 TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergence keeps it") {
   if (!have_fashion()) {
@@ -644,9 +646,9 @@ TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergenc
   CHECK(back.graph.nodes.size() > 0);
 
   // The auto-tuner prints its decisions; a target accuracy stops the run and reports the time.
-  std::tie(rc, text) = run(
-      "--steps 300 --eval-every 50 --test-limit 200 --tuner-warmup 2 --tuner-window 10 "
-      "--target-accuracy 0.3");
+  std::tie(rc, text) =
+      run("--steps 300 --eval-every 50 --test-limit 200 --tuner-warmup 2 --tuner-window 10 "
+          "--target-accuracy 0.3");
   CAPTURE(text);
   CHECK(rc == 0);
   CHECK(contains(text, "tuner    1 learner/device: "));

@@ -22,7 +22,8 @@ nlohmann::json zoo() {
 std::string shape_str(const nlohmann::json& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i)
-    out += (i ? "," : "") + (s[i].is_string() ? s[i].get<std::string>() : std::to_string(s[i].get<int64_t>()));
+    out += (i ? "," : "") +
+           (s[i].is_string() ? s[i].get<std::string>() : std::to_string(s[i].get<int64_t>()));
   return out + "]";
 }
 }  // namespace

@@ -9,9 +9,9 @@
 #include <optional>
 #include <sstream>
 
+#include "autodiff/autodiff.h"
 #include "importer/onnx_importer.h"
 #include "runtime/error.h"
-#include "autodiff/autodiff.h"
 #include "runtime/memory_plan.h"
 #include "tools/inspect_report.h"
 
@@ -56,8 +56,9 @@ int main(int argc, char** argv) {
     cb::TrainingGraph tg;
     if (train) {
       if (!r.blockers.empty())
-        throw cb::Error(model + ": no training graph: some nodes use unsupported ops (run "
-                                "cb-inspect without --train for the list)");
+        throw cb::Error(model +
+                        ": no training graph: some nodes use unsupported ops (run "
+                        "cb-inspect without --train for the list)");
       cb::LossSpec loss = cb::detect_loss(r.graph);
       tg = cb::build_training_graph(r.graph, loss);
       std::cerr << "cb-inspect: training graph with loss " << cb::loss_kind_name(loss.kind)
@@ -67,15 +68,20 @@ int main(int argc, char** argv) {
       r.graph = tg.graph;
     }
     std::ostringstream out;  // print only once everything succeeded: nothing half-done
-    if (json) cb::tools::print_json(out, model, r);
-    else if (dot) cb::tools::print_dot(out, r);
-    else cb::tools::print_text(out, model, r);
+    if (json)
+      cb::tools::print_json(out, model, r);
+    else if (dot)
+      cb::tools::print_dot(out, r);
+    else
+      cb::tools::print_text(out, model, r);
     if (memory) {
       if (!r.blockers.empty())
         throw cb::Error(model + ": no memory plan: nodes of unknown ops have unknown shapes");
       cb::MemoryPlan plan = cb::plan_memory(r.graph, batch);
-      if (json) cb::tools::print_plan_json(out, plan);
-      else cb::print_plan(out, r.graph, plan);
+      if (json)
+        cb::tools::print_plan_json(out, plan);
+      else
+        cb::print_plan(out, r.graph, plan);
     }
     std::cout << out.str();
     if (!r.blockers.empty()) {

@@ -4,8 +4,8 @@
 // the per-iteration latency. Inference by default: BatchNormalization uses its running
 // statistics and Dropout is the identity even in a model exported for training; --train-mode
 // runs it as exported (batch statistics, active dropout).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -34,14 +34,27 @@ Tensor random_tensor(const Value& v, const std::vector<int64_t>& dims, std::mt19
   std::uniform_int_distribution<int> small(0, 9);  // safe as indices into any table of >= 10
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (v.dtype) {
-      case DType::F32: t.data<float>()[i] = static_cast<float>(real(rng)); break;
-      case DType::F64: t.data<double>()[i] = real(rng); break;
-      case DType::I64: t.data<int64_t>()[i] = small(rng); break;
-      case DType::I32: t.data<int32_t>()[i] = small(rng); break;
+      case DType::F32:
+        t.data<float>()[i] = static_cast<float>(real(rng));
+        break;
+      case DType::F64:
+        t.data<double>()[i] = real(rng);
+        break;
+      case DType::I64:
+        t.data<int64_t>()[i] = small(rng);
+        break;
+      case DType::I32:
+        t.data<int32_t>()[i] = small(rng);
+        break;
       case DType::U8:
-      case DType::I8: t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng)); break;
-      case DType::Bool: t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng) & 1); break;
-      default: fail("input '{}': random data of type {} is not supported", v.name, dtype_name(v.dtype));
+      case DType::I8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng));
+        break;
+      case DType::Bool:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng) & 1);
+        break;
+      default:
+        fail("input '{}': random data of type {} is not supported", v.name, dtype_name(v.dtype));
     }
   }
   return t;
@@ -66,7 +79,8 @@ int main(int argc, char** argv) {
   app.add_option("model", model, "ONNX model file")->required();
   app.add_option("--input,-i", inputs, "NAME=FILE.pb (ONNX TensorProto) or NAME=random");
   app.add_option("--output-dir,-o", out_dir, "write every graph output as DIR/<name>.pb");
-  app.add_option("--batch-size,-b", batch, "batch size for random inputs (default: from the input files, else 1)");
+  app.add_option("--batch-size,-b", batch,
+                 "batch size for random inputs (default: from the input files, else 1)");
   app.add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
   app.add_option("--time", time_iters, "time N iterations after one warm-up, print latency");
   app.add_option("--seed", seed, "seed for random inputs");
@@ -119,8 +133,10 @@ int main(int argc, char** argv) {
       if (s == spec.end())
         fail("no data for input '{}' {}: pass --input {}=FILE.pb or --input {}=random", v.name,
              to_string(v.shape), v.name, v.name);
-      if (s->second == "random") ex.set_input(i, random_tensor(v, ex.input_dims(i), rng));
-      else ex.set_input(i, *files.at(v.name));
+      if (s->second == "random")
+        ex.set_input(i, random_tensor(v, ex.input_dims(i), rng));
+      else
+        ex.set_input(i, *files.at(v.name));
     }
     ex.run();
     if (time_iters > 0) {
@@ -128,25 +144,31 @@ int main(int argc, char** argv) {
       for (int it = 0; it < time_iters; ++it) {
         auto t0 = std::chrono::steady_clock::now();
         ex.run();
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
       }
       std::sort(ms.begin(), ms.end());
       double mean = 0;
       for (double x : ms) mean += x;
       mean /= static_cast<double>(ms.size());
-      fmt::print("latency  batch {}  threads {}  iterations {}  median {:.3f} ms  mean {:.3f} ms  min {:.3f} ms\n",
-                 batch, threads, time_iters, ms[ms.size() / 2], mean, ms.front());
+      fmt::print(
+          "latency  batch {}  threads {}  iterations {}  median {:.3f} ms  mean {:.3f} ms  min "
+          "{:.3f} ms\n",
+          batch, threads, time_iters, ms[ms.size() / 2], mean, ms.front());
     }
     if (!out_dir.empty()) {
       fs::create_directories(out_dir);
       for (size_t i = 0; i < g.outputs.size(); ++i) {
         const std::string& name = g.value(g.outputs[i]).name;
-        write_tensor_file((fs::path(out_dir) / (safe_file_name(name) + ".pb")).string(), ex.output(i), name);
+        write_tensor_file((fs::path(out_dir) / (safe_file_name(name) + ".pb")).string(),
+                          ex.output(i), name);
       }
     } else if (time_iters == 0) {
       for (size_t i = 0; i < g.outputs.size(); ++i) {
         Tensor t = ex.output(i);
-        fmt::print("{} {}{}\n", g.value(g.outputs[i]).name, dtype_name(t.dtype), to_string(shape_of(t.dims)));
+        fmt::print("{} {}{}\n", g.value(g.outputs[i]).name, dtype_name(t.dtype),
+                   to_string(shape_of(t.dims)));
       }
     }
     return 0;

@@ -60,10 +60,14 @@ int64_t parse_bytes(const std::string& s) {
   }
   std::string unit = s.substr(pos);
   double mult = 1;
-  if (unit == "K" || unit == "k" || unit == "KiB") mult = 1 << 10;
-  else if (unit == "M" || unit == "MiB") mult = 1 << 20;
-  else if (unit == "G" || unit == "GiB") mult = 1 << 30;
-  else if (!unit.empty()) fail("--memory-budget '{}': unknown unit '{}' (K, M, G)", s, unit);
+  if (unit == "K" || unit == "k" || unit == "KiB")
+    mult = 1 << 10;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1 << 20;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1 << 30;
+  else if (!unit.empty())
+    fail("--memory-budget '{}': unknown unit '{}' (K, M, G)", s, unit);
   if (!(v > 0)) fail("--memory-budget must be positive, got '{}'", s);
   return static_cast<int64_t>(v * mult);
 }
@@ -255,8 +259,9 @@ int main(int argc, char** argv) {
       if (nlearners < 1) fail("--learners must be at least 1, got {}", nlearners);
     }
     if (!sma && ((!auto_learners && nlearners != 1) || devices != "cpu" || alpha))
-      fail("--optimizer adamw trains one learner on one device; SMA (--learners, --devices, "
-           "--alpha) needs --optimizer sgd");
+      fail(
+          "--optimizer adamw trains one learner on one device; SMA (--learners, --devices, "
+          "--alpha) needs --optimizer sgd");
     if (!(sro.target_accuracy >= 0 && sro.target_accuracy <= 1))
       fail("--target-accuracy must be in [0, 1], got {}", sro.target_accuracy);
     std::unique_ptr<std::ofstream> metrics_out;
@@ -275,11 +280,11 @@ int main(int argc, char** argv) {
                           topts.nesterov ? " (nesterov)" : "", topts.weight_decay)
             : fmt::format("adamw betas ({}, {}) eps {} weight decay {}", topts.beta1, topts.beta2,
                           topts.eps, topts.weight_decay);
-    std::string sched_text = fmt::format(
-        "lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
-        ropts.schedule.warmup_steps
-            ? fmt::format(" + {} warm-up steps", ropts.schedule.warmup_steps)
-            : "");
+    std::string sched_text =
+        fmt::format("lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
+                    ropts.schedule.warmup_steps
+                        ? fmt::format(" + {} warm-up steps", ropts.schedule.warmup_steps)
+                        : "");
     std::string order_text =
         ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed) : "file order";
 
@@ -307,8 +312,8 @@ int main(int argc, char** argv) {
               "{{\"time\": {:.3f}, \"epoch\": {}, \"step\": {}, \"loss\": {:.6g}, "
               "\"test_loss\": {:.6g}, \"accuracy\": {}, \"images_per_s\": {:.1f}, "
               "\"learners\": 1, \"lr\": {:.6g}}}\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-              p.epoch, p.step, p.train_loss, p.test.loss,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), p.epoch,
+              p.step, p.train_loss, p.test.loss,
               p.test.accuracy < 0 ? std::string("null") : fmt::format("{:.6f}", p.test.accuracy),
               p.images_per_s, p.lr);
           metrics_out->flush();
@@ -338,10 +343,10 @@ int main(int argc, char** argv) {
     ProgressLine progress;
     sro.progress_interval_s = progress.tty ? 0.25 : 10;
     SmaTrainer trainer(r.graph, spec, sopts);
-    const Value& out = trainer.model().training_graph().graph.value(
-        trainer.model().training_graph().output);
-    fmt::print("model    {}: {} parameters, output '{}' {}\n", model,
-               trainer.model().param_count(), out.name, to_string(out.shape));
+    const Value& out =
+        trainer.model().training_graph().graph.value(trainer.model().training_graph().output);
+    fmt::print("model    {}: {} parameters, output '{}' {}\n", model, trainer.model().param_count(),
+               out.name, to_string(out.shape));
     fmt::print(
         "train    batch {} per learner, {} ({} batches per epoch, last partial batch dropped), "
         "{}, {}, {} threads, {}\n",
@@ -361,8 +366,9 @@ int main(int argc, char** argv) {
         auto_learners ? " to start (auto-tuned)" : "",
         alpha ? fmt::format("{}", *alpha) : std::string("1/learners"), sopts.central_momentum,
         sopts.sync_every, sopts.sync_every == 1 ? "" : "s");
-    fmt::print("memory   {} per replica ({} arena + 4 flat buffers), {} shared, budget {} per device\n",
-               mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget));
+    fmt::print(
+        "memory   {} per replica ({} arena + 4 flat buffers), {} shared, budget {} per device\n",
+        mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget));
     std::fflush(stdout);
 
     SmaCallbacks cbs;
@@ -376,8 +382,7 @@ int main(int argc, char** argv) {
           "tuner    {} learner{}/device: {:.0f} images/s{}: {} -> {}/device (alpha {}; {} of "
           "{} budget) [{}]\n",
           d.measured, d.measured == 1 ? "" : "s", d.images_per_s,
-          d.gain != 0 ? fmt::format(" ({:+.1f}%)", 100 * d.gain) : std::string(), what,
-          d.learners,
+          d.gain != 0 ? fmt::format(" ({:+.1f}%)", 100 * d.gain) : std::string(), what, d.learners,
           alpha ? fmt::format("{}", *alpha)
                 : fmt::format("{:.4g}", 1.0 / (d.learners * trainer.devices())),
           mib(m.need(d.learners)), mib(m.budget), d.reason);
@@ -394,8 +399,8 @@ int main(int argc, char** argv) {
       fmt::print(
           "epoch {:6.2f}  step {:7d}  lr {:.5g}  train loss {:.4f}  test loss {:.4f}  "
           "test accuracy {}  {:.0f} images/s  learners {}\n",
-          p.epoch, p.step, p.lr, p.train_loss, p.test.loss, accuracy_text(p.test),
-          p.images_per_s, p.learners);
+          p.epoch, p.step, p.lr, p.train_loss, p.test.loss, accuracy_text(p.test), p.images_per_s,
+          p.learners);
       if (metrics_out) {
         *metrics_out << fmt::format(
             "{{\"time\": {:.3f}, \"epoch\": {:.4f}, \"step\": {}, \"loss\": {:.6g}, "
@@ -417,7 +422,9 @@ int main(int argc, char** argv) {
       s = run_sma_training(trainer, data, sro, cbs);
     } catch (const Error&) {
       progress.clear();
-      if (wrote) fmt::print(stderr, "cb-train: {} holds the last good model (the last evaluation)\n", output);
+      if (wrote)
+        fmt::print(stderr, "cb-train: {} holds the last good model (the last evaluation)\n",
+                   output);
       throw;
     }
     progress.clear();
@@ -428,8 +435,9 @@ int main(int argc, char** argv) {
         s.test.count, s.epochs, s.learners, s.learners == 1 ? "" : "s");
     if (sro.target_accuracy > 0) {
       if (s.reached_target)
-        fmt::print("target   test accuracy {:.2f}% reached after {:.2f} s, {:.2f} epochs, step {}\n",
-                   100 * sro.target_accuracy, s.target_seconds, s.target_epoch, s.target_step);
+        fmt::print(
+            "target   test accuracy {:.2f}% reached after {:.2f} s, {:.2f} epochs, step {}\n",
+            100 * sro.target_accuracy, s.target_seconds, s.target_epoch, s.target_step);
       else
         fmt::print("target   test accuracy {:.2f}% not reached ({} after {:.2f} epochs)\n",
                    100 * sro.target_accuracy, accuracy_text(s.test), s.epochs);

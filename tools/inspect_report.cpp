@@ -42,13 +42,23 @@ std::string json_str(std::string_view s) {
   std::string o = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) o += fmt::format("\\u{:04x}", c);
-        else o += c;
+        if (static_cast<unsigned char>(c) < 0x20)
+          o += fmt::format("\\u{:04x}", c);
+        else
+          o += c;
     }
   }
   return o + "\"";
@@ -73,8 +83,8 @@ void print_text(std::ostream& os, const std::string& file, const ImportResult& r
   const Graph& g = r.graph;
   ParamStats ps = param_stats(g);
   fmt::print(os, "model     {}\n", file);
-  fmt::print(os, "producer  {}  (IR version {}, opset {})\n",
-             g.producer.empty() ? "?" : g.producer, g.ir_version, g.opset);
+  fmt::print(os, "producer  {}  (IR version {}, opset {})\n", g.producer.empty() ? "?" : g.producer,
+             g.ir_version, g.opset);
   fmt::print(os, "nodes     {} ({} in the file; {} constant/shape nodes folded, {} dead removed)\n",
              g.nodes.size(), r.nodes_in_file, r.nodes_folded, r.nodes_dead);
   fmt::print(os, "\ninputs\n");
@@ -82,12 +92,13 @@ void print_text(std::ostream& os, const std::string& file, const ImportResult& r
   fmt::print(os, "outputs\n");
   for (ValueId o : g.outputs)
     fmt::print(os, "  {:<24} {}\n", g.value(o).name, type_str(g.value(o)));
-  fmt::print(os, "\nparameters  {} in {} tensors, {}\n", ps.count, ps.tensors, human_bytes(ps.bytes));
-  if (ps.state_count) fmt::print(os, "state       {} (BatchNorm running statistics)\n", ps.state_count);
+  fmt::print(os, "\nparameters  {} in {} tensors, {}\n", ps.count, ps.tensors,
+             human_bytes(ps.bytes));
+  if (ps.state_count)
+    fmt::print(os, "state       {} (BatchNorm running statistics)\n", ps.state_count);
   fmt::print(os, "\nops\n");
   for (const auto& [op, n] : histogram(g)) fmt::print(os, "  {:<24} {}\n", op, n);
-  fmt::print(os, "\n{:<36} {:<20} {:<40} {:<28} {}\n", "node", "op", "inputs", "outputs",
-             "params");
+  fmt::print(os, "\n{:<36} {:<20} {:<40} {:<28} {}\n", "node", "op", "inputs", "outputs", "params");
   for (const Node& n : g.nodes) {
     std::string ins, outs;
     for (ValueId i : n.inputs) {
@@ -110,15 +121,16 @@ void print_text(std::ostream& os, const std::string& file, const ImportResult& r
   } else {
     fmt::print(os, "\ntraining  BLOCKED by {} node{}:\n", r.blockers.size(),
                r.blockers.size() == 1 ? "" : "s");
-    for (const auto& b : r.blockers) fmt::print(os, "  node '{}' ({}): {}\n", b.node, b.op_type, b.reason);
+    for (const auto& b : r.blockers)
+      fmt::print(os, "  node '{}' ({}): {}\n", b.node, b.op_type, b.reason);
   }
 }
 
 void print_json(std::ostream& os, const std::string& file, const ImportResult& r) {
   const Graph& g = r.graph;
   ParamStats ps = param_stats(g);
-  fmt::print(os, "{{\n  \"model\": {},\n  \"producer\": {},\n  \"ir_version\": {},\n", json_str(file),
-             json_str(g.producer), g.ir_version);
+  fmt::print(os, "{{\n  \"model\": {},\n  \"producer\": {},\n  \"ir_version\": {},\n",
+             json_str(file), json_str(g.producer), g.ir_version);
   fmt::print(os, "  \"opset\": {},\n  \"nodes_in_file\": {},\n  \"nodes_folded\": {},\n", g.opset,
              r.nodes_in_file, r.nodes_folded);
   fmt::print(os, "  \"nodes_dead\": {},\n", r.nodes_dead);
@@ -128,21 +140,28 @@ void print_json(std::ostream& os, const std::string& file, const ImportResult& r
     return s + "]";
   };
   fmt::print(os, "  \"inputs\": {},\n  \"outputs\": {},\n", list(g.inputs), list(g.outputs));
-  fmt::print(os, "  \"parameters\": {{\"count\": {}, \"bytes\": {}, \"tensors\": {}, \"state_count\": {}}},\n",
-             ps.count, ps.bytes, ps.tensors, ps.state_count);
+  fmt::print(
+      os,
+      "  \"parameters\": {{\"count\": {}, \"bytes\": {}, \"tensors\": {}, \"state_count\": {}}},\n",
+      ps.count, ps.bytes, ps.tensors, ps.state_count);
   std::string h;
-  for (const auto& [op, n] : histogram(g)) h += fmt::format("{}{}: {}", h.empty() ? "" : ", ", json_str(op), n);
+  for (const auto& [op, n] : histogram(g))
+    h += fmt::format("{}{}: {}", h.empty() ? "" : ", ", json_str(op), n);
   fmt::print(os, "  \"ops\": {{{}}},\n  \"nodes\": [\n", h);
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
     std::vector<ValueId> ins, outs;
-    for (ValueId i : n.inputs) if (i != kNoValue) ins.push_back(i);
-    for (ValueId o : n.outputs) if (o != kNoValue) outs.push_back(o);
-    fmt::print(os, "    {{\"name\": {}, \"op\": {}, \"inputs\": {}, \"outputs\": {}, \"params\": {}}}{}\n",
-               json_str(n.name), json_str(n.op_type), list(ins), list(outs), node_params(g, n),
-               k + 1 < g.nodes.size() ? "," : "");
+    for (ValueId i : n.inputs)
+      if (i != kNoValue) ins.push_back(i);
+    for (ValueId o : n.outputs)
+      if (o != kNoValue) outs.push_back(o);
+    fmt::print(
+        os, "    {{\"name\": {}, \"op\": {}, \"inputs\": {}, \"outputs\": {}, \"params\": {}}}{}\n",
+        json_str(n.name), json_str(n.op_type), list(ins), list(outs), node_params(g, n),
+        k + 1 < g.nodes.size() ? "," : "");
   }
-  fmt::print(os, "  ],\n  \"trainable\": {},\n  \"blockers\": [", r.blockers.empty() ? "true" : "false");
+  fmt::print(os, "  ],\n  \"trainable\": {},\n  \"blockers\": [",
+             r.blockers.empty() ? "true" : "false");
   for (size_t k = 0; k < r.blockers.size(); ++k)
     fmt::print(os, "{}{{\"node\": {}, \"op\": {}, \"reason\": {}}}", k ? ", " : "",
                json_str(r.blockers[k].node), json_str(r.blockers[k].op_type),
@@ -175,8 +194,9 @@ void print_dot(std::ostream& os, const ImportResult& r) {
       if (i == kNoValue) continue;
       const Value& v = g.value(i);
       if (v.producer >= 0)
-        fmt::print(os, "  {} -> {} [label={}];\n", q("n:" + g.nodes[static_cast<size_t>(v.producer)].name),
-                   q("n:" + n.name), q(v.shape_known ? to_string(v.shape) : "?"));
+        fmt::print(os, "  {} -> {} [label={}];\n",
+                   q("n:" + g.nodes[static_cast<size_t>(v.producer)].name), q("n:" + n.name),
+                   q(v.shape_known ? to_string(v.shape) : "?"));
       else if (is_io(i))
         fmt::print(os, "  {} -> {};\n", q("v:" + v.name), q("n:" + n.name));
     }

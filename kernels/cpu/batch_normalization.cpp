@@ -67,9 +67,8 @@ void batch_norm(const KernelArgs& a) {
   T* mul = scratch<T, 2>(c);
   T* add = scratch<T, 3>(c);
   if (p.training) {
-    parallel(a, c, 2 * n * s, [&](int64_t c0, int64_t c1) {
-      channel_stats(x, n, c, s, c0, c1, mean, var);
-    });
+    parallel(a, c, 2 * n * s,
+             [&](int64_t c0, int64_t c1) { channel_stats(x, n, c, s, c0, c1, mean, var); });
   } else {
     for (int64_t ch = 0; ch < c; ++ch) {
       mean[ch] = real_at(a.in[3], ch);
@@ -81,14 +80,14 @@ void batch_norm(const KernelArgs& a) {
     mul[ch] = static_cast<T>(m);
     add[ch] = static_cast<T>(real_at(a.in[2], ch) - mean[ch] * m);
   }
-  parallel(a, n * c, s,
-           [&](int64_t p0, int64_t p1) { scale_shift(x, y, p0, p1, c, s, mul, add); });
+  parallel(a, n * c, s, [&](int64_t p0, int64_t p1) { scale_shift(x, y, p0, p1, c, s, mul, add); });
   if (!p.training) return;
   const double mom = p.momentum;
   const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1;
   for (int64_t ch = 0; ch < c; ++ch) {
     double rm = real_at(a.in[3], ch), rv = real_at(a.in[4], ch);  // read before any aliased write
-    if (a.out.size() > 1 && a.out[1].present()) put_real(a.out[1], ch, rm * mom + mean[ch] * (1 - mom));
+    if (a.out.size() > 1 && a.out[1].present())
+      put_real(a.out[1], ch, rm * mom + mean[ch] * (1 - mom));
     if (a.out.size() > 2 && a.out[2].present())
       put_real(a.out[2], ch, rv * mom + var[ch] * unbias * (1 - mom));
     if (a.out.size() > 3 && a.out[3].present()) put_real(a.out[3], ch, mean[ch]);

@@ -147,10 +147,10 @@ CB_AVX512 void forward_samples(const WindowGeom& g, const float* x, const float*
     forward_block<MB>(g, pd, xp, w, bias, m0, yn); \
     break;
         CB_C1_CASE(1)
-        CB_C1_CASE(2) CB_C1_CASE(3) CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7)
-            CB_C1_CASE(8)
+        CB_C1_CASE(2)
+        CB_C1_CASE(3) CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
 #undef CB_C1_CASE
-                default : break;
+            default : break;
       }
     }
   }
@@ -236,10 +236,10 @@ CB_INLINE bool backward_kw(const WindowGeom& g, const Padded& pd, const float* x
     if constexpr (MB <= max_mb(KW)) backward_block_kw<MB, KW>(g, pd, xs, dyp, m0, part); \
     return true;
     CB_C1_CASE(1)
-    CB_C1_CASE(2) CB_C1_CASE(3) CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7)
-        CB_C1_CASE(8)
+    CB_C1_CASE(2)
+    CB_C1_CASE(3) CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
 #undef CB_C1_CASE
-            default : return false;
+        default : return false;
   }
 }
 
@@ -284,7 +284,8 @@ CB_AVX512 void backward_samples(const WindowGeom& g, const float* x, const float
     done = backward_kw<KW>(g, pd, xs, dyp, m0, mb, part); \
     break;
         CB_C1_KW(1)
-        CB_C1_KW(2) CB_C1_KW(3) CB_C1_KW(4) CB_C1_KW(5) CB_C1_KW(6) CB_C1_KW(7)
+        CB_C1_KW(2)
+        CB_C1_KW(3) CB_C1_KW(4) CB_C1_KW(5) CB_C1_KW(6) CB_C1_KW(7)
 #undef CB_C1_KW
             default : break;
       }
@@ -295,10 +296,10 @@ CB_AVX512 void backward_samples(const WindowGeom& g, const float* x, const float
     backward_block<MB>(g, pd, xp, dyp, m0, part); \
     break;
         CB_C1_CASE(1)
-        CB_C1_CASE(2) CB_C1_CASE(3) CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7)
-            CB_C1_CASE(8)
+        CB_C1_CASE(2)
+        CB_C1_CASE(3) CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
 #undef CB_C1_CASE
-                default : break;
+            default : break;
       }
     }
   }

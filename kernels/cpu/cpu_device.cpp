@@ -33,9 +33,10 @@ class CpuDevice final : public Device {
     size_t n = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, n);
     if (!p)
-      fail("out of memory on cpu: allocating {} bytes ({:.1f} MiB) failed; lower the batch size "
-           "or the number of learners",
-           bytes, static_cast<double>(bytes) / (1 << 20));
+      fail(
+          "out of memory on cpu: allocating {} bytes ({:.1f} MiB) failed; lower the batch size "
+          "or the number of learners",
+          bytes, static_cast<double>(bytes) / (1 << 20));
     std::memset(p, 0, n);
     return p;
   }
@@ -45,7 +46,9 @@ class CpuDevice final : public Device {
   void synchronize() override {}
   uint64_t record_event() override { return ++events_; }
   void wait_event(uint64_t) override {}
-  bool supports(OpKind op, DType t) const override { return cpu::find_cpu_kernel(op, t) != nullptr; }
+  bool supports(OpKind op, DType t) const override {
+    return cpu::find_cpu_kernel(op, t) != nullptr;
+  }
   void launch(OpKind op, KernelArgs& args) override {
     KernelFn fn = cpu::find_cpu_kernel(op, kernel_dtype(args));
     CB_CHECK(fn);  // the executor checked coverage before step 0

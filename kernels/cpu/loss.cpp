@@ -5,9 +5,10 @@
 // Gradient: dscores[i,c] = (softmax(x_i)[c] - [c == label_i]) * g_i with g_i = dloss (sum),
 // dloss / N (mean), dloss[i] (none).
 // Samples labelled ignore_index add nothing: loss 0, gradient 0, not counted by the mean.
-// Labels are user data: one outside [0, C) (and not ignore_index) is a cb::Error naming it and C, raised before any work
-// (never a read out of bounds). Rows are independent and go to the thread pool; mean and sum add
-// the per-row losses in row order afterwards, so the result does not depend on the split.
+// Labels are user data: one outside [0, C) (and not ignore_index) is a cb::Error naming it and C,
+// raised before any work (never a read out of bounds). Rows are independent and go to the thread
+// pool; mean and sum add the per-row losses in row order afterwards, so the result does not depend
+// on the split.
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -33,8 +33,8 @@ struct StepScalars {
 // contract a * b + c into one rounding and break that identity.
 template <bool kPull, bool kMomentum>
 void step_row(float* __restrict w, float* __restrict sn, const float* __restrict g,
-                            float* __restrict buf, const float* __restrict z,
-                            float* __restrict sum, int64_t n, StepScalars s) {
+              float* __restrict buf, const float* __restrict z, float* __restrict sum, int64_t n,
+              StepScalars s) {
   const float lr = s.lr, mu = s.mu, wd = s.wd, alpha = s.alpha;
   const bool first = s.first, nesterov = s.nesterov, decay = s.decay, pull_theta = alpha != 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -61,8 +61,7 @@ void step_row(float* __restrict w, float* __restrict sn, const float* __restrict
 
 void SmaStep(const KernelArgs& a) {
   const auto& p = a.p<ops::SmaStepParams>();
-  const TensorView &param = a.in.at(0), &grad = a.in.at(1), &vel = a.in.at(2),
-                   &snap = a.in.at(3);
+  const TensorView &param = a.in.at(0), &grad = a.in.at(1), &vel = a.in.at(2), &snap = a.in.at(3);
   const TensorView* zv = a.in.size() > 4 && a.in[4].present() ? &a.in[4] : nullptr;
   const TensorView* sv = a.in.size() > 5 && a.in[5].present() ? &a.in[5] : nullptr;
   const int64_t rows = static_cast<int64_t>(p.first_step.size());
@@ -88,8 +87,9 @@ void SmaStep(const KernelArgs& a) {
       if (pull) std::fill(sum + b0, sum + e0, 0.0f);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t o = r * n + b0;
-        const StepScalars sc{lr, mu, wd, alpha, p.first_step[static_cast<size_t>(r)] != 0,
-                             momentum, nesterov, decay};
+        const StepScalars sc{
+            lr,       mu,       wd,   alpha, p.first_step[static_cast<size_t>(r)] != 0,
+            momentum, nesterov, decay};
         float* const v = momentum ? buf + o : nullptr;
         const float* const zb = pull ? z + b0 : nullptr;
         float* const sb = pull ? sum + b0 : nullptr;
@@ -122,7 +122,7 @@ void SmaCentralStep(const KernelArgs& a) {
     int64_t local = 0;
     for (int64_t i = b; i < e; ++i) {
       const float zi = z[i];
-      float nz = zi + s[i];                         // z + sum_j c_j
+      float nz = zi + s[i];                       // z + sum_j c_j
       if (momentum) nz = nz + mu * (zi - zp[i]);  // + mu_z (z - z_prev)
       zp[i] = zi;
       z[i] = nz;

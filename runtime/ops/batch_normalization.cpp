@@ -3,11 +3,10 @@
 // running_var, saved_mean, saved_var); opset >= 14 with training_mode=1 (Y, running_mean,
 // running_var). mean/var initializers are training state (running statistics), not parameters.
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) {
@@ -24,8 +23,7 @@ std::any parse(ParseCtx& c) {
 void infer(InferCtx& c) {
   auto& p = c.p_mut<BatchNormalizationParams>();
   if (c.opset() < 14) p.training = c.num_outputs() > 1;
-  if (c.opset() >= 14 && !p.training && c.num_outputs() > 1 &&
-      (c.has_output(1) || c.has_output(2)))
+  if (c.opset() >= 14 && !p.training && c.num_outputs() > 1 && (c.has_output(1) || c.has_output(2)))
     c.fail("running_mean/running_var outputs need training_mode=1");
   c.expect_min_rank(0, 2, "X");
   c.expect_float(0, "X");
@@ -46,7 +44,8 @@ void set_training(Node& n, bool training) {
 // statistics from X (cheaper in memory than saving them; opset 14+ BN has no saved outputs).
 void vjp(VjpCtx& c) {
   const auto& p = c.p<BatchNormalizationParams>();
-  if (!p.training) c.fail("BatchNormalization in inference mode (frozen statistics) is not trained");
+  if (!p.training)
+    c.fail("BatchNormalization in inference mode (frozen statistics) is not trained");
   auto out = c.b.emit_with("BatchNormalizationGrad", {c.dy(0), c.x(0), c.x(1)}, p, 3);
   for (size_t i = 0; i < 3; ++i)
     if (c.need(i)) c.set_dx(i, out[i]);
@@ -58,19 +57,24 @@ void infer_grad(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kBatchNormalization{
-    .kind = OpKind::BatchNormalization,
-    .name = "BatchNormalization",
-    .inputs_min = 5,
-    .inputs_max = 5,
-    .outputs_min = 1,
-    .outputs_max = 5,
-    .parse = parse,
-    .infer = infer,
-    .state_inputs = bit(3) | bit(4),
-    .set_training = set_training, .vjp = vjp};
+const OpDef kBatchNormalization{.kind = OpKind::BatchNormalization,
+                                .name = "BatchNormalization",
+                                .inputs_min = 5,
+                                .inputs_max = 5,
+                                .outputs_min = 1,
+                                .outputs_max = 5,
+                                .parse = parse,
+                                .infer = infer,
+                                .state_inputs = bit(3) | bit(4),
+                                .set_training = set_training,
+                                .vjp = vjp};
 
-const OpDef kBatchNormalizationGrad{
-    .kind = OpKind::BatchNormalizationGrad, .name = "BatchNormalizationGrad", .inputs_min = 3,
-    .inputs_max = 3, .outputs_min = 3, .outputs_max = 3, .infer = infer_grad, .internal = true};
+const OpDef kBatchNormalizationGrad{.kind = OpKind::BatchNormalizationGrad,
+                                    .name = "BatchNormalizationGrad",
+                                    .inputs_min = 3,
+                                    .inputs_max = 3,
+                                    .outputs_min = 3,
+                                    .outputs_max = 3,
+                                    .infer = infer_grad,
+                                    .internal = true};
 }  // namespace cb::ops

@@ -1,10 +1,9 @@
 // Cast(X) to the type in attribute `to`. Known integer contents pass through int->int casts.
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) {
@@ -12,9 +11,10 @@ std::any parse(ParseCtx& c) {
   if (!to) c.fail("needs attribute 'to'");
   auto t = dtype_from_onnx(static_cast<int32_t>(*to));
   if (!t)
-    c.fail("cannot cast to {} (ONNX type {}): crossbow tensors are f32, f16, bf16, f64, i64, "
-           "i32, i8, u8 or bool",
-           onnx_dtype_name(static_cast<int32_t>(*to)), *to);
+    c.fail(
+        "cannot cast to {} (ONNX type {}): crossbow tensors are f32, f16, bf16, f64, i64, "
+        "i32, i8, u8 or bool",
+        onnx_dtype_name(static_cast<int32_t>(*to)), *to);
   return CastParams{*t};
 }
 void infer(InferCtx& c) {
@@ -29,14 +29,14 @@ void vjp(VjpCtx& c) {
 }
 }  // namespace
 
-const OpDef kCast{
-    .kind = OpKind::Cast,
-    .name = "Cast",
-    .inputs_min = 1,
-    .inputs_max = 1,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer, .vjp = vjp};
+const OpDef kCast{.kind = OpKind::Cast,
+                  .name = "Cast",
+                  .inputs_min = 1,
+                  .inputs_max = 1,
+                  .outputs_min = 1,
+                  .outputs_max = 1,
+                  .parse = parse,
+                  .infer = infer,
+                  .vjp = vjp};
 
 }  // namespace cb::ops

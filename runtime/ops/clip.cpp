@@ -2,11 +2,10 @@
 #include <limits>
 
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) {
@@ -35,20 +34,26 @@ void vjp(VjpCtx& c) {  // dx = dy where min <= x <= max, else 0
 void infer_grad(InferCtx& c) { infer_like(c, 0, 1); }
 }  // namespace
 
-const OpDef kClip{
-    .kind = OpKind::Clip,
-    .name = "Clip",
-    .inputs_min = 1,
-    .inputs_max = 3,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer,
-    .nondiff_inputs = bit(1) | bit(2),
-    .inplace_inputs = bit(0), .vjp = vjp};
+const OpDef kClip{.kind = OpKind::Clip,
+                  .name = "Clip",
+                  .inputs_min = 1,
+                  .inputs_max = 3,
+                  .outputs_min = 1,
+                  .outputs_max = 1,
+                  .parse = parse,
+                  .infer = infer,
+                  .nondiff_inputs = bit(1) | bit(2),
+                  .inplace_inputs = bit(0),
+                  .vjp = vjp};
 
-const OpDef kClipGrad{.kind = OpKind::ClipGrad, .name = "ClipGrad", .inputs_min = 2,
-                      .inputs_max = 4, .outputs_min = 1, .outputs_max = 1, .infer = infer_grad,
-                      .nondiff_inputs = bit(2) | bit(3), .inplace_inputs = bit(0),
+const OpDef kClipGrad{.kind = OpKind::ClipGrad,
+                      .name = "ClipGrad",
+                      .inputs_min = 2,
+                      .inputs_max = 4,
+                      .outputs_min = 1,
+                      .outputs_max = 1,
+                      .infer = infer_grad,
+                      .nondiff_inputs = bit(2) | bit(3),
+                      .inplace_inputs = bit(0),
                       .internal = true};
 }  // namespace cb::ops

@@ -7,7 +7,6 @@
 
 namespace cb::ops {
 
-
 namespace {
 std::any parse_constant(ParseCtx& c) {
   int set = 0;
@@ -30,8 +29,8 @@ std::any parse_constant(ParseCtx& c) {
   if (auto v = c.opt_ints("value_ints"))
     t = make(DType::I64, {static_cast<int64_t>(v->size())}, v->data(), v->size() * 8), ++set;
   for (const char* unsupported : {"value_string", "value_strings", "sparse_value"})
-    if (c.has(unsupported)) c.fail("{} is not supported: crossbow has no string or sparse tensors",
-                                   unsupported);
+    if (c.has(unsupported))
+      c.fail("{} is not supported: crossbow has no string or sparse tensors", unsupported);
   if (set != 1) c.fail("must have exactly one value attribute, has {}", set);
   return ConstantParams{t};
 }
@@ -58,24 +57,22 @@ void infer_constant_of_shape(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kConstant{
-    .kind = OpKind::Constant,
-    .name = "Constant",
-    .inputs_min = 0,
-    .inputs_max = 0,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse_constant,
-    .infer = infer_constant};
-const OpDef kConstantOfShape{
-    .kind = OpKind::ConstantOfShape,
-    .name = "ConstantOfShape",
-    .inputs_min = 1,
-    .inputs_max = 1,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse_constant_of_shape,
-    .infer = infer_constant_of_shape,
-    .value_inputs = bit(0)};
+const OpDef kConstant{.kind = OpKind::Constant,
+                      .name = "Constant",
+                      .inputs_min = 0,
+                      .inputs_max = 0,
+                      .outputs_min = 1,
+                      .outputs_max = 1,
+                      .parse = parse_constant,
+                      .infer = infer_constant};
+const OpDef kConstantOfShape{.kind = OpKind::ConstantOfShape,
+                             .name = "ConstantOfShape",
+                             .inputs_min = 1,
+                             .inputs_max = 1,
+                             .outputs_min = 1,
+                             .outputs_max = 1,
+                             .parse = parse_constant_of_shape,
+                             .infer = infer_constant_of_shape,
+                             .value_inputs = bit(0)};
 
 }  // namespace cb::ops

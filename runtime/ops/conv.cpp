@@ -1,10 +1,9 @@
 // Conv(X [N,C,D...], W [M,C/group,k...], B [M]?) -> [N,M,D'...]
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) {
@@ -22,8 +21,7 @@ void infer(InferCtx& c) {
   c.expect_same_dtype(0, 1);
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
-  if (w.size() != x.size())
-    c.fail("W {} must have the rank of X {}", to_string(w), to_string(x));
+  if (w.size() != x.size()) c.fail("W {} must have the rank of X {}", to_string(w), to_string(x));
   if (!p.window.kernel_shape.empty()) {
     for (size_t i = 0; i < p.window.kernel_shape.size(); ++i)
       if (i + 2 >= w.size() || w[i + 2] != Dim::of(p.window.kernel_shape[i]))
@@ -49,8 +47,10 @@ void vjp(VjpCtx& c) {  // one ConvGrad computes dX, dW and dB (those needed)
   auto out = c.b.emit_with("ConvGrad", {c.dy(0), c.x(0), c.x(1)}, c.p<ConvParams>(),
                            c.node().has_input(2) ? 3 : 2);
   for (size_t i = 0; i < out.size(); ++i) {
-    if (c.need(i)) c.set_dx(i, out[i]);
-    else c.b.omit(out[i]);  // e.g. no dX for the first layer: the kernel skips it
+    if (c.need(i))
+      c.set_dx(i, out[i]);
+    else
+      c.b.omit(out[i]);  // e.g. no dX for the first layer: the kernel skips it
   }
 }
 void infer_grad(InferCtx& c) {  // (dY, X, W) -> (dX, dW, dB [M])
@@ -60,18 +60,23 @@ void infer_grad(InferCtx& c) {  // (dY, X, W) -> (dX, dW, dB [M])
 }
 }  // namespace
 
-const OpDef kConv{
-    .kind = OpKind::Conv,
-    .name = "Conv",
-    .inputs_min = 2,
-    .inputs_max = 3,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer, .vjp = vjp};
+const OpDef kConv{.kind = OpKind::Conv,
+                  .name = "Conv",
+                  .inputs_min = 2,
+                  .inputs_max = 3,
+                  .outputs_min = 1,
+                  .outputs_max = 1,
+                  .parse = parse,
+                  .infer = infer,
+                  .vjp = vjp};
 
 // ConvGrad(dY, X, W) -> (dX, dW, dB?) (internal), with the forward's ConvParams.
-const OpDef kConvGrad{.kind = OpKind::ConvGrad, .name = "ConvGrad", .inputs_min = 3,
-                      .inputs_max = 3, .outputs_min = 2, .outputs_max = 3, .infer = infer_grad,
+const OpDef kConvGrad{.kind = OpKind::ConvGrad,
+                      .name = "ConvGrad",
+                      .inputs_min = 3,
+                      .inputs_max = 3,
+                      .outputs_min = 2,
+                      .outputs_max = 3,
+                      .infer = infer_grad,
                       .internal = true};
 }  // namespace cb::ops

@@ -2,11 +2,10 @@
 // Opset < 12: `ratio` is an attribute and the node is inference-only unless it has a mask output;
 // from 12: ratio and training_mode are optional scalar inputs that must be known before execution.
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) {
@@ -53,21 +52,27 @@ void vjp(VjpCtx& c) {  // training: dx = dy * mask / (1 - ratio); inference: dx 
 void infer_grad(InferCtx& c) { infer_like(c, 0, 0); }
 }  // namespace
 
-const OpDef kDropout{
-    .kind = OpKind::Dropout,
-    .name = "Dropout",
-    .inputs_min = 1,
-    .inputs_max = 3,
-    .outputs_min = 1,
-    .outputs_max = 2,
-    .parse = parse,
-    .infer = infer,
-    .value_inputs = bit(1) | bit(2),
-    .inplace_inputs = bit(0),
-    .set_training = set_training, .vjp = vjp};
+const OpDef kDropout{.kind = OpKind::Dropout,
+                     .name = "Dropout",
+                     .inputs_min = 1,
+                     .inputs_max = 3,
+                     .outputs_min = 1,
+                     .outputs_max = 2,
+                     .parse = parse,
+                     .infer = infer,
+                     .value_inputs = bit(1) | bit(2),
+                     .inplace_inputs = bit(0),
+                     .set_training = set_training,
+                     .vjp = vjp};
 
 // DropoutGrad(dY, mask) (internal), with the forward's DropoutParams.
-const OpDef kDropoutGrad{.kind = OpKind::DropoutGrad, .name = "DropoutGrad", .inputs_min = 2,
-                         .inputs_max = 2, .outputs_min = 1, .outputs_max = 1,
-                         .infer = infer_grad, .inplace_inputs = bit(0), .internal = true};
+const OpDef kDropoutGrad{.kind = OpKind::DropoutGrad,
+                         .name = "DropoutGrad",
+                         .inputs_min = 2,
+                         .inputs_max = 2,
+                         .outputs_min = 1,
+                         .outputs_max = 1,
+                         .infer = infer_grad,
+                         .inplace_inputs = bit(0),
+                         .internal = true};
 }  // namespace cb::ops

@@ -92,59 +92,58 @@ void vjp_pow(VjpCtx& c) {  // y = x^e: dx = dy * e * x^(e-1); e is not different
 }
 }  // namespace
 
-const OpDef kAdd{
-    .kind = OpKind::Add,
-    .name = "Add",
-    .inputs_min = 2,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer_add,
-    .inplace_inputs = bit(0) | bit(1), .vjp = vjp_add};
-const OpDef kSub{
-    .kind = OpKind::Sub,
-    .name = "Sub",
-    .inputs_min = 2,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer_sub,
-    .inplace_inputs = bit(0) | bit(1), .vjp = vjp_sub};
-const OpDef kMul{
-    .kind = OpKind::Mul,
-    .name = "Mul",
-    .inputs_min = 2,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer_mul,
-    .inplace_inputs = bit(0) | bit(1), .vjp = vjp_mul};
-const OpDef kDiv{
-    .kind = OpKind::Div,
-    .name = "Div",
-    .inputs_min = 2,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer_div,
-    .inplace_inputs = bit(0) | bit(1), .vjp = vjp_div};
-const OpDef kPow{
-    .kind = OpKind::Pow,
-    .name = "Pow",
-    .inputs_min = 2,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer_pow,
-    .nondiff_inputs = bit(1),
-    .inplace_inputs = bit(0), .vjp = vjp_pow};
-const OpDef kEqual{
-    .kind = OpKind::Equal,
-    .name = "Equal",
-    .inputs_min = 2,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer_equal};
+const OpDef kAdd{.kind = OpKind::Add,
+                 .name = "Add",
+                 .inputs_min = 2,
+                 .inputs_max = 2,
+                 .outputs_min = 1,
+                 .outputs_max = 1,
+                 .infer = infer_add,
+                 .inplace_inputs = bit(0) | bit(1),
+                 .vjp = vjp_add};
+const OpDef kSub{.kind = OpKind::Sub,
+                 .name = "Sub",
+                 .inputs_min = 2,
+                 .inputs_max = 2,
+                 .outputs_min = 1,
+                 .outputs_max = 1,
+                 .infer = infer_sub,
+                 .inplace_inputs = bit(0) | bit(1),
+                 .vjp = vjp_sub};
+const OpDef kMul{.kind = OpKind::Mul,
+                 .name = "Mul",
+                 .inputs_min = 2,
+                 .inputs_max = 2,
+                 .outputs_min = 1,
+                 .outputs_max = 1,
+                 .infer = infer_mul,
+                 .inplace_inputs = bit(0) | bit(1),
+                 .vjp = vjp_mul};
+const OpDef kDiv{.kind = OpKind::Div,
+                 .name = "Div",
+                 .inputs_min = 2,
+                 .inputs_max = 2,
+                 .outputs_min = 1,
+                 .outputs_max = 1,
+                 .infer = infer_div,
+                 .inplace_inputs = bit(0) | bit(1),
+                 .vjp = vjp_div};
+const OpDef kPow{.kind = OpKind::Pow,
+                 .name = "Pow",
+                 .inputs_min = 2,
+                 .inputs_max = 2,
+                 .outputs_min = 1,
+                 .outputs_max = 1,
+                 .infer = infer_pow,
+                 .nondiff_inputs = bit(1),
+                 .inplace_inputs = bit(0),
+                 .vjp = vjp_pow};
+const OpDef kEqual{.kind = OpKind::Equal,
+                   .name = "Equal",
+                   .inputs_min = 2,
+                   .inputs_max = 2,
+                   .outputs_min = 1,
+                   .outputs_max = 1,
+                   .infer = infer_equal};
 
 }  // namespace cb::ops

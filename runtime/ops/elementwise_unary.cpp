@@ -1,8 +1,8 @@
 // Unary elementwise ops: output has the input's type and shape. Their vjps and kernels differ;
 // their contract up to inference is this one shape rule, so they share this file.
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
 
@@ -69,10 +69,17 @@ void infer_grad_like_1(InferCtx& c) {  // (dY, Y or X) -> dX
 }
 }  // namespace
 
-#define CB_UNARY(op_, infer_, parse_, vjp_)                                               \
-  const OpDef k##op_{.kind = OpKind::op_, .name = #op_, .inputs_min = 1, .inputs_max = 1,    \
-                     .outputs_min = 1, .outputs_max = 1, .parse = parse_, .infer = infer_, \
-                     .inplace_inputs = bit(0), .vjp = vjp_};
+#define CB_UNARY(op_, infer_, parse_, vjp_)    \
+  const OpDef k##op_{.kind = OpKind::op_,      \
+                     .name = #op_,             \
+                     .inputs_min = 1,          \
+                     .inputs_max = 1,          \
+                     .outputs_min = 1,         \
+                     .outputs_max = 1,         \
+                     .parse = parse_,          \
+                     .infer = infer_,          \
+                     .inplace_inputs = bit(0), \
+                     .vjp = vjp_};
 
 CB_UNARY(Abs, infer_numeric_unary, nullptr, nullptr)
 CB_UNARY(Ceil, infer_float_unary, nullptr, nullptr)
@@ -89,22 +96,33 @@ CB_UNARY(Sqrt, infer_float_unary, nullptr, vjp_sqrt)
 CB_UNARY(Tanh, infer_float_unary, nullptr, vjp_tanh)
 #undef CB_UNARY
 
-const OpDef kReluGrad{.kind = OpKind::ReluGrad, .name = "ReluGrad", .inputs_min = 2,
-                      .inputs_max = 2, .outputs_min = 1, .outputs_max = 1,
-                      .infer = infer_grad_like_1, .inplace_inputs = bit(0), .internal = true};
-const OpDef kLeakyReluGrad{.kind = OpKind::LeakyReluGrad, .name = "LeakyReluGrad",
-                           .inputs_min = 2, .inputs_max = 2, .outputs_min = 1, .outputs_max = 1,
-                           .infer = infer_grad_like_1, .inplace_inputs = bit(0),
+const OpDef kReluGrad{.kind = OpKind::ReluGrad,
+                      .name = "ReluGrad",
+                      .inputs_min = 2,
+                      .inputs_max = 2,
+                      .outputs_min = 1,
+                      .outputs_max = 1,
+                      .infer = infer_grad_like_1,
+                      .inplace_inputs = bit(0),
+                      .internal = true};
+const OpDef kLeakyReluGrad{.kind = OpKind::LeakyReluGrad,
+                           .name = "LeakyReluGrad",
+                           .inputs_min = 2,
+                           .inputs_max = 2,
+                           .outputs_min = 1,
+                           .outputs_max = 1,
+                           .infer = infer_grad_like_1,
+                           .inplace_inputs = bit(0),
                            .internal = true};
 
-const OpDef kIdentity{
-    .kind = OpKind::Identity,
-    .name = "Identity",
-    .inputs_min = 1,
-    .inputs_max = 1,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer_identity,
-    .alias = true, .vjp = vjp_identity};
+const OpDef kIdentity{.kind = OpKind::Identity,
+                      .name = "Identity",
+                      .inputs_min = 1,
+                      .inputs_max = 1,
+                      .outputs_min = 1,
+                      .outputs_max = 1,
+                      .infer = infer_identity,
+                      .alias = true,
+                      .vjp = vjp_identity};
 
 }  // namespace cb::ops

@@ -20,14 +20,14 @@ void infer(InferCtx& c) {
 void vjp(VjpCtx& c) { c.set_dx(0, c.b.sum_to(c.dy(0), c.x_shape(0))); }
 }  // namespace
 
-const OpDef kExpand{
-    .kind = OpKind::Expand,
-    .name = "Expand",
-    .inputs_min = 2,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer,
-    .value_inputs = bit(1), .vjp = vjp};
+const OpDef kExpand{.kind = OpKind::Expand,
+                    .name = "Expand",
+                    .inputs_min = 2,
+                    .inputs_max = 2,
+                    .outputs_min = 1,
+                    .outputs_max = 1,
+                    .infer = infer,
+                    .value_inputs = bit(1),
+                    .vjp = vjp};
 
 }  // namespace cb::ops

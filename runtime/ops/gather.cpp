@@ -1,11 +1,10 @@
 // Gather(data, indices) along `axis`: out = data.shape[:axis] + indices.shape +
 // data.shape[axis+1:]. Gather on a known shape vector (Shape -> Gather) folds.
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) { return GatherParams{c.i("axis", 0)}; }
@@ -49,20 +48,27 @@ void vjp(VjpCtx& c) {  // scatter-add dy into zeros shaped like data (embedding 
 void infer_grad(InferCtx& c) { infer_known_shape(c, 0, 0, 2); }
 }  // namespace
 
-const OpDef kGather{
-    .kind = OpKind::Gather,
-    .name = "Gather",
-    .inputs_min = 2,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer,
-    .nondiff_inputs = bit(1), .vjp = vjp};
+const OpDef kGather{.kind = OpKind::Gather,
+                    .name = "Gather",
+                    .inputs_min = 2,
+                    .inputs_max = 2,
+                    .outputs_min = 1,
+                    .outputs_max = 1,
+                    .parse = parse,
+                    .infer = infer,
+                    .nondiff_inputs = bit(1),
+                    .vjp = vjp};
 
 // GatherGrad(dY, indices, data_shape) (internal): zeros shaped like data, dY added at the
 // gathered positions (repeated indices accumulate).
-const OpDef kGatherGrad{.kind = OpKind::GatherGrad, .name = "GatherGrad", .inputs_min = 3,
-                        .inputs_max = 3, .outputs_min = 1, .outputs_max = 1, .infer = infer_grad,
-                        .nondiff_inputs = bit(1), .value_inputs = bit(2), .internal = true};
+const OpDef kGatherGrad{.kind = OpKind::GatherGrad,
+                        .name = "GatherGrad",
+                        .inputs_min = 3,
+                        .inputs_max = 3,
+                        .outputs_min = 1,
+                        .outputs_max = 1,
+                        .infer = infer_grad,
+                        .nondiff_inputs = bit(1),
+                        .value_inputs = bit(2),
+                        .internal = true};
 }  // namespace cb::ops

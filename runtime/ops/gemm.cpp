@@ -1,11 +1,10 @@
 // Gemm: Y = alpha * op(A) op(B) + beta * C, A [M,K] (or [K,M] with transA), B [K,N] (or [N,K]),
 // C broadcastable to [M,N] and optional from opset 11.
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) {
@@ -41,13 +40,16 @@ void infer(InferCtx& c) {
 void vjp(VjpCtx& c) {
   const auto& p = c.p<GemmParams>();
   auto gemm = [&](ValueId a, ValueId b, bool ta, bool tb) {
-    return c.b.op("Gemm", {a, b}, {{"alpha", p.alpha}, {"transA", int64_t{ta}}, {"transB", int64_t{tb}}});
+    return c.b.op("Gemm", {a, b},
+                  {{"alpha", p.alpha}, {"transA", int64_t{ta}}, {"transB", int64_t{tb}}});
   };
   ValueId dy = c.dy(0);
   if (c.need(0))
-    c.set_dx(0, p.trans_a ? gemm(c.x(1), dy, p.trans_b, true) : gemm(dy, c.x(1), false, !p.trans_b));
+    c.set_dx(0,
+             p.trans_a ? gemm(c.x(1), dy, p.trans_b, true) : gemm(dy, c.x(1), false, !p.trans_b));
   if (c.need(1))
-    c.set_dx(1, p.trans_b ? gemm(dy, c.x(0), true, p.trans_a) : gemm(c.x(0), dy, !p.trans_a, false));
+    c.set_dx(1,
+             p.trans_b ? gemm(dy, c.x(0), true, p.trans_a) : gemm(c.x(0), dy, !p.trans_a, false));
   if (c.need(2)) {
     DType t = c.val(dy).dtype;
     ValueId d = p.beta == 1.0f ? dy : c.b.op("Mul", {dy, c.b.scalar(p.beta, t)});
@@ -56,14 +58,14 @@ void vjp(VjpCtx& c) {
 }
 }  // namespace
 
-const OpDef kGemm{
-    .kind = OpKind::Gemm,
-    .name = "Gemm",
-    .inputs_min = 2,
-    .inputs_max = 3,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer, .vjp = vjp};
+const OpDef kGemm{.kind = OpKind::Gemm,
+                  .name = "Gemm",
+                  .inputs_min = 2,
+                  .inputs_max = 3,
+                  .outputs_min = 1,
+                  .outputs_max = 1,
+                  .parse = parse,
+                  .infer = infer,
+                  .vjp = vjp};
 
 }  // namespace cb::ops

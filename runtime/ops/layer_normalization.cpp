@@ -1,11 +1,10 @@
 // LayerNormalization (opset 17): normalises over dims [axis, rank); Scale and B broadcast to
 // those dims. Optional outputs Mean and InvStdDev have X's leading dims and 1s after.
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) {
@@ -55,17 +54,22 @@ void infer_grad(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kLayerNormalization{
-    .kind = OpKind::LayerNormalization,
-    .name = "LayerNormalization",
-    .inputs_min = 2,
-    .inputs_max = 3,
-    .outputs_min = 1,
-    .outputs_max = 3,
-    .parse = parse,
-    .infer = infer, .vjp = vjp};
+const OpDef kLayerNormalization{.kind = OpKind::LayerNormalization,
+                                .name = "LayerNormalization",
+                                .inputs_min = 2,
+                                .inputs_max = 3,
+                                .outputs_min = 1,
+                                .outputs_max = 3,
+                                .parse = parse,
+                                .infer = infer,
+                                .vjp = vjp};
 
-const OpDef kLayerNormalizationGrad{
-    .kind = OpKind::LayerNormalizationGrad, .name = "LayerNormalizationGrad", .inputs_min = 3,
-    .inputs_max = 3, .outputs_min = 3, .outputs_max = 3, .infer = infer_grad, .internal = true};
+const OpDef kLayerNormalizationGrad{.kind = OpKind::LayerNormalizationGrad,
+                                    .name = "LayerNormalizationGrad",
+                                    .inputs_min = 3,
+                                    .inputs_max = 3,
+                                    .outputs_min = 3,
+                                    .outputs_max = 3,
+                                    .infer = infer_grad,
+                                    .internal = true};
 }  // namespace cb::ops

@@ -9,8 +9,8 @@ namespace {
 void infer(InferCtx& c) {
   c.expect_same_dtype(0, 1);
   Shape a = c.shape(0), b = c.shape(1);
-  if (a.empty() || b.empty()) c.fail("operands must have rank >= 1, got {} and {}",
-                                     to_string(a), to_string(b));
+  if (a.empty() || b.empty())
+    c.fail("operands must have rank >= 1, got {} and {}", to_string(a), to_string(b));
   bool a1 = a.size() == 1, b1 = b.size() == 1;
   if (a1) a.insert(a.begin(), Dim::of(1));
   if (b1) b.push_back(Dim::of(1));
@@ -43,13 +43,13 @@ void vjp(VjpCtx& c) {
 }
 }  // namespace
 
-const OpDef kMatMul{
-    .kind = OpKind::MatMul,
-    .name = "MatMul",
-    .inputs_min = 2,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer, .vjp = vjp};
+const OpDef kMatMul{.kind = OpKind::MatMul,
+                    .name = "MatMul",
+                    .inputs_min = 2,
+                    .inputs_max = 2,
+                    .outputs_min = 1,
+                    .outputs_max = 1,
+                    .infer = infer,
+                    .vjp = vjp};
 
 }  // namespace cb::ops

@@ -18,9 +18,10 @@ Shape infer_broadcast(const InferCtx& c, size_t first, size_t last) {
     }
     auto b = broadcast(out, c.shape(i));
     if (!b)
-      c.fail("input shapes {} and {} do not broadcast (input {} '{}'); numpy broadcasting "
-             "needs equal dims or 1 at each trailing position",
-             to_string(out), to_string(c.shape(i)), i, c.in(i).name);
+      c.fail(
+          "input shapes {} and {} do not broadcast (input {} '{}'); numpy broadcasting "
+          "needs equal dims or 1 at each trailing position",
+          to_string(out), to_string(c.shape(i)), i, c.in(i).name);
     out = *b;
   }
   return out;
@@ -69,9 +70,10 @@ int64_t window_output(const InferCtx& c, int64_t in, const Window& w, bool ceil_
   int64_t span = w.dilation * (w.kernel - 1) + 1;
   int64_t avail = in + w.pad_begin + w.pad_end - span;
   if (avail < 0)
-    c.fail("window of size {} (kernel {}, dilation {}) does not fit input size {} with pads "
-           "{}+{}",
-           span, w.kernel, w.dilation, in, w.pad_begin, w.pad_end);
+    c.fail(
+        "window of size {} (kernel {}, dilation {}) does not fit input size {} with pads "
+        "{}+{}",
+        span, w.kernel, w.dilation, in, w.pad_begin, w.pad_end);
   int64_t out = (ceil_mode ? (avail + w.stride - 1) / w.stride : avail / w.stride) + 1;
   // A window that would start in the end padding is dropped (PyTorch and ONNX reference).
   if (ceil_mode && (out - 1) * w.stride >= in + w.pad_begin) --out;
@@ -96,8 +98,7 @@ Shape infer_window(const InferCtx& c, WindowAttrs& w, const Shape& spatial_in) {
   size_t r = spatial_in.size();
   auto check_len = [&](std::vector<int64_t>& v, size_t n, int64_t def, const char* what) {
     if (v.empty()) v.assign(n, def);
-    if (v.size() != n)
-      c.fail("{} has {} values; {} spatial dims need {}", what, v.size(), r, n);
+    if (v.size() != n) c.fail("{} has {} values; {} spatial dims need {}", what, v.size(), r, n);
   };
   check_len(w.kernel_shape, r, -1, "kernel_shape");
   check_len(w.strides, r, 1, "strides");

@@ -20,16 +20,40 @@
 
 namespace cb::ops {
 
-const OpDef kSgdStep{.kind = OpKind::SgdStep, .name = "SgdStep", .inputs_min = 3,
-                     .inputs_max = 3, .outputs_min = 0, .outputs_max = 0, .internal = true};
-const OpDef kAdamWStep{.kind = OpKind::AdamWStep, .name = "AdamWStep", .inputs_min = 4,
-                       .inputs_max = 4, .outputs_min = 0, .outputs_max = 0, .internal = true};
-const OpDef kSmaStep{.kind = OpKind::SmaStep, .name = "SmaStep", .inputs_min = 4,
-                     .inputs_max = 6, .outputs_min = 0, .outputs_max = 0, .internal = true};
-const OpDef kSmaCentralStep{.kind = OpKind::SmaCentralStep, .name = "SmaCentralStep",
-                            .inputs_min = 3, .inputs_max = 3, .outputs_min = 1,
-                            .outputs_max = 1, .internal = true};
-const OpDef kSmaRowSum{.kind = OpKind::SmaRowSum, .name = "SmaRowSum", .inputs_min = 1,
-                       .inputs_max = 1, .outputs_min = 1, .outputs_max = 1, .internal = true};
+const OpDef kSgdStep{.kind = OpKind::SgdStep,
+                     .name = "SgdStep",
+                     .inputs_min = 3,
+                     .inputs_max = 3,
+                     .outputs_min = 0,
+                     .outputs_max = 0,
+                     .internal = true};
+const OpDef kAdamWStep{.kind = OpKind::AdamWStep,
+                       .name = "AdamWStep",
+                       .inputs_min = 4,
+                       .inputs_max = 4,
+                       .outputs_min = 0,
+                       .outputs_max = 0,
+                       .internal = true};
+const OpDef kSmaStep{.kind = OpKind::SmaStep,
+                     .name = "SmaStep",
+                     .inputs_min = 4,
+                     .inputs_max = 6,
+                     .outputs_min = 0,
+                     .outputs_max = 0,
+                     .internal = true};
+const OpDef kSmaCentralStep{.kind = OpKind::SmaCentralStep,
+                            .name = "SmaCentralStep",
+                            .inputs_min = 3,
+                            .inputs_max = 3,
+                            .outputs_min = 1,
+                            .outputs_max = 1,
+                            .internal = true};
+const OpDef kSmaRowSum{.kind = OpKind::SmaRowSum,
+                       .name = "SmaRowSum",
+                       .inputs_min = 1,
+                       .inputs_max = 1,
+                       .outputs_min = 1,
+                       .outputs_max = 1,
+                       .internal = true};
 
 }  // namespace cb::ops

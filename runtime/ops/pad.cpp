@@ -1,11 +1,10 @@
 // Pad(data, pads, constant_value?, axes?) (attributes pads/value before opset 11).
 // pads = [begin_0, ..., begin_k, end_0, ..., end_k]; negative pads crop.
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) {
@@ -73,15 +72,15 @@ void vjp(VjpCtx& c) {
 }
 }  // namespace
 
-const OpDef kPad{
-    .kind = OpKind::Pad,
-    .name = "Pad",
-    .inputs_min = 1,
-    .inputs_max = 4,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer,
-    .value_inputs = bit(1) | bit(3), .vjp = vjp};
+const OpDef kPad{.kind = OpKind::Pad,
+                 .name = "Pad",
+                 .inputs_min = 1,
+                 .inputs_max = 4,
+                 .outputs_min = 1,
+                 .outputs_max = 1,
+                 .parse = parse,
+                 .infer = infer,
+                 .value_inputs = bit(1) | bit(3),
+                 .vjp = vjp};
 
 }  // namespace cb::ops

@@ -104,7 +104,8 @@ struct ReduceParams {
   bool keepdims = true;
   bool noop_with_empty_axes = false;
   int64_t axes_input_since;  // first opset with axes as an input
-  std::vector<bool> reduced;  // completed by infer(): per input dim, is it reduced (all false: noop)
+  std::vector<bool>
+      reduced;  // completed by infer(): per input dim, is it reduced (all false: noop)
 };
 
 // reshape.cpp

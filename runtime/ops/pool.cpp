@@ -1,8 +1,8 @@
 // Pooling: MaxPool (optional i64 Indices output), AveragePool, GlobalAveragePool.
 // X [N,C,D...] -> [N,C,D'...]; the sliding-window rule is shared with Conv (op_util).
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
 
@@ -70,39 +70,49 @@ void infer_max_grad(InferCtx& c) { infer_like(c, 0, 1); }
 void infer_avg_grad(InferCtx& c) { infer_known_shape(c, 0, 0, 1); }
 }  // namespace
 
-const OpDef kMaxPool{
-    .kind = OpKind::MaxPool,
-    .name = "MaxPool",
-    .inputs_min = 1,
-    .inputs_max = 1,
-    .outputs_min = 1,
-    .outputs_max = 2,
-    .parse = parse_max,
-    .infer = infer_max, .vjp = vjp_max};
-const OpDef kAveragePool{
-    .kind = OpKind::AveragePool,
-    .name = "AveragePool",
-    .inputs_min = 1,
-    .inputs_max = 1,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse_avg,
-    .infer = infer_avg, .vjp = vjp_avg};
-const OpDef kGlobalAveragePool{
-    .kind = OpKind::GlobalAveragePool,
-    .name = "GlobalAveragePool",
-    .inputs_min = 1,
-    .inputs_max = 1,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer_global, .vjp = vjp_global};
+const OpDef kMaxPool{.kind = OpKind::MaxPool,
+                     .name = "MaxPool",
+                     .inputs_min = 1,
+                     .inputs_max = 1,
+                     .outputs_min = 1,
+                     .outputs_max = 2,
+                     .parse = parse_max,
+                     .infer = infer_max,
+                     .vjp = vjp_max};
+const OpDef kAveragePool{.kind = OpKind::AveragePool,
+                         .name = "AveragePool",
+                         .inputs_min = 1,
+                         .inputs_max = 1,
+                         .outputs_min = 1,
+                         .outputs_max = 1,
+                         .parse = parse_avg,
+                         .infer = infer_avg,
+                         .vjp = vjp_avg};
+const OpDef kGlobalAveragePool{.kind = OpKind::GlobalAveragePool,
+                               .name = "GlobalAveragePool",
+                               .inputs_min = 1,
+                               .inputs_max = 1,
+                               .outputs_min = 1,
+                               .outputs_max = 1,
+                               .infer = infer_global,
+                               .vjp = vjp_global};
 
 // MaxPoolGrad(dY, X) and AveragePoolGrad(dY, x_shape) (internal), with the forward's PoolParams.
-const OpDef kMaxPoolGrad{.kind = OpKind::MaxPoolGrad, .name = "MaxPoolGrad", .inputs_min = 2,
-                         .inputs_max = 2, .outputs_min = 1, .outputs_max = 1,
-                         .infer = infer_max_grad, .internal = true};
-const OpDef kAveragePoolGrad{.kind = OpKind::AveragePoolGrad, .name = "AveragePoolGrad",
-                             .inputs_min = 2, .inputs_max = 2, .outputs_min = 1,
-                             .outputs_max = 1, .infer = infer_avg_grad, .value_inputs = bit(1),
+const OpDef kMaxPoolGrad{.kind = OpKind::MaxPoolGrad,
+                         .name = "MaxPoolGrad",
+                         .inputs_min = 2,
+                         .inputs_max = 2,
+                         .outputs_min = 1,
+                         .outputs_max = 1,
+                         .infer = infer_max_grad,
+                         .internal = true};
+const OpDef kAveragePoolGrad{.kind = OpKind::AveragePoolGrad,
+                             .name = "AveragePoolGrad",
+                             .inputs_min = 2,
+                             .inputs_max = 2,
+                             .outputs_min = 1,
+                             .outputs_max = 1,
+                             .infer = infer_avg_grad,
+                             .value_inputs = bit(1),
                              .internal = true};
 }  // namespace cb::ops

@@ -31,14 +31,13 @@ void infer(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kRange{
-    .kind = OpKind::Range,
-    .name = "Range",
-    .inputs_min = 3,
-    .inputs_max = 3,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer,
-    .value_inputs = bit(0) | bit(1) | bit(2)};
+const OpDef kRange{.kind = OpKind::Range,
+                   .name = "Range",
+                   .inputs_min = 3,
+                   .inputs_max = 3,
+                   .outputs_min = 1,
+                   .outputs_max = 1,
+                   .infer = infer,
+                   .value_inputs = bit(0) | bit(1) | bit(2)};
 
 }  // namespace cb::ops

@@ -3,11 +3,10 @@
 #include <algorithm>
 
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 template <int kAxesInputSince>
@@ -47,8 +46,10 @@ void infer(InferCtx& c) {
   reduced = reduce;
   Shape out;
   for (size_t i = 0; i < reduce.size(); ++i) {
-    if (!reduce[i]) out.push_back(c.shape(0)[i]);
-    else if (p.keepdims) out.push_back(Dim::of(1));
+    if (!reduce[i])
+      out.push_back(c.shape(0)[i]);
+    else if (p.keepdims)
+      out.push_back(Dim::of(1));
   }
   c.set(0, c.dtype(0), out);
 }
@@ -78,31 +79,32 @@ void vjp_mean(VjpCtx& c) {
   auto count = shape_numel(counted);
   if (!count) c.fail("cannot count the reduced elements of {}", to_string(x));
   DType t = c.val(c.dy(0)).dtype;
-  ValueId n = count->batch ? c.b.op("Cast", {c.b.shape_of({*count})}, {{"to", int64_t{dtype_to_onnx(t)}}})
-                           : c.b.scalar(static_cast<double>(count->value), t);
+  ValueId n = count->batch
+                  ? c.b.op("Cast", {c.b.shape_of({*count})}, {{"to", int64_t{dtype_to_onnx(t)}}})
+                  : c.b.scalar(static_cast<double>(count->value), t);
   c.set_dx(0, c.b.op("Div", {expand_back(c), n}));
 }
 }  // namespace
 
-const OpDef kReduceMean{
-    .kind = OpKind::ReduceMean,
-    .name = "ReduceMean",
-    .inputs_min = 1,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse<18>,
-    .infer = infer,
-    .value_inputs = bit(1), .vjp = vjp_mean};
-const OpDef kReduceSum{
-    .kind = OpKind::ReduceSum,
-    .name = "ReduceSum",
-    .inputs_min = 1,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse<13>,
-    .infer = infer,
-    .value_inputs = bit(1), .vjp = vjp_sum};
+const OpDef kReduceMean{.kind = OpKind::ReduceMean,
+                        .name = "ReduceMean",
+                        .inputs_min = 1,
+                        .inputs_max = 2,
+                        .outputs_min = 1,
+                        .outputs_max = 1,
+                        .parse = parse<18>,
+                        .infer = infer,
+                        .value_inputs = bit(1),
+                        .vjp = vjp_mean};
+const OpDef kReduceSum{.kind = OpKind::ReduceSum,
+                       .name = "ReduceSum",
+                       .inputs_min = 1,
+                       .inputs_max = 2,
+                       .outputs_min = 1,
+                       .outputs_max = 1,
+                       .parse = parse<13>,
+                       .infer = infer,
+                       .value_inputs = bit(1),
+                       .vjp = vjp_sum};
 
 }  // namespace cb::ops

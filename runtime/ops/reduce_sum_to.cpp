@@ -18,8 +18,15 @@ void vjp(VjpCtx& c) {  // d/dx of a sum is the gradient broadcast back
 }
 }  // namespace
 
-const OpDef kReduceSumTo{.kind = OpKind::ReduceSumTo, .name = "ReduceSumTo", .inputs_min = 2,
-                         .inputs_max = 2, .outputs_min = 1, .outputs_max = 1, .infer = infer,
-                         .value_inputs = bit(1), .vjp = vjp, .internal = true};
+const OpDef kReduceSumTo{.kind = OpKind::ReduceSumTo,
+                         .name = "ReduceSumTo",
+                         .inputs_min = 2,
+                         .inputs_max = 2,
+                         .outputs_min = 1,
+                         .outputs_max = 1,
+                         .infer = infer,
+                         .value_inputs = bit(1),
+                         .vjp = vjp,
+                         .internal = true};
 
 }  // namespace cb::ops

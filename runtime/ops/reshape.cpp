@@ -2,8 +2,8 @@
 // (a constant, or shape arithmetic that folds in terms of N): 0 copies the input dim (unless
 // allowzero), -1 is inferred from the element count.
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
 
@@ -30,8 +30,9 @@ void infer_reshape(InferCtx& c) {
       if (infer_at >= 0) c.fail("shape {} has more than one -1", to_string(spec));
       infer_at = static_cast<int>(i);
     } else if (d == Dim::of(0) && !c.p<ReshapeParams>().allowzero) {
-      if (i >= in.size()) c.fail("shape {} copies dim {} (0) but the input {} has rank {}",
-                                 to_string(spec), i, to_string(in), in.size());
+      if (i >= in.size())
+        c.fail("shape {} copies dim {} (0) but the input {} has rank {}", to_string(spec), i,
+               to_string(in), in.size());
       d = in[i];
     } else if (d.value < 0) {
       c.fail("shape {} has a negative dim {}", to_string(spec), to_string(d));
@@ -46,8 +47,8 @@ void infer_reshape(InferCtx& c) {
     std::optional<Dim> q;
     if (in_n && rest_n) q = dim_div(*in_n, *rest_n);
     if (!q)
-      c.fail("cannot infer the -1 in shape {} from input {}: sizes do not divide",
-             to_string(spec), to_string(in));
+      c.fail("cannot infer the -1 in shape {} from input {}: sizes do not divide", to_string(spec),
+             to_string(in));
     out[static_cast<size_t>(infer_at)] = *q;
   }
   auto out_n = shape_numel(out);
@@ -71,26 +72,26 @@ void infer_flatten(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kReshape{
-    .kind = OpKind::Reshape,
-    .name = "Reshape",
-    .inputs_min = 2,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse_reshape,
-    .infer = infer_reshape,
-    .value_inputs = bit(1),
-    .alias = true, .vjp = vjp_reshape};
-const OpDef kFlatten{
-    .kind = OpKind::Flatten,
-    .name = "Flatten",
-    .inputs_min = 1,
-    .inputs_max = 1,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse_flatten,
-    .infer = infer_flatten,
-    .alias = true, .vjp = vjp_reshape};
+const OpDef kReshape{.kind = OpKind::Reshape,
+                     .name = "Reshape",
+                     .inputs_min = 2,
+                     .inputs_max = 2,
+                     .outputs_min = 1,
+                     .outputs_max = 1,
+                     .parse = parse_reshape,
+                     .infer = infer_reshape,
+                     .value_inputs = bit(1),
+                     .alias = true,
+                     .vjp = vjp_reshape};
+const OpDef kFlatten{.kind = OpKind::Flatten,
+                     .name = "Flatten",
+                     .inputs_min = 1,
+                     .inputs_max = 1,
+                     .outputs_min = 1,
+                     .outputs_max = 1,
+                     .parse = parse_flatten,
+                     .infer = infer_flatten,
+                     .alias = true,
+                     .vjp = vjp_reshape};
 
 }  // namespace cb::ops

@@ -7,7 +7,6 @@
 
 namespace cb::ops {
 
-
 namespace {
 std::any parse(ParseCtx& c) {
   ShapeParams p;
@@ -29,14 +28,13 @@ void infer(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kShape{
-    .kind = OpKind::Shape,
-    .name = "Shape",
-    .inputs_min = 1,
-    .inputs_max = 1,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer};
+const OpDef kShape{.kind = OpKind::Shape,
+                   .name = "Shape",
+                   .inputs_min = 1,
+                   .inputs_max = 1,
+                   .outputs_min = 1,
+                   .outputs_max = 1,
+                   .parse = parse,
+                   .infer = infer};
 
 }  // namespace cb::ops

@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
 
@@ -100,25 +100,31 @@ void infer(InferCtx& c) {
   }
 }
 void vjp(VjpCtx& c) {
-  c.set_dx(0, c.b.emit_with("SliceGrad", {c.dy(0), c.b.shape_of(c.x_shape(0))},
-                            c.p<SliceParams>())[0]);
+  c.set_dx(
+      0, c.b.emit_with("SliceGrad", {c.dy(0), c.b.shape_of(c.x_shape(0))}, c.p<SliceParams>())[0]);
 }
 void infer_grad(InferCtx& c) { infer_known_shape(c, 0, 0, 1); }
 }  // namespace
 
-const OpDef kSlice{
-    .kind = OpKind::Slice,
-    .name = "Slice",
-    .inputs_min = 1,
-    .inputs_max = 5,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer,
-    .value_inputs = bit(1) | bit(2) | bit(3) | bit(4), .vjp = vjp};
+const OpDef kSlice{.kind = OpKind::Slice,
+                   .name = "Slice",
+                   .inputs_min = 1,
+                   .inputs_max = 5,
+                   .outputs_min = 1,
+                   .outputs_max = 1,
+                   .parse = parse,
+                   .infer = infer,
+                   .value_inputs = bit(1) | bit(2) | bit(3) | bit(4),
+                   .vjp = vjp};
 
 // SliceGrad(dY, x_shape) (internal): dX zero except the sliced positions, which get dY.
-const OpDef kSliceGrad{.kind = OpKind::SliceGrad, .name = "SliceGrad", .inputs_min = 2,
-                       .inputs_max = 2, .outputs_min = 1, .outputs_max = 1, .infer = infer_grad,
-                       .value_inputs = bit(1), .internal = true};
+const OpDef kSliceGrad{.kind = OpKind::SliceGrad,
+                       .name = "SliceGrad",
+                       .inputs_min = 2,
+                       .inputs_max = 2,
+                       .outputs_min = 1,
+                       .outputs_max = 1,
+                       .infer = infer_grad,
+                       .value_inputs = bit(1),
+                       .internal = true};
 }  // namespace cb::ops

@@ -37,13 +37,23 @@ void vjp(VjpCtx& c) {
 void infer_grad(InferCtx& c) { infer_like(c, 0, 1); }
 }  // namespace
 
-const OpDef kSoftmaxCrossEntropyLoss{
-    .kind = OpKind::SoftmaxCrossEntropyLoss, .name = "SoftmaxCrossEntropyLoss", .inputs_min = 2,
-    .inputs_max = 3, .outputs_min = 1, .outputs_max = 2, .parse = parse, .infer = infer,
-    .nondiff_inputs = bit(1) | bit(2), .vjp = vjp};
-const OpDef kSoftmaxCrossEntropyLossGrad{
-    .kind = OpKind::SoftmaxCrossEntropyLossGrad, .name = "SoftmaxCrossEntropyLossGrad",
-    .inputs_min = 3, .inputs_max = 3, .outputs_min = 1, .outputs_max = 1, .infer = infer_grad,
-    .internal = true};
+const OpDef kSoftmaxCrossEntropyLoss{.kind = OpKind::SoftmaxCrossEntropyLoss,
+                                     .name = "SoftmaxCrossEntropyLoss",
+                                     .inputs_min = 2,
+                                     .inputs_max = 3,
+                                     .outputs_min = 1,
+                                     .outputs_max = 2,
+                                     .parse = parse,
+                                     .infer = infer,
+                                     .nondiff_inputs = bit(1) | bit(2),
+                                     .vjp = vjp};
+const OpDef kSoftmaxCrossEntropyLossGrad{.kind = OpKind::SoftmaxCrossEntropyLossGrad,
+                                         .name = "SoftmaxCrossEntropyLossGrad",
+                                         .inputs_min = 3,
+                                         .inputs_max = 3,
+                                         .outputs_min = 1,
+                                         .outputs_max = 1,
+                                         .infer = infer_grad,
+                                         .internal = true};
 
 }  // namespace cb::ops

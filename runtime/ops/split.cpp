@@ -1,8 +1,8 @@
 // Split(input, split?) along `axis` into the node's outputs (sizes from `split`, an attribute
 // before opset 13 and an input after; else equal parts, the last smaller with num_outputs at 18).
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
 
@@ -73,15 +73,15 @@ void vjp(VjpCtx& c) {  // concatenate the outputs' gradients, zeros where none f
 }
 }  // namespace
 
-const OpDef kSplit{
-    .kind = OpKind::Split,
-    .name = "Split",
-    .inputs_min = 1,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = -1,
-    .parse = parse,
-    .infer = infer,
-    .value_inputs = bit(1), .vjp = vjp};
+const OpDef kSplit{.kind = OpKind::Split,
+                   .name = "Split",
+                   .inputs_min = 1,
+                   .inputs_max = 2,
+                   .outputs_min = 1,
+                   .outputs_max = -1,
+                   .parse = parse,
+                   .infer = infer,
+                   .value_inputs = bit(1),
+                   .vjp = vjp};
 
 }  // namespace cb::ops

@@ -2,11 +2,10 @@
 #include <algorithm>
 
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) {
@@ -57,27 +56,27 @@ void infer_unsqueeze(InferCtx& c) {
 }
 }  // namespace
 
-const OpDef kSqueeze{
-    .kind = OpKind::Squeeze,
-    .name = "Squeeze",
-    .inputs_min = 1,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer_squeeze,
-    .value_inputs = bit(1),
-    .alias = true, .vjp = vjp_reshape};
-const OpDef kUnsqueeze{
-    .kind = OpKind::Unsqueeze,
-    .name = "Unsqueeze",
-    .inputs_min = 1,
-    .inputs_max = 2,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer_unsqueeze,
-    .value_inputs = bit(1),
-    .alias = true, .vjp = vjp_reshape};
+const OpDef kSqueeze{.kind = OpKind::Squeeze,
+                     .name = "Squeeze",
+                     .inputs_min = 1,
+                     .inputs_max = 2,
+                     .outputs_min = 1,
+                     .outputs_max = 1,
+                     .parse = parse,
+                     .infer = infer_squeeze,
+                     .value_inputs = bit(1),
+                     .alias = true,
+                     .vjp = vjp_reshape};
+const OpDef kUnsqueeze{.kind = OpKind::Unsqueeze,
+                       .name = "Unsqueeze",
+                       .inputs_min = 1,
+                       .inputs_max = 2,
+                       .outputs_min = 1,
+                       .outputs_max = 1,
+                       .parse = parse,
+                       .infer = infer_unsqueeze,
+                       .value_inputs = bit(1),
+                       .alias = true,
+                       .vjp = vjp_reshape};
 
 }  // namespace cb::ops

@@ -2,11 +2,10 @@
 #include <algorithm>
 
 #include "runtime/ops/op_util.h"
-#include "runtime/vjp.h"
 #include "runtime/ops/params.h"
+#include "runtime/vjp.h"
 
 namespace cb::ops {
-
 
 namespace {
 std::any parse(ParseCtx& c) { return TransposeParams{c.ints("perm")}; }
@@ -29,19 +28,20 @@ void infer(InferCtx& c) {
 void vjp(VjpCtx& c) {
   const auto& perm = c.p<TransposeParams>().perm;
   std::vector<int64_t> inv(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < perm.size(); ++i)
+    inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
   c.set_dx(0, c.b.op("Transpose", {c.dy(0)}, {{"perm", inv}}));
 }
 }  // namespace
 
-const OpDef kTranspose{
-    .kind = OpKind::Transpose,
-    .name = "Transpose",
-    .inputs_min = 1,
-    .inputs_max = 1,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .parse = parse,
-    .infer = infer, .vjp = vjp};
+const OpDef kTranspose{.kind = OpKind::Transpose,
+                       .name = "Transpose",
+                       .inputs_min = 1,
+                       .inputs_max = 1,
+                       .outputs_min = 1,
+                       .outputs_max = 1,
+                       .parse = parse,
+                       .infer = infer,
+                       .vjp = vjp};
 
 }  // namespace cb::ops

@@ -22,14 +22,14 @@ void vjp(VjpCtx& c) {
 }
 }  // namespace
 
-const OpDef kWhere{
-    .kind = OpKind::Where,
-    .name = "Where",
-    .inputs_min = 3,
-    .inputs_max = 3,
-    .outputs_min = 1,
-    .outputs_max = 1,
-    .infer = infer,
-    .nondiff_inputs = bit(0), .vjp = vjp};
+const OpDef kWhere{.kind = OpKind::Where,
+                   .name = "Where",
+                   .inputs_min = 3,
+                   .inputs_max = 3,
+                   .outputs_min = 1,
+                   .outputs_max = 1,
+                   .infer = infer,
+                   .nondiff_inputs = bit(0),
+                   .vjp = vjp};
 
 }  // namespace cb::ops

@@ -237,8 +237,9 @@ double max_rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 void bench_backward(int reps) {
-  fmt::print("\nconv backward (ConvGrad dX + dW), f32, median of {} interleaved runs, us per call\n",
-             reps);
+  fmt::print(
+      "\nconv backward (ConvGrad dX + dW), f32, median of {} interleaved runs, us per call\n",
+      reps);
   fmt::print("{:<9} {:<24} {:>5} {:>3} {:>9} {:>9} {:>9} {:>9}\n", "net", "shape", "batch", "thr",
              "im2col", "cb-dnnl", "dW:im2col", "dW:dnnl");
   for (int threads : {1, 2}) {
@@ -284,10 +285,10 @@ void bench_backward(int reps) {
                  batch, threads, ma, md, med(twa), med(twd));
     }
     for (auto& [net, t] : totals)
-      fmt::print("{:<9} {:<24} {:>5} {:>3} {:>9.0f} {:>9.0f}  (sum over the net's convs, ratio "
-                 "im2col/cb-dnnl {:.2f})\n",
-                 net, "TOTAL", batch, threads, t.first, t.second,
-                 t.second > 0 ? t.first / t.second : 0.0);
+      fmt::print(
+          "{:<9} {:<24} {:>5} {:>3} {:>9.0f} {:>9.0f}  (sum over the net's convs, ratio "
+          "im2col/cb-dnnl {:.2f})\n",
+          net, "TOTAL", batch, threads, t.first, t.second, t.second > 0 ? t.first / t.second : 0.0);
   }
 }
 
