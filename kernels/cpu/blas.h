@@ -7,7 +7,32 @@
 #include <cstdint>
 #include <vector>
 
+#ifdef CB_HAVE_DNNL
+// libgomp: oneDNN's Debian build threads with OpenMP; crossbow calls it on its own threads.
+extern "C" void omp_set_num_threads(int);
+extern "C" int omp_get_max_threads();
+#endif
+
 namespace cb::cpu {
+
+#ifdef CB_HAVE_DNNL
+// For the duration of a oneDNN call: an OpenMP team of one on the calling thread (our pool does
+// the parallelism), the caller's setting restored afterwards.
+class OmpTeamOfOne {
+ public:
+  OmpTeamOfOne() : n_(omp_get_max_threads()) {
+    if (n_ != 1) omp_set_num_threads(1);
+  }
+  ~OmpTeamOfOne() {
+    if (n_ != 1) omp_set_num_threads(n_);
+  }
+  OmpTeamOfOne(const OmpTeamOfOne&) = delete;
+  OmpTeamOfOne& operator=(const OmpTeamOfOne&) = delete;
+
+ private:
+  int n_;
+};
+#endif
 
 // C[M,N] = alpha * op(A) op(B) + beta * C, row-major with leading dims lda/ldb/ldc;
 // op(A) is [M,K] (A stored [K,M] when trans_a), op(B) is [K,N] (B stored [N,K] when trans_b).

@@ -174,4 +174,23 @@ void Conv(const KernelArgs& a) {
   if (!conv_c1(a) && !conv_dnnl(a)) conv_im2col(a);
 }
 
+ConvKey conv_key(const ops::ConvParams& p, const std::vector<int64_t>& x_dims, int64_t out_channels,
+                 int64_t samples, int64_t flags) {
+  const size_t r = x_dims.size() - 2;
+  ConvKey key{};
+  size_t k = 0;
+  key[k++] = samples;
+  key[k++] = p.group;
+  key[k++] = flags;
+  for (int64_t d : x_dims) key[k++] = d;  // the batch dim too: harmless, N is fixed per node
+  key[k++] = out_channels;
+  for (size_t i = 0; i < r; ++i) {
+    key[k++] = p.window.kernel_shape[i];
+    key[k++] = p.window.strides[i];
+    key[k++] = p.window.dilations[i];
+    key[k++] = p.window.pads[i] * 4096 + p.window.pads[i + r];
+  }
+  return key;
+}
+
 }  // namespace cb::cpu

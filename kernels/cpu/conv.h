@@ -3,6 +3,7 @@
 // implementations Conv and ConvGrad choose from.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -61,5 +62,11 @@ bool conv_grad_c1(const KernelArgs& a);
 // oneDNN, another dtype, a shape oneDNN has no implementation for): the caller then computes Y.
 bool conv_dnnl(const KernelArgs& a);
 bool conv_dnnl_available();
+
+// The key of a cached oneDNN convolution primitive (forward or backward): the sub-batch size,
+// the input dims, the output channels, the window and `flags` (e.g. has-bias).
+using ConvKey = std::array<int64_t, 24>;
+ConvKey conv_key(const ops::ConvParams& p, const std::vector<int64_t>& x_dims, int64_t out_channels,
+                 int64_t samples, int64_t flags);
 
 }  // namespace cb::cpu

@@ -19,16 +19,12 @@
 #include "kernels/cpu/blas.h"
 #include "runtime/thread_pool.h"
 
-// libgomp: oneDNN's Debian build threads with OpenMP; we keep its team at 1 on our threads.
-extern "C" void omp_set_num_threads(int);
-extern "C" int omp_get_max_threads();
-
 namespace cb::cpu {
 
 namespace {
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
-using Key = std::array<int64_t, 24>;
+using Key = ConvKey;
 
 struct Prim {
   bool ok = false;  // false: oneDNN has no implementation; the caller falls back
@@ -124,27 +120,9 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
   bool has_bias = a.in.size() > 2 && a.in[2].present();
-  size_t r = X.dims.size() - 2;
-  Key key{};
-  size_t k = 0;
-  key[k++] = n1 - n0;
-  key[k++] = p.group;
-  key[k++] = has_bias;
-  for (int64_t d : X.dims) key[k++] = d;  // the batch dim too: harmless, N is fixed per node
-  key[k++] = Y.dims[1];
-  for (size_t i = 0; i < r; ++i) {
-    key[k++] = p.window.kernel_shape[i];
-    key[k++] = p.window.strides[i];
-    key[k++] = p.window.dilations[i];
-    key[k++] = p.window.pads[i] * 4096 + p.window.pads[i + r];
-  }
+  const ConvKey key = conv_key(p, X.dims, Y.dims[1], n1 - n0, has_bias);
   ThreadState& ts = state();
-  int omp_threads = omp_get_max_threads();  // the caller's setting, restored below
-  omp_set_num_threads(1);
-  struct Restore {
-    int n;
-    ~Restore() { omp_set_num_threads(n); }
-  } restore{omp_threads};
+  const OmpTeamOfOne omp_guard;
   auto& slot = ts.prims[key];
   if (!slot) slot = build(ts, a, n1 - n0, has_bias);
   Prim& pr = *slot;

@@ -21,15 +21,12 @@
 #include "kernels/cpu/blas.h"
 #include "runtime/thread_pool.h"
 
-extern "C" void omp_set_num_threads(int);
-extern "C" int omp_get_max_threads();
-
 namespace cb::cpu {
 
 namespace {
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
-using Key = std::array<int64_t, 24>;
+using Key = ConvKey;
 
 // One user (plain) memory and, where oneDNN wants another layout, the primitive's own memory
 // plus the reorder between them.
@@ -137,26 +134,9 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
   const TensorView& dX = a.out[0];
-  size_t r = X.dims.size() - 2;
-  Key key{};
-  size_t k = 0;
-  key[k++] = n1 - n0;
-  key[k++] = p.group;
-  for (int64_t d : X.dims) key[k++] = d;
-  key[k++] = dY.dims[1];
-  for (size_t i = 0; i < r; ++i) {
-    key[k++] = p.window.kernel_shape[i];
-    key[k++] = p.window.strides[i];
-    key[k++] = p.window.dilations[i];
-    key[k++] = p.window.pads[i] * 4096 + p.window.pads[i + r];
-  }
+  const ConvKey key = conv_key(p, X.dims, dY.dims[1], n1 - n0, 0);
   ThreadState& ts = state();
-  int omp_threads = omp_get_max_threads();  // the caller's setting, restored below
-  omp_set_num_threads(1);
-  struct Restore {
-    int n;
-    ~Restore() { omp_set_num_threads(n); }
-  } restore{omp_threads};
+  const OmpTeamOfOne omp_guard;
   auto& slot = ts.prims[key];
   if (!slot) slot = build(ts, a, n1 - n0);
   Prim& pr = *slot;

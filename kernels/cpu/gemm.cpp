@@ -12,9 +12,6 @@
 
 #ifdef CB_HAVE_DNNL
 #include <dnnl.h>
-// libgomp: oneDNN's Debian build threads with OpenMP.
-extern "C" void omp_set_num_threads(int);
-extern "C" int omp_get_max_threads();
 #endif
 
 #include "kernels/cpu/blas.h"
@@ -38,11 +35,11 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   // whose cores it does not recognise (Haswell kernels). Single-threaded on the calling thread,
   // as OpenBLAS is: its OpenMP team is set to 1 for the call (conv_dnnl.cpp does the same).
   if (m > 0 && n > 0 && k > 0) {
-    const int omp_threads = omp_get_max_threads();
-    if (omp_threads != 1) omp_set_num_threads(1);
-    const dnnl_status_t st =
-        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    if (omp_threads != 1) omp_set_num_threads(omp_threads);
+    dnnl_status_t st;
+    {
+      const OmpTeamOfOne omp_guard;
+      st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    }
     if (st == dnnl_success) return;
   }
 #endif
