@@ -53,8 +53,7 @@ SmaRunSummary run_sma_training(SmaTrainer& t, const IdxDataset& data, const SmaR
     const double lr = ro.schedule.at(consumed, spe, total_for_lr);
     const int64_t d = ro.schedule.decays(consumed, spe);
     if (d > decays && prev_lr > 0 && lr < prev_lr) {
-      t.reset_to_central();
-      if (cb.on_reset) cb.on_reset(s, lr);
+      if (t.reset_to_central() && cb.on_reset) cb.on_reset(s, lr);
     }
     decays = d;
     prev_lr = lr;

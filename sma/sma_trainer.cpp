@@ -342,7 +342,10 @@ std::vector<double> SmaTrainer::step(const std::vector<Batch>& batches, double l
   return losses;
 }
 
-void SmaTrainer::reset_to_central() {
+bool SmaTrainer::reset_to_central() {
+  // With alpha 0 nothing pulls z: it is still the initial model, and the learners are independent
+  // SGD runs (one learner: plain SGD, which keeps its momentum across a learning-rate drop).
+  if (alpha_ == 0) return false;
   const int64_t P = model_.flat_elems();
   for (auto& gp : groups_) {
     Group& g = *gp;
@@ -360,6 +363,7 @@ void SmaTrainer::reset_to_central() {
     });
   }
   wait_all(groups_, [](const auto& g) -> Worker& { return g->driver; });
+  return true;
 }
 
 void SmaTrainer::average_for_eval() {

@@ -35,7 +35,8 @@
 //     is plain SGD end to end, output included.
 //   - reset_to_central() (called when the learning rate drops to a lower step of its schedule):
 //     every replica <- z, every velocity zeroed (the next step starts it at the gradient, as a
-//     fresh PyTorch optimizer would); z and z_prev (the central momentum) are kept.
+//     fresh PyTorch optimizer would); z and z_prev (the central momentum) are kept. With alpha 0
+//     z is never updated, so there is nothing to reset to and the replicas are left alone.
 //   - New learners (set_learners) start from z with zero velocity and the averaged BN statistics.
 #pragma once
 
@@ -93,8 +94,9 @@ class SmaTrainer {
   // replica, velocity and statistics, new ones start from z; alpha is recomputed. Throws
   // cb::Error naming the bytes when they do not fit the memory budget.
   void set_learners(int per_device);
-  // Every replica <- z, velocities zeroed (see the choices above).
-  void reset_to_central();
+  // Every replica <- z, velocities zeroed (see the choices above). With alpha 0 there is no
+  // central model to reset to: does nothing and returns false.
+  bool reset_to_central();
 
   // z (or, with alpha 0, the learners' average) with the averaged BN statistics, over `set`.
   EvalResult evaluate(const ImageSet& set);

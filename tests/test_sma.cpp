@@ -409,6 +409,21 @@ TEST_CASE("sma: every replica is reset to z (velocity zeroed) when the learning 
   ro.run.schedule.gamma = 2;
   run_sma_training(t, data, ro, cb);
   CHECK(resets.empty());
+
+  // alpha 0: z never moves, so there is nothing to reset to; one such learner (mu_z 0) stays the
+  // single-learner Trainer bit for bit across the drops, momentum kept as PyTorch keeps it.
+  ro.run.schedule.gamma = 0.5;
+  o.learners = 1;
+  o.alpha = 0.0;
+  o.central_momentum = 0;
+  SmaTrainer plain(g, {LossKind::MeanSquaredError, ""}, o);
+  SmaRunSummary ps = run_sma_training(plain, data, ro, cb);
+  CHECK(resets.empty());
+  auto dev = make_cpu_device(1);
+  Trainer single(g, {LossKind::MeanSquaredError, ""}, *dev, o.train);
+  RunSummary rs = run_training(single, data, ro.run);
+  CHECK(ps.losses == rs.losses);
+  CHECK(plain.replica(0) == single.flat_params());
 }
 
 TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp32 sum order") {
