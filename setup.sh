@@ -37,6 +37,16 @@ else
   echo "setup: python3-torch/torchvision missing: big zoo models not exported (tests skip them)"
 fi
 
+# A CIFAR-10-shaped data set (Fashion-MNIST padded to 3x32x32) for tests and ResNet runs; once.
+if [ ! -d build/data/fmnist-cifar ]; then
+  if /usr/bin/python3 -c "import numpy" 2>/dev/null && [ -d /usr/share/datasets/fashion-mnist ]; then
+    mkdir -p build/data
+    /usr/bin/python3 models/make_cifar_shaped.py --out build/data/fmnist-cifar --train 10000 --test 2000
+  else
+    echo "setup: numpy or Fashion-MNIST missing: build/data/fmnist-cifar not made (tests skip it)"
+  fi
+fi
+
 [ "${1:-}" = "--build-only" ] && exit 0
 
 echo

@@ -198,8 +198,10 @@ void TrainModel::check_labels(const ImageSet& set, const std::string& what) cons
   const Value& in = eval_graph_.value(eval_graph_.inputs[image_input_]);
   auto per_example = shape_numel(in.shape);
   if (!per_example || !per_example->batch || per_example->value != set.image_elems())
-    fail("model input '{}' is {} but the {} images are 1x{}x{} ({} values each)", in.name,
-         to_string(in.shape), what, set.rows, set.cols, set.image_elems());
+    fail(
+        "model input '{}' is {} but the {} images are {} ({} values each); this model does not "
+        "fit this data set",
+        in.name, to_string(in.shape), what, set.image_shape(), set.image_elems());
 }
 
 void TrainModel::feed(Executor& ex, bool train, const Tensor& images, const Tensor& labels,

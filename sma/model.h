@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "autodiff/autodiff.h"
-#include "runtime/data/idx_dataset.h"
+#include "runtime/data/dataset.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 

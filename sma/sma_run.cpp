@@ -15,7 +15,7 @@ double seconds_since(Clock::time_point t0) {
 }
 }  // namespace
 
-SmaRunSummary run_sma_training(SmaTrainer& t, const IdxDataset& data, const SmaRunOptions& o,
+SmaRunSummary run_sma_training(SmaTrainer& t, const Dataset& data, const SmaRunOptions& o,
                                const SmaCallbacks& cb) {
   const RunOptions& ro = o.run;
   ro.schedule.validate();

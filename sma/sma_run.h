@@ -69,7 +69,7 @@ struct SmaCallbacks {
   std::function<void(int64_t step, double lr)> on_reset;  // replicas reset to z at a rate drop
 };
 
-SmaRunSummary run_sma_training(SmaTrainer& t, const IdxDataset& data, const SmaRunOptions& o,
+SmaRunSummary run_sma_training(SmaTrainer& t, const Dataset& data, const SmaRunOptions& o,
                                const SmaCallbacks& cb = {});
 
 }  // namespace cb

@@ -126,7 +126,7 @@ std::vector<float> Trainer::flat_params() const {
 
 // ---- the loop ----------------------------------------------------------------------------------
 
-RunSummary run_training(Trainer& t, const IdxDataset& data, const RunOptions& opts,
+RunSummary run_training(Trainer& t, const Dataset& data, const RunOptions& opts,
                         const std::function<void(const Progress&)>& on_eval) {
   opts.schedule.validate();
   if (opts.steps < 0) fail("--steps must not be negative, got {}", opts.steps);

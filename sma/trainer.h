@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "autodiff/autodiff.h"
-#include "runtime/data/idx_dataset.h"
+#include "runtime/data/dataset.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "sma/lr_schedule.h"
@@ -116,7 +116,7 @@ struct RunSummary {
 };
 
 // Trains on `data.train` and evaluates on `data.test`, calling `on_eval` after each evaluation.
-RunSummary run_training(Trainer& t, const IdxDataset& data, const RunOptions& opts,
+RunSummary run_training(Trainer& t, const Dataset& data, const RunOptions& opts,
                         const std::function<void(const Progress&)>& on_eval = {});
 
 }  // namespace cb

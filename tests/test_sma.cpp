@@ -133,7 +133,7 @@ TEST_CASE("sma: k = 3 identical replicas fed identical data stay bit-identical t
     MESSAGE("skipped: " << kFashion << " not installed");
     return;
   }
-  IdxDataset data = load_idx_dataset(kFashion);
+  Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   const LossSpec loss = detect_loss(r.graph);
   for (bool coupled : {false, true}) {
@@ -186,7 +186,7 @@ TEST_CASE("sma: one learner, alpha 0, mu_z 0 is the single-learner Trainer bit f
     MESSAGE("skipped: " << kFashion << " not installed");
     return;
   }
-  IdxDataset data = load_idx_dataset(kFashion);
+  Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   const LossSpec loss = detect_loss(r.graph);
   TrainerOptions to;
@@ -366,7 +366,7 @@ TEST_CASE("sma: every replica is reset to z (velocity zeroed) when the learning 
   for (float& v : w0) v = u(rng);
   for (float& v : b0) v = u(rng);
   Graph g = gemm_graph(w0, b0);
-  IdxDataset data;
+  Dataset data;
   data.train.count = 16;
   data.train.rows = data.train.cols = 2;
   for (int i = 0; i < 16 * kIn; ++i) data.train.images.push_back((u(rng) + 1) / 2);
@@ -431,7 +431,7 @@ TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp3
     MESSAGE("skipped: " << kFashion << " not installed");
     return;
   }
-  IdxDataset data = load_idx_dataset(kFashion);
+  Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   const LossSpec loss = detect_loss(r.graph);
   SmaTrainer two(r.graph, loss, lenet_options({0, 1}, 2, 2));
@@ -521,7 +521,7 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
     MESSAGE("skipped: " << kFashion << " not installed");
     return;
   }
-  IdxDataset data = load_idx_dataset(kFashion);
+  Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   SmaTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 1));
   t.step(file_batches(data.train, 0, 1, 16), 0.01);

@@ -103,7 +103,7 @@ TEST_CASE("idx: Fashion-MNIST as installed by dataset-fashion-mnist") {
     MESSAGE("skipped: " << kFashion << " not installed (apt-get install dataset-fashion-mnist)");
     return;
   }
-  IdxDataset d = load_idx_dataset(kFashion);
+  Dataset d = load_idx_dataset(kFashion);
   CHECK(d.train.count == 60000);
   CHECK(d.test.count == 10000);
   CHECK(d.train.rows == 28);
@@ -124,7 +124,7 @@ TEST_CASE("idx: Fashion-MNIST as installed by dataset-fashion-mnist") {
 TEST_CASE("idx: plain and gzipped files, and every corruption named") {
   TempDir d("idx");
   write_dataset(d, 10, 4);
-  IdxDataset ok = load_idx_dataset(d.path.string());
+  Dataset ok = load_idx_dataset(d.path.string());
   CHECK(ok.train.count == 10);
   CHECK(ok.test.count == 4);
   CHECK(ok.train.rows == 4);
@@ -421,7 +421,7 @@ const Golden kAdamW{
     1e-3,   {2.28314, 2.33448, 2.29517, 2.27996, 2.33153}, 0.92898, 1.16739, 0.69253, 0.7330,
     0.71146};
 
-RunSummary run_lenet(Trainer& t, const IdxDataset& data, const Golden& g) {
+RunSummary run_lenet(Trainer& t, const Dataset& data, const Golden& g) {
   RunOptions ro;
   ro.steps = 400;
   ro.shuffle = false;
@@ -461,7 +461,7 @@ TEST_CASE("trainer: LeNet-5 learns Fashion-MNIST as PyTorch does; export -> re-i
     MESSAGE("skipped: " << kFashion << " not installed");
     return;
   }
-  IdxDataset data = load_idx_dataset(kFashion);
+  Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(model);
   auto dev = make_cpu_device(2);
   TrainerOptions to;
@@ -534,7 +534,7 @@ TEST_CASE("trainer: divergence stops at a named step; labels must fit the classe
   const std::string model = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
   TempDir d("diverge");
   write_dataset(d, 64, 8);
-  IdxDataset small = load_idx_dataset(d.path.string());  // 4x4 images: do not fit LeNet-5
+  Dataset small = load_idx_dataset(d.path.string());  // 4x4 images: do not fit LeNet-5
   ImportResult r = import_model(model);
   auto dev = make_cpu_device(2);
   TrainerOptions to;
@@ -546,8 +546,8 @@ TEST_CASE("trainer: divergence stops at a named step; labels must fit the classe
   CHECK(contains(e, "1x4x4"));
 
   if (!fs::exists(fs::path(kFashion) / "train-images-idx3-ubyte.gz")) return;
-  IdxDataset data = load_idx_dataset(kFashion);
-  IdxDataset eleven = data;
+  Dataset data = load_idx_dataset(kFashion);
+  Dataset eleven = data;
   eleven.train.labels[5] = 10;
   e = error_of([&] { run_training(t, eleven, ro); });
   CHECK(contains(e, "up to 10"));

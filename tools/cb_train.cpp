@@ -1,5 +1,6 @@
 // cb-train MODEL.onnx --data DIR [options]
-// Trains an ONNX model on MNIST-style IDX data (Fashion-MNIST by default in the docs) on the CPU:
+// Trains an ONNX model on the data set in DIR (runtime/data/dataset.h: MNIST-style IDX files or
+// CIFAR-10/100 binaries, detected from the folder's content) on the CPU:
 // SGD (momentum, Nesterov, weight decay) with SMA over many learners (sma/sma_trainer.h; the
 // number chosen by the auto-tuner or --learners), or AdamW with one learner (sma/trainer.h); a
 // learning-rate schedule with optional warm-up, evaluation of the central model on the test set,
@@ -23,7 +24,7 @@
 #include "autodiff/autodiff.h"
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
-#include "runtime/data/idx_dataset.h"
+#include "runtime/data/dataset.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 #include "sma/sma_run.h"
@@ -111,7 +112,8 @@ struct ProgressLine {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"cb-train: train an ONNX model on MNIST-style data (single learner, CPU)"};
+  CLI::App app{
+      "cb-train: train an ONNX model with SMA (many learners per device) on IDX or CIFAR data"};
   std::string model, data_dir, output, optimizer = "sgd", schedule = "constant", loss = "auto";
   TrainerOptions topts;
   RunOptions ropts;
@@ -124,7 +126,9 @@ int main(int argc, char** argv) {
   std::optional<double> alpha;
   app.add_option("model", model, "ONNX model file (exported in training mode)")->required();
   app.add_option("--data", data_dir,
-                 "folder with train-/t10k- images and labels in IDX format (.gz or not)")
+                 "data folder, format detected from its files: MNIST-style IDX "
+                 "(train-/t10k- images and labels, .gz or not) or CIFAR-10/100 binaries "
+                 "(data_batch_N.bin + test_batch.bin, or train.bin + test.bin)")
       ->required();
   app.add_option("--batch-size,-b", topts.batch, "examples per step")->capture_default_str();
   app.add_option("--eval-batch-size", topts.eval_batch,
@@ -214,7 +218,7 @@ int main(int argc, char** argv) {
       fail("--weight-decay must not be negative, got {}", topts.weight_decay);
 
     // Data first: a missing folder is the commonest mistake and costs nothing to find.
-    IdxDataset data = load_idx_dataset(data_dir);
+    Dataset data = load_dataset(data_dir);
     ImportResult r = import_model(model);
     LossSpec spec;
     if (loss == "auto") {
@@ -271,8 +275,8 @@ int main(int argc, char** argv) {
     }
     fmt::print("loss     {}{}\n", loss_kind_name(spec.kind),
                loss == "auto" ? " (auto-detected)" : "");
-    fmt::print("data     {}: {} training, {} test images of {}x{}\n", data_dir, data.train.count,
-               data.test.count, data.train.rows, data.train.cols);
+    fmt::print("data     {}: {} training, {} test images of {}\n", data_dir, data.train.count,
+               data.test.count, data.train.image_shape());
     const int64_t spe = data.train.count / topts.batch;
     std::string opt_text =
         topts.optimizer == OptimizerKind::Sgd

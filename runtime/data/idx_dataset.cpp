@@ -1,11 +1,10 @@
-// IDX reading (gzip through zlib, which also reads uncompressed files transparently) and the
-// batch iterator. IDX: 4-byte magic {0, 0, type, ndims}, ndims big-endian u32 dims, then the data.
-// We accept type 0x08 (unsigned byte) only: images have 3 dims, labels 1.
+// IDX reading (gzip through zlib, which also reads uncompressed files transparently). IDX: 4-byte
+// magic {0, 0, type, ndims}, ndims big-endian u32 dims, then the data. We accept type 0x08
+// (unsigned byte) only: images have 3 dims, labels 1.
 #include "runtime/data/idx_dataset.h"
 
 #include <zlib.h>
 
-#include <algorithm>
 #include <filesystem>
 
 #include "runtime/error.h"
@@ -100,35 +99,6 @@ Idx read_idx(const std::string& path, int ndims, const char* what) {
 
 }  // namespace
 
-int64_t ImageSet::label_max() const {
-  int64_t m = -1;
-  for (int64_t l : labels) m = std::max(m, l);
-  return m;
-}
-
-ImageSet ImageSet::head(int64_t n) const {
-  if (n <= 0 || n >= count) return *this;
-  ImageSet s;
-  s.count = n;
-  s.rows = rows;
-  s.cols = cols;
-  s.images.assign(images.begin(), images.begin() + n * image_elems());
-  s.labels.assign(labels.begin(), labels.begin() + n);
-  return s;
-}
-
-void ImageSet::slice(int64_t begin, int64_t n, Tensor& img, Tensor& lab) const {
-  CB_CHECK(begin >= 0 && n >= 0 && begin + n <= count);
-  img.dtype = DType::F32;
-  img.dims = {n, 1, rows, cols};
-  img.bytes.resize(static_cast<size_t>(n * image_elems()) * sizeof(float));
-  std::copy_n(images.data() + begin * image_elems(), n * image_elems(), img.data<float>());
-  lab.dtype = DType::I64;
-  lab.dims = {n};
-  lab.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
-  std::copy_n(labels.data() + begin, n, lab.data<int64_t>());
-}
-
 ImageSet read_idx_pair(const std::string& images_path, const std::string& labels_path) {
   std::string ip = resolve_file(images_path), lp = resolve_file(labels_path);
   Idx im = read_idx(ip, 3, "images");
@@ -150,13 +120,13 @@ ImageSet read_idx_pair(const std::string& images_path, const std::string& labels
   return s;
 }
 
-IdxDataset load_idx_dataset(const std::string& dir) {
+Dataset load_idx_dataset(const std::string& dir) {
   if (!fs::is_directory(dir))
     fail(
         "data folder {} does not exist (or is not a folder); pass --data DIR with the MNIST-style "
         "IDX files (Debian's dataset-fashion-mnist: /usr/share/datasets/fashion-mnist)",
         dir);
-  IdxDataset d;
+  Dataset d;
   d.dir = dir;
   fs::path p(dir);
   d.train = read_idx_pair((p / "train-images-idx3-ubyte").string(),
@@ -167,49 +137,6 @@ IdxDataset load_idx_dataset(const std::string& dir) {
     fail("{}: training images are {}x{} but test images are {}x{}", dir, d.train.rows, d.train.cols,
          d.test.rows, d.test.cols);
   return d;
-}
-
-// ---- batches -----------------------------------------------------------------------------------
-
-BatchIterator::BatchIterator(const ImageSet& set, int64_t batch, bool shuffle, uint64_t seed)
-    : set_(set), batch_(batch), shuffle_(shuffle), rng_(seed) {
-  if (batch <= 0) fail("batch size must be positive, got {}", batch);
-  if (batch > set.count)
-    fail("batch size {} is larger than the {} training examples", batch, set.count);
-  order_.resize(static_cast<size_t>(set.count));
-  start_epoch();
-}
-
-void BatchIterator::start_epoch() {
-  ++epoch_;
-  pos_ = 0;
-  for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
-  if (!shuffle_) return;
-  // Fisher-Yates; j uniform in [0, i] by a 64x64->128 multiply (same result on every platform,
-  // unlike std::uniform_int_distribution).
-  for (size_t i = order_.size(); i-- > 1;) {
-    auto j = static_cast<size_t>((static_cast<unsigned __int128>(rng_()) * (i + 1)) >> 64);
-    std::swap(order_[i], order_[j]);
-  }
-}
-
-void BatchIterator::next(Tensor& img, Tensor& lab) {
-  const int64_t e = set_.image_elems();
-  img.dtype = DType::F32;
-  img.dims = {batch_, 1, set_.rows, set_.cols};
-  img.bytes.resize(static_cast<size_t>(batch_ * e) * sizeof(float));
-  lab.dtype = DType::I64;
-  lab.dims = {batch_};
-  lab.bytes.resize(static_cast<size_t>(batch_) * sizeof(int64_t));
-  float* ip = img.data<float>();
-  int64_t* lp = lab.data<int64_t>();
-  for (int64_t b = 0; b < batch_; ++b) {
-    int64_t k = order_[static_cast<size_t>(pos_ + b)];
-    std::copy_n(set_.images.data() + k * e, e, ip + b * e);
-    lp[b] = set_.labels[static_cast<size_t>(k)];
-  }
-  pos_ += batch_;
-  if (pos_ + batch_ > set_.count) start_epoch();  // drop the last partial batch
 }
 
 }  // namespace cb
