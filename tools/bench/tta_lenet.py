@@ -34,9 +34,9 @@ BATCH = 16
 
 def pytorch_run(target, max_epochs, threads, seed):
     torch.set_num_threads(threads)
-    torch.manual_seed(seed)
     xtr, ytr, xte, yte = ref.fashion_mnist()
     m = ref.zoo_model_from_onnx("lenet5", MODEL)
+    torch.manual_seed(seed)  # after building the model: export_zoo.build seeds torch with 0
     opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     steps = len(xtr) // BATCH
