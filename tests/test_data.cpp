@@ -19,6 +19,7 @@
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "sma/trainer.h"
+#include "tests/test_util.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
@@ -41,18 +42,8 @@ struct TempDir {
   std::string str() const { return path.string(); }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using test::contains;
+using test::error_of;
 
 // The byte of example `id` at channel c, row y, column x: distinct per plane and position.
 uint8_t pixel(int id, int c, int y, int x) {

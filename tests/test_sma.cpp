@@ -23,6 +23,7 @@
 #include "sma/sma_run.h"
 #include "sma/sma_trainer.h"
 #include "sma/trainer.h"
+#include "tests/test_util.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
@@ -34,18 +35,8 @@ const std::string kLenet = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
 
 bool have_fashion() { return fs::exists(fs::path(kFashion) / "train-images-idx3-ubyte.gz"); }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using test::contains;
+using test::error_of;
 
 SmaOptions lenet_options(std::vector<int> cores, int devices, int learners) {
   SmaOptions o;

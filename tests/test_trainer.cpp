@@ -24,6 +24,7 @@
 #include "runtime/ops/params.h"
 #include "sma/lr_schedule.h"
 #include "sma/trainer.h"
+#include "tests/test_util.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
@@ -81,18 +82,8 @@ void write_dataset(const TempDir& d, uint32_t n, uint32_t m) {
   write_file(d / "t10k-labels-idx1-ubyte", labels(m));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using test::contains;
+using test::error_of;
 
 }  // namespace
 
