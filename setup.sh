@@ -10,6 +10,7 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
   libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libopenblas-dev libdnnl-dev
+  ocl-icd-opencl-dev  # libdnnl-dev's CMake config needs OpenCL (only a Recommends of libdnnl-dev)
   python3-torch python3-torchvision python3-onnx dataset-fashion-mnist
 )
 
