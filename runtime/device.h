@@ -1,5 +1,15 @@
 // The narrow device interface. A backend (kernels/cpu, kernels/cuda) implements it; the executor,
-// the planner's consumers and SMA only talk to this. One line of contract per method.
+// the trainer and the collectives only talk to this. One line of contract per method.
+//
+// Streams: ordered queues of work on one device. Stream kSyncStream (0) always exists: the
+// device's synchronisation stream (SMA's fused update, the all-reduce, evaluation). Learner
+// streams are made with create_stream(), one per learner. Work on one stream runs in launch
+// order; work on different streams may overlap unless ordered by events (record_event on one,
+// wait_event on another). Each stream is driven by one host thread at a time.
+//   CPU: a stream is a thread pool over a share of the device's cores; launches run to completion
+//        before launch() returns (so events are complete when recorded). The thread that creates a
+//        stream (or first launches on kSyncStream) is pinned to its first core and works in it.
+//   CUDA: a stream with its own library handles; launches enqueue.
 #pragma once
 
 #include <cstddef>
@@ -8,13 +18,21 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernel.h"
+#include "runtime/kernel_args.h"
 #include "runtime/op_catalog.h"
 
 namespace cb {
 
+using Stream = int;
+constexpr Stream kSyncStream = 0;
+
+// A point in one stream's work; ids are unique within a device, so any of its streams can wait.
+struct Event {
+  uint64_t id = 0;
+};
+
 struct DeviceCaps {
-  std::string name;          // "cpu", "cuda:0"
+  std::string name;          // "cpu", "cpu:1", "cuda:0"
   bool host_memory = true;   // device pointers are host pointers (no copies needed)
   int64_t memory_total = 0;  // bytes
   int64_t memory_free = 0;   // bytes available now (what the auto-tuner may plan against)
@@ -29,22 +47,29 @@ class Device {
   virtual void* allocate(size_t bytes) = 0;
   // Frees memory from allocate(); nullptr is a no-op.
   virtual void release(void* p) noexcept = 0;
-  // Host -> device and device -> host copies; ordered after work launched before them.
-  virtual void upload(void* dst, const void* src, size_t bytes) = 0;
-  virtual void download(void* dst, const void* src, size_t bytes) = 0;
-  // Waits for all launched work; rethrows an asynchronous error from it.
-  virtual void synchronize() = 0;
-  // Marks the current point of the launch stream; wait_event makes later work wait on it.
-  virtual uint64_t record_event() = 0;
-  virtual void wait_event(uint64_t event) = 0;
+  // Host -> device and device -> host copies on `stream`, ordered after the work launched on it
+  // before them; both return when the copy is done (the host buffer may be reused).
+  virtual void upload(void* dst, const void* src, size_t bytes, Stream stream = kSyncStream) = 0;
+  virtual void download(void* dst, const void* src, size_t bytes, Stream stream = kSyncStream) = 0;
+  // A new learner stream: share `slot` of `slots` of the device's compute (CPU: cores
+  // [slot*c/slots, (slot+1)*c/slots), or one shared core when slots > cores). Call it from the
+  // thread that will drive the stream.
+  virtual Stream create_stream(int slot, int slots) = 0;
+  // Destroys a stream from create_stream() after its work is done.
+  virtual void destroy_stream(Stream stream) = 0;
+  // Waits for all work launched on `stream`; rethrows an asynchronous error from it.
+  virtual void synchronize(Stream stream = kSyncStream) = 0;
+  // Marks the current point of `stream`; wait_event makes later work on another stream wait on it.
+  virtual Event record_event(Stream stream) = 0;
+  virtual void wait_event(Stream stream, Event event) = 0;
   // Capability query for the plan-time check: is there a kernel for `op` on inputs of `dtype`?
   virtual bool supports(OpKind op, DType dtype) const = 0;
-  // Runs (CPU) or enqueues (GPU) the kernel of `op` on views of this device's memory.
-  virtual void launch(OpKind op, KernelArgs& args) = 0;
+  // Scratch bytes the kernel of `op` wants for these views (0: none); the executor gives each
+  // node a workspace of that size (KernelArgs::workspace).
+  virtual size_t workspace_bytes(OpKind op, const KernelArgs& args) const = 0;
+  // Runs (CPU) or enqueues (GPU) the kernel of `op` on `stream`, on views of this device's memory.
+  virtual void launch(OpKind op, KernelArgs& args, Stream stream = kSyncStream) = 0;
 };
-
-// The CPU backend (kernels/cpu): `threads` workers, optionally pinned to `cores`.
-std::unique_ptr<Device> make_cpu_device(int threads, std::vector<int> cores = {});
 
 // Device memory owned by RAII.
 class DeviceBuffer {
@@ -62,6 +87,7 @@ class DeviceBuffer {
     if (dev_) dev_->release(p_);
   }
   void* get() const { return p_; }
+  float* f32(int64_t offset = 0) const { return static_cast<float*>(p_) + offset; }
   size_t size() const { return bytes_; }
 
  private:

@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/error.h"
@@ -7,7 +8,7 @@
 namespace cb {
 
 namespace {
-// The dtype a kernel is selected by (as kernel_dtype() in kernels/kernel.h).
+// The dtype a kernel is selected by (as kernel_dtype() in runtime/kernel_args.h).
 DType node_kernel_dtype(const Graph& g, const Node& n) {
   for (ValueId i : n.inputs)
     if (i != kNoValue) return g.value(i).dtype;
@@ -64,8 +65,12 @@ std::vector<ValueId> keys(const std::unordered_map<ValueId, void*>& m) {
 }  // namespace
 
 Executor::Executor(const Graph& g, Device& dev, int64_t batch,
-                   const std::unordered_map<ValueId, void*>& bound)
-    : g_(g), dev_(dev), batch_(batch), plan_(plan_memory(g, batch, keys(bound))) {
+                   const std::unordered_map<ValueId, void*>& bound, Stream stream)
+    : g_(g),
+      dev_(dev),
+      batch_(batch),
+      plan_(plan_memory(g, batch, keys(bound))),
+      stream_id_(stream) {
   if (batch <= 0) fail("batch size must be positive, got {}", batch);
   auto gaps = missing_kernels(g, dev);
   if (!gaps.empty()) {
@@ -98,11 +103,12 @@ Executor::Executor(const Graph& g, Device& dev, int64_t batch,
     }
     if (!src) continue;  // unused
     constants_.emplace_back(dev, std::max<size_t>(src->bytes.size(), 1));
-    dev.upload(constants_.back().get(), src->bytes.data(), src->bytes.size());
+    dev.upload(constants_.back().get(), src->bytes.data(), src->bytes.size(), stream);
     tv.data = constants_.back().get();
   }
   args_.resize(g.nodes.size());
   skip_.resize(g.nodes.size());
+  size_t workspace = 0;  // one buffer: nodes run one after another on the stream
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
     KernelArgs& a = args_[n];
@@ -112,6 +118,14 @@ Executor::Executor(const Graph& g, Device& dev, int64_t batch,
     for (ValueId o : node.outputs)
       a.out.push_back(o == kNoValue ? TensorView{} : views_[static_cast<size_t>(o)]);
     skip_[n] = node.def->alias && a.in[0].data == a.out[0].data;
+    workspace = std::max(workspace, dev.workspace_bytes(node.def->kind, a));
+  }
+  if (workspace > 0) {
+    workspace_ = DeviceBuffer(dev, workspace);
+    for (KernelArgs& a : args_) {
+      a.workspace = workspace_.get();
+      a.workspace_bytes = workspace;
+    }
   }
 }
 
@@ -127,7 +141,7 @@ void Executor::set_input(size_t i, const Tensor& t) {
   if (t.dims != tv.dims)
     fail("input '{}' must have shape {} at batch {} (model: {}), got {}", v.name,
          to_string(shape_of(tv.dims)), batch_, to_string(v.shape), to_string(shape_of(t.dims)));
-  dev_.upload(tv.data, t.bytes.data(), t.bytes.size());
+  dev_.upload(tv.data, t.bytes.data(), t.bytes.size(), stream_id_);
 }
 
 void Executor::run() {
@@ -135,9 +149,9 @@ void Executor::run() {
   for (size_t n = 0; n < args_.size(); ++n) {
     if (skip_[n]) continue;
     args_[n].seed = ((step_ << 20) ^ n) ^ stream_;
-    dev_.launch(g_.nodes[n].def->kind, args_[n]);
+    dev_.launch(g_.nodes[n].def->kind, args_[n], stream_id_);
   }
-  dev_.synchronize();
+  dev_.synchronize(stream_id_);
 }
 
 Tensor Executor::output(size_t i) const {
@@ -146,7 +160,7 @@ Tensor Executor::output(size_t i) const {
   t.dtype = tv.dtype;
   t.dims = tv.dims;
   t.bytes.resize(tv.bytes());
-  dev_.download(t.bytes.data(), tv.data, t.bytes.size());
+  dev_.download(t.bytes.data(), tv.data, t.bytes.size(), stream_id_);
   return t;
 }
 

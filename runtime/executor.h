@@ -19,11 +19,15 @@ class Executor {
   // Throws cb::Error listing every node without a kernel on `dev` (all gaps at once).
   // `bound` gives device memory for values that live outside the arena (parameters, gradients
   // and state in flat per-replica buffers); the caller keeps it alive and initialised.
+  // Kernels run on `stream` of `dev` (a learner's stream, or the synchronisation stream); each
+  // node gets the workspace its kernel asks for (Device::workspace_bytes) in one buffer.
   Executor(const Graph& g, Device& dev, int64_t batch,
-           const std::unordered_map<ValueId, void*>& bound = {});
+           const std::unordered_map<ValueId, void*>& bound = {}, Stream stream = kSyncStream);
 
   const Graph& graph() const { return g_; }
   const MemoryPlan& plan() const { return plan_; }
+  Device& device() const { return dev_; }
+  Stream stream() const { return stream_id_; }
   int64_t batch() const { return batch_; }
 
   // Copies a host tensor into graph input i; checks its dtype and dims against the graph.
@@ -46,7 +50,8 @@ class Executor {
   Device& dev_;
   int64_t batch_;
   MemoryPlan plan_;
-  DeviceBuffer arena_;
+  Stream stream_id_;
+  DeviceBuffer arena_, workspace_;
   std::vector<DeviceBuffer> constants_;
   std::vector<TensorView> views_;  // per value
   std::vector<KernelArgs> args_;   // per node

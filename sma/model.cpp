@@ -248,11 +248,11 @@ double TrainModel::read_loss(Device& dev, const Executor& train) const {
   const TensorView& lv = train.view(tg_.loss);
   if (lv.dtype == DType::F64) {
     double loss = 0;
-    dev.download(&loss, lv.data, sizeof loss);
+    dev.download(&loss, lv.data, sizeof loss, train.stream());
     return loss;
   }
   float f = 0;
-  dev.download(&f, lv.data, sizeof f);
+  dev.download(&f, lv.data, sizeof f, train.stream());
   return f;
 }
 

@@ -1,187 +1,581 @@
-// The single-learner trainer and its loop (see trainer.h). Conventions: flat buffers as in
-// sma/model.h; gradients are written by the graph with "=" each step, so nothing is zeroed
-// between steps.
+// The trainer's learners, devices and steps (the algorithm and the choices are in trainer.h).
+// Threads: one persistent Worker per learner (it creates the learner's stream on its device, so
+// the stream's pool is driven, and pinned, by that thread) and one per device (the driver of the
+// device's synchronisation stream: the fused SMA kernels, the collective, evaluation). The calling
+// thread only hands out work and checks what comes back. Nothing is allocated per step.
 #include "sma/trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstring>
+#include <limits>
 
 #include "runtime/error.h"
-#include "runtime/ops/params.h"
+#include "runtime/memory_plan.h"
+#include "sma/worker.h"
 
 namespace cb {
 
 namespace {
 
-TensorView flat_view(void* data, int64_t elems) {
-  TensorView v;
-  v.data = data;
-  v.dtype = DType::F32;
-  v.dims = {elems};
-  return v;
+// Dropout stream of global learner g: 0 for learner 0 (the single learner's), distinct otherwise.
+uint64_t learner_stream(int g) {
+  if (g == 0) return 0;
+  uint64_t x = static_cast<uint64_t>(g) + 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+std::string mib(int64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
+
+// Waits for every worker, then rethrows the first failure (none is left running).
+template <class Range, class Get>
+void wait_all(const Range& r, Get get) {
+  std::exception_ptr first;
+  for (const auto& x : r) {
+    try {
+      get(x).wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+std::string loss_text(double loss) { return std::isnan(loss) ? "NaN" : loss > 0 ? "+Inf" : "-Inf"; }
 
 }  // namespace
 
-Trainer::Trainer(const Graph& forward, const LossSpec& loss, Device& dev,
-                 const TrainerOptions& opts)
-    : dev_(dev), opts_(opts), model_(forward, loss) {
-  if (opts_.batch <= 0) fail("batch size must be positive, got {}", opts_.batch);
-  if (opts_.eval_batch < 0) fail("eval batch size must not be negative, got {}", opts_.eval_batch);
-  const int64_t flat = model_.flat_elems();
-  const size_t bytes = TrainModel::buffer_bytes(flat);
-  param_buf_ = DeviceBuffer(dev, bytes);
-  grad_buf_ = DeviceBuffer(dev, bytes);
-  bool sgd = opts_.optimizer == OptimizerKind::Sgd;
-  if (!sgd || opts_.momentum != 0) opt1_buf_ = DeviceBuffer(dev, bytes);
-  if (!sgd) opt2_buf_ = DeviceBuffer(dev, bytes);
-  state_buf_ = DeviceBuffer(dev, TrainModel::buffer_bytes(model_.state_elems()));
-  model_.upload_initial(dev, param_buf_.get(), state_buf_.get());
-  train_ex_ = std::make_unique<Executor>(
-      model_.training_graph().graph, dev, opts_.batch,
-      model_.train_bindings(param_buf_.get(), grad_buf_.get(), state_buf_.get()));
-  state_copies_ = model_.state_copies(*train_ex_);
-  evaluator_ = std::make_unique<Evaluator>(model_, dev, param_buf_.get(), state_buf_.get(),
-                                           opts_.eval_batch > 0 ? opts_.eval_batch : opts_.batch);
-  if (sgd) {
-    ops::SgdParams p;
-    p.momentum = static_cast<float>(opts_.momentum);
-    p.nesterov = opts_.nesterov;
-    p.weight_decay = static_cast<float>(opts_.weight_decay);
-    opt_params_ = p;
-    opt_args_.in = {flat_view(param_buf_.get(), flat), flat_view(grad_buf_.get(), flat),
-                    opt1_buf_.get() ? flat_view(opt1_buf_.get(), flat) : TensorView{}};
-  } else {
-    ops::AdamWParams p;
-    p.beta1 = static_cast<float>(opts_.beta1);
-    p.beta2 = static_cast<float>(opts_.beta2);
-    p.eps = static_cast<float>(opts_.eps);
-    p.weight_decay = static_cast<float>(opts_.weight_decay);
-    opt_params_ = p;
-    opt_args_.in = {flat_view(param_buf_.get(), flat), flat_view(grad_buf_.get(), flat),
-                    flat_view(opt1_buf_.get(), flat), flat_view(opt2_buf_.get(), flat)};
+struct Trainer::Learner {
+  ~Learner() {  // the worker is still alive and idle here; no launch can follow
+    if (dev && stream != kSyncStream) dev->destroy_stream(stream);
   }
-  opt_args_.params = &opt_params_;
+  int local = 0, device = 0, row = 0;
+  Device* dev = nullptr;
+  Stream stream = kSyncStream;
+  std::unique_ptr<Executor> ex;
+  std::vector<KernelArgs> copies;  // BN state updates -> its state row
+  InputStaging staging;
+  const Batch* batch = nullptr;
+  double loss = 0;
+  std::exception_ptr error;
+  Worker worker;  // last: joined before the rest is destroyed
+};
+
+struct Trainer::Group {
+  int index = 0;
+  Device* dev = nullptr;
+  Collective* coll = nullptr;
+  DeviceBuffer params, grads, opt1, opt2, snap, state, steps;  // [k][P] x 5, [k][S], i64 [k]
+  DeviceBuffer z, z_prev, sum, mean, state_avg, flag;          // [P] x 4, [S], [1]
+  std::any step_params, central_params, state_sum_params, param_sum_params;
+  KernelArgs sync_args, local_args, central_args, state_sum_args, param_sum_args;
+  std::exception_ptr error;
+  Worker driver;  // last: joined before the rest is destroyed
+};
+
+template <class F>
+void Trainer::on_drivers(F&& f) {
+  for (auto& gp : groups_) {
+    Group& g = *gp;
+    g.driver.post([&f, &g] { f(g); });
+  }
+  wait_all(groups_, [](const auto& g) -> Worker& { return g->driver; });
 }
 
-Trainer::~Trainer() = default;
+Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOptions& opts,
+                 Placement where)
+    : opts_(opts), model_(forward, loss) {
+  const TrainerOptions& t = opts_;
+  if (t.batch <= 0) fail("batch size must be positive, got {}", t.batch);
+  if (t.eval_batch < 0) fail("eval batch size must not be negative, got {}", t.eval_batch);
+  if (!(t.momentum >= 0 && t.momentum < 1))
+    fail("--momentum must be in [0, 1), got {}", t.momentum);
+  if (t.nesterov && (t.optimizer != OptimizerKind::Sgd || t.momentum == 0))
+    fail("--nesterov needs --optimizer sgd with a --momentum above 0");
+  if (!(t.weight_decay >= 0)) fail("--weight-decay must not be negative, got {}", t.weight_decay);
+  if (opts_.alpha && !(*opts_.alpha >= 0 && *opts_.alpha <= 1))
+    fail("--alpha must be in [0, 1], got {}", *opts_.alpha);
+  if (!(opts_.central_momentum >= 0 && opts_.central_momentum < 1))
+    fail("--central-momentum must be in [0, 1), got {}", opts_.central_momentum);
+  if (opts_.sync_every < 1) fail("--sync-every must be at least 1, got {}", opts_.sync_every);
+  if (opts_.learners < 1) fail("--learners must be at least 1, got {}", opts_.learners);
+  if (opts_.memory_budget < 0)
+    fail("--memory-budget must not be negative, got {}", opts_.memory_budget);
+  if (where.devices.empty()) fail("the trainer needs at least one device");
+  CB_CHECK(where.collectives.size() == where.devices.size());
+  const int ranks = where.collectives[0]->size();
+  for (Collective* c : where.collectives) CB_CHECK(c && c->size() == ranks);
+
+  const int64_t P = model_.flat_elems(), S = model_.state_elems();
+  const int64_t opt_buffers = t.optimizer == OptimizerKind::AdamW ? 2 : 1;
+  const MemoryPlan plan =
+      plan_memory(model_.training_graph().graph, t.batch, model_.bound_values());
+  mem_.arena = plan.bytes_peak;
+  mem_.per_replica = plan.bytes_peak + (3 + opt_buffers) * P * 4 + S * 4 + 8;
+  mem_.fixed = 4 * P * 4 + S * 4 + 64;
+  if (opts_.memory_budget > 0) {
+    mem_.budget = opts_.memory_budget;
+  } else {
+    const DeviceCaps c = where.devices[0]->caps();
+    mem_.budget =
+        c.host_memory ? c.memory_free / static_cast<int64_t>(where.devices.size()) : c.memory_free;
+  }
+
+  for (size_t d = 0; d < where.devices.size(); ++d) {
+    auto g = std::make_unique<Group>();
+    g->index = static_cast<int>(d);
+    g->dev = where.devices[d];
+    g->coll = where.collectives[d];
+    groups_.push_back(std::move(g));
+  }
+  on_drivers([&, P, S](Group& g) {
+    Device& dev = *g.dev;
+    for (DeviceBuffer* b : {&g.z, &g.z_prev, &g.sum, &g.mean})
+      *b = DeviceBuffer(dev, TrainModel::buffer_bytes(P));
+    g.state_avg = DeviceBuffer(dev, TrainModel::buffer_bytes(S));
+    g.flag = DeviceBuffer(dev, 64);
+    model_.upload_initial(dev, g.z.get(), g.state_avg.get());
+    model_.upload_initial(dev, g.z_prev.get(), g.state_avg.get());
+    g.central_params = ops::SmaCentralStepParams{static_cast<float>(opts_.central_momentum)};
+    g.central_args.params = &g.central_params;
+    g.central_args.in = {flat_f32(g.sum.get(), P)};
+    g.central_args.out = {flat_f32(g.z.get(), P), flat_f32(g.z_prev.get(), P),
+                          flat_f32(g.flag.get(), 1)};
+    ops::SmaStepParams sp;
+    sp.optimizer = t.optimizer;
+    sp.momentum = static_cast<float>(t.momentum);
+    sp.weight_decay = static_cast<float>(t.weight_decay);
+    sp.nesterov = t.nesterov;
+    sp.beta1 = static_cast<float>(t.beta1);
+    sp.beta2 = static_cast<float>(t.beta2);
+    sp.eps = static_cast<float>(t.eps);
+    g.step_params = sp;
+  });
+  set_learners(opts_.learners);
+}
+
+Trainer::~Trainer() {
+  learners_.clear();  // their streams first
+  groups_.clear();
+}
+
+const Device& Trainer::device(int d) const { return *groups_.at(static_cast<size_t>(d))->dev; }
+int Trainer::ranks() const { return groups_[0]->coll->size(); }
+int Trainer::global_learner(int local) const {
+  const Group& g = *groups_[static_cast<size_t>(local / k_)];
+  return g.coll->rank() * k_ + local % k_;
+}
+
+void Trainer::set_learners(int k) {
+  if (k < 1) fail("--learners must be at least 1, got {}", k);
+  if (k == k_) return;
+  if (!fits(k))
+    fail(
+        "out of memory: {} learner{} per device need {} ({} per replica: a {} activation arena, "
+        "the flat parameter, gradient, optimizer and snapshot buffers and the BN statistics; {} "
+        "shared), but the budget is {} per device; use fewer --learners, a smaller --batch-size "
+        "or a larger --memory-budget",
+        k, k == 1 ? "" : "s", mib(mem_.need(k)), mib(mem_.per_replica), mib(mem_.arena),
+        mib(mem_.fixed), mib(mem_.budget));
+  if (k_ > 0) average_for_eval();  // new learners take the averaged BN statistics
+  learners_.clear();
+  const int old = k_;
+  const int64_t P = model_.flat_elems(), S = model_.state_elems();
+  const bool adamw = opts_.optimizer == OptimizerKind::AdamW;
+  on_drivers([&, P, S, k, old, adamw](Group& g) {
+    Device& dev = *g.dev;
+    auto copy = [&](void* dst, const void* src, int64_t elems) {
+      if (elems == 0) return;
+      KernelArgs a;
+      a.in = {flat_f32(src, elems)};
+      a.out = {flat_f32(dst, elems)};
+      dev.launch(OpKind::Identity, a);
+    };
+    auto buf = [&](int64_t elems) { return DeviceBuffer(dev, TrainModel::buffer_bytes(elems)); };
+    DeviceBuffer params = buf(k * P), grads = buf(k * P), opt1 = buf(k * P),
+                 opt2 = adamw ? buf(k * P) : DeviceBuffer(), snap = buf(k * P), state = buf(k * S),
+                 steps(dev, static_cast<size_t>(k) * sizeof(int64_t));
+    const int keep = std::min(k, old);
+    copy(params.get(), g.params.get(), keep * P);
+    copy(opt1.get(), g.opt1.get(), keep * P);
+    if (adamw) copy(opt2.get(), g.opt2.get(), keep * P);
+    copy(state.get(), g.state.get(), keep * S);
+    if (keep > 0) {
+      std::vector<int64_t> s(static_cast<size_t>(keep));
+      dev.download(s.data(), g.steps.get(), s.size() * sizeof(int64_t));
+      dev.upload(steps.get(), s.data(), s.size() * sizeof(int64_t));
+    }
+    for (int r = keep; r < k; ++r) {
+      copy(params.f32(r * P), g.z.get(), P);
+      copy(state.f32(r * S), g.state_avg.get(), S);
+    }
+    dev.synchronize();
+    g.params = std::move(params);
+    g.grads = std::move(grads);
+    g.opt1 = std::move(opt1);
+    g.opt2 = std::move(opt2);
+    g.snap = std::move(snap);
+    g.state = std::move(state);
+    g.steps = std::move(steps);
+    TensorView steps_view;
+    steps_view.data = g.steps.get();
+    steps_view.dtype = DType::I64;
+    steps_view.dims = {k};
+    g.local_args.params = g.sync_args.params = &g.step_params;
+    g.local_args.in = {flat_f32(g.grads.get(), k * P)};
+    g.local_args.out = {flat_f32(g.params.get(), k * P),
+                        flat_f32(g.opt1.get(), k * P),
+                        adamw ? flat_f32(g.opt2.get(), k * P) : TensorView{},
+                        flat_f32(g.snap.get(), k * P),
+                        TensorView{},
+                        steps_view};
+    g.sync_args.in = {flat_f32(g.grads.get(), k * P), flat_f32(g.z.get(), P)};
+    g.sync_args.out = g.local_args.out;
+    g.sync_args.out[4] = flat_f32(g.sum.get(), P);
+    g.state_sum_args.params = &g.state_sum_params;
+    g.state_sum_args.in = {flat_f32(g.state.get(), k * S)};
+    g.state_sum_args.out = {flat_f32(g.state_avg.get(), S)};
+    g.param_sum_args.params = &g.param_sum_params;
+    g.param_sum_args.in = {flat_f32(g.params.get(), k * P)};
+    g.param_sum_args.out = {flat_f32(g.mean.get(), P)};
+  });
+  k_ = k;
+  alpha_ = opts_.alpha.value_or(1.0 / total_learners());
+  start_learners();
+}
+
+void Trainer::start_learners() {
+  const int64_t P = model_.flat_elems(), S = model_.state_elems();
+  for (int d = 0; d < devices(); ++d) {
+    Group& g = *groups_[static_cast<size_t>(d)];
+    for (int j = 0; j < k_; ++j) {
+      auto l = std::make_unique<Learner>();
+      l->local = d * k_ + j;
+      l->device = d;
+      l->row = j;
+      l->dev = g.dev;
+      Learner& L = *l;
+      const int global = global_learner(L.local);
+      L.worker.post([&, P, S, j, global] {
+        L.stream = g.dev->create_stream(j, k_);
+        L.ex = std::make_unique<Executor>(
+            model_.training_graph().graph, *g.dev, opts_.batch,
+            model_.train_bindings(g.params.f32(j * P), g.grads.f32(j * P), g.state.f32(j * S)),
+            L.stream);
+        L.ex->set_rng(learner_stream(global), static_cast<uint64_t>(steps_));
+        L.copies = model_.state_copies(*L.ex);
+      });
+      learners_.push_back(std::move(l));
+    }
+  }
+  wait_all(learners_, [](const auto& l) -> Worker& { return l->worker; });
+}
+
+std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) {
+  const int L = local_learners();
+  if (static_cast<int>(batches.size()) != L)
+    fail("a step takes one batch per learner: {} learners, {} batches", L, batches.size());
+  // Phase A: every learner's forward and backward on its own stream, concurrently. Failures are
+  // kept, not thrown: every rank must first agree that this step stops.
+  for (auto& lp : learners_) {
+    Learner& l = *lp;
+    l.batch = &batches[static_cast<size_t>(l.local)];
+    l.error = nullptr;
+    l.worker.post([this, &l] {
+      try {
+        Device& dev = *groups_[static_cast<size_t>(l.device)]->dev;
+        model_.feed(*l.ex, true, l.batch->images, l.batch->labels, l.staging);
+        l.ex->run();
+        l.loss = model_.read_loss(dev, *l.ex);
+        if (std::isfinite(l.loss))
+          for (KernelArgs& a : l.copies) dev.launch(OpKind::Identity, a, l.stream);
+        dev.synchronize(l.stream);
+      } catch (...) {
+        l.error = std::current_exception();
+      }
+    });
+  }
+  for (auto& lp : learners_) lp->worker.wait();  // never throws: errors are in l.error
+  // Phase B, per device: agree that everyone succeeded, the fused update and intra-device sum,
+  // the cross-device sum, the central update, and agree that z is finite everywhere.
+  const bool sync = (steps_ + 1) % opts_.sync_every == 0;
+  const int64_t P = model_.flat_elems();
+  std::vector<double> status(groups_.size() * 3);  // per device: [failed rank+1, diverged, bad z]
+  for (auto& gp : groups_) {
+    Group& g = *gp;
+    g.error = nullptr;
+    g.driver.post([this, &g, lr, sync, P, &status] {
+      double* st = &status[static_cast<size_t>(g.index) * 3];
+      try {
+        double v[2] = {0, 0};
+        for (int j = 0; j < k_; ++j) {
+          const Learner& l = *learners_[static_cast<size_t>(g.index * k_ + j)];
+          if (l.error) v[0] = g.coll->rank() + 1;
+          if (!l.error && !std::isfinite(l.loss)) v[1] = g.coll->rank() + 1;
+        }
+        g.coll->agree(v, ReduceOp::Max);
+        st[0] = v[0];
+        st[1] = v[1];
+        if (v[0] > 0 || v[1] > 0) return;  // nobody updates anything at this step
+        auto& sp = std::any_cast<ops::SmaStepParams&>(g.step_params);
+        sp.lr = static_cast<float>(lr);
+        sp.alpha = static_cast<float>(alpha_);
+        g.dev->launch(OpKind::SmaStep, sync ? g.sync_args : g.local_args);
+        if (sync) {
+          g.coll->allreduce_sum(*g.dev, kSyncStream, g.sum.f32(), P);
+          g.dev->launch(OpKind::SmaCentralStep, g.central_args);
+          float bad = 0;
+          g.dev->download(&bad, g.flag.get(), sizeof bad);
+          double b[1] = {bad};
+          g.coll->agree(b, ReduceOp::Max);
+          st[2] = b[0];
+        }
+        g.dev->synchronize();
+      } catch (...) {
+        g.error = std::current_exception();
+      }
+    });
+  }
+  for (auto& gp : groups_) gp->driver.wait();
+  for (auto& lp : learners_)
+    if (lp->error) std::rethrow_exception(lp->error);
+  for (auto& gp : groups_)
+    if (gp->error) std::rethrow_exception(gp->error);
+  std::vector<double> losses;
+  for (auto& lp : learners_) {
+    const double loss = lp->loss;
+    if (!std::isfinite(loss))
+      fail(
+          "training diverged at step {}: learner {} (device {}, row {}) has loss {} (learning "
+          "rate {:g}); no replica and not z were updated at this step. Lower --lr (or add "
+          "--warmup-steps)",
+          steps_ + 1, global_learner(lp->local), groups_[static_cast<size_t>(lp->device)]->index,
+          lp->row, loss_text(loss), lr);
+    losses.push_back(loss);
+  }
+  if (status[0] > 0)
+    fail("step {} failed on rank {}: every rank stopped before updating", steps_ + 1,
+         static_cast<int>(status[0]) - 1);
+  if (status[1] > 0)
+    fail(
+        "training diverged at step {}: a learner of rank {} has a non-finite loss (learning rate "
+        "{:g}); no replica and not z were updated at this step. Lower --lr (or add "
+        "--warmup-steps)",
+        steps_ + 1, static_cast<int>(status[1]) - 1, lr);
+  ++steps_;
+  if (sync && status[2] > 0) {
+    std::string who;
+    for (int l = 0; l < L; ++l) {
+      std::vector<float> r = replica(l);
+      if (std::any_of(r.begin(), r.end(), [](float x) { return !std::isfinite(x); }))
+        who += fmt::format("{}{}", who.empty() ? "" : ", ", global_learner(l));
+    }
+    fail(
+        "training diverged at step {}: the central model z has {} non-finite values after the "
+        "SMA update ({}; learning rate {:g}). Lower --lr (or add --warmup-steps)",
+        steps_, static_cast<int64_t>(status[2]),
+        who.empty() ? std::string("every learner's replica is finite: z itself overflowed")
+                    : fmt::format("non-finite replicas: learner{} {}",
+                                  who.find(',') == std::string::npos ? "" : "s", who),
+        lr);
+  }
+  return losses;
+}
+
+double Trainer::step(const Tensor& images, const Tensor& labels, double lr) {
+  if (total_learners() != 1)
+    fail("step(images, labels) is for one learner; this trainer has {}", total_learners());
+  std::vector<Batch> b(1);
+  b[0].images = images;
+  b[0].labels = labels;
+  return step(b, lr)[0];
+}
+
+bool Trainer::reset_to_central() {
+  // With alpha 0 nothing pulls z: it is still the initial model, and the learners are independent
+  // runs (one learner: plain SGD, which keeps its momentum across a learning-rate drop).
+  if (alpha_ == 0) return false;
+  const int64_t P = model_.flat_elems();
+  on_drivers([this, P](Group& g) {
+    for (int r = 0; r < k_; ++r) {
+      KernelArgs a;
+      a.in = {flat_f32(g.z.get(), P)};
+      a.out = {flat_f32(g.params.f32(r * P), P)};
+      g.dev->launch(OpKind::Identity, a);
+    }
+    const std::vector<float> zeros(static_cast<size_t>(k_ * P), 0.0f);
+    g.dev->upload(g.opt1.get(), zeros.data(), zeros.size() * sizeof(float));
+    if (g.opt2.get()) g.dev->upload(g.opt2.get(), zeros.data(), zeros.size() * sizeof(float));
+    const std::vector<int64_t> steps(static_cast<size_t>(k_), 0);
+    g.dev->upload(g.steps.get(), steps.data(), steps.size() * sizeof(int64_t));
+    g.dev->synchronize();
+  });
+  return true;
+}
+
+void Trainer::agree(std::span<double> values, ReduceOp op) {
+  // One contribution per process: its other devices' endpoints add the identity of `op`.
+  const double identity = op == ReduceOp::Sum ? 0.0 : -std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> per(groups_.size(),
+                                       std::vector<double>(values.size(), identity));
+  std::copy(values.begin(), values.end(), per[0].begin());
+  on_drivers([&](Group& g) { g.coll->agree(per[static_cast<size_t>(g.index)], op); });
+  std::copy(per[0].begin(), per[0].end(), values.begin());
+}
+
+void Trainer::average_for_eval() {
+  const float scale = static_cast<float>(1.0 / total_learners());
+  const int64_t P = model_.flat_elems(), S = model_.state_elems();
+  const bool mean = alpha_ == 0;
+  on_drivers([scale, P, S, mean](Group& g) {
+    g.state_sum_params = ops::SmaRowSumParams{scale};
+    g.param_sum_params = ops::SmaRowSumParams{scale};
+    if (S > 0) {
+      g.dev->launch(OpKind::SmaRowSum, g.state_sum_args);
+      g.coll->allreduce_sum(*g.dev, kSyncStream, g.state_avg.f32(), S);
+    }
+    if (mean) {
+      g.dev->launch(OpKind::SmaRowSum, g.param_sum_args);
+      g.coll->allreduce_sum(*g.dev, kSyncStream, g.mean.f32(), P);
+    }
+    g.dev->synchronize();
+  });
+}
+
+EvalResult Trainer::evaluate(const ImageSet& set) {
+  average_for_eval();
+  Group& g = *groups_[0];
+  std::unique_ptr<Evaluator>& e = alpha_ == 0 ? eval_mean_ : eval_z_;
+  EvalResult r;
+  g.driver.run([&] {  // device 0's synchronisation stream, driven by its driver
+    if (!e) {
+      const int64_t eb = opts_.eval_batch > 0 ? opts_.eval_batch : opts_.batch;
+      e = std::make_unique<Evaluator>(model_, *g.dev, alpha_ == 0 ? g.mean.get() : g.z.get(),
+                                      g.state_avg.get(), eb);
+    }
+    r = e->evaluate(set);
+  });
+  return r;
+}
+
+std::map<std::string, Tensor> Trainer::trained_tensors() {
+  average_for_eval();
+  Group& g = *groups_[0];
+  auto m = model_.copy_slots(*g.dev, model_.param_slots(), alpha_ == 0 ? g.mean.get() : g.z.get());
+  m.merge(model_.copy_slots(*g.dev, model_.state_slots(), g.state_avg.get()));
+  return m;
+}
 
 void Trainer::check_labels(const ImageSet& set, const std::string& what) const {
   model_.check_labels(set, what);
 }
 
-double Trainer::step(const Tensor& images, const Tensor& labels, double lr) {
-  model_.feed(*train_ex_, true, images, labels, staging_);
-  train_ex_->run();
-  const double loss = model_.read_loss(dev_, *train_ex_);
-  if (!std::isfinite(loss))
-    fail(
-        "training diverged at step {}: the loss is {} (learning rate {:g}); the parameters keep "
-        "their values from before this step. Lower --lr (or add --warmup-steps)",
-        steps_ + 1,
-        std::isnan(loss) ? "NaN"
-        : loss > 0       ? "+Inf"
-                         : "-Inf",
-        lr);
-  if (opts_.optimizer == OptimizerKind::Sgd) {
-    auto& p = std::any_cast<ops::SgdParams&>(opt_params_);
-    p.lr = static_cast<float>(lr);
-    p.first_step = steps_ == 0;
-    dev_.launch(OpKind::SgdStep, opt_args_);
-  } else {
-    auto& p = std::any_cast<ops::AdamWParams&>(opt_params_);
-    p.lr = static_cast<float>(lr);
-    p.step = steps_ + 1;
-    dev_.launch(OpKind::AdamWStep, opt_args_);
-  }
-  for (KernelArgs& a : state_copies_) dev_.launch(OpKind::Identity, a);
-  dev_.synchronize();
-  ++steps_;
-  return loss;
-}
-
-EvalResult Trainer::evaluate(const ImageSet& set) { return evaluator_->evaluate(set); }
-
-std::map<std::string, Tensor> Trainer::trained_tensors() const {
-  auto m = model_.copy_slots(dev_, model_.param_slots(), param_buf_.get());
-  m.merge(model_.copy_slots(dev_, model_.state_slots(), state_buf_.get()));
-  return m;
-}
-
-std::map<std::string, Tensor> Trainer::gradients() const {
-  return model_.copy_slots(dev_, model_.param_slots(), grad_buf_.get());
-}
-
-std::vector<float> Trainer::flat_params() const {
+std::vector<float> Trainer::central(int device) const {
+  const Group& g = *groups_.at(static_cast<size_t>(device));
   std::vector<float> f(static_cast<size_t>(model_.flat_elems()));
-  dev_.download(f.data(), param_buf_.get(), f.size() * sizeof(float));
+  g.dev->download(f.data(), g.z.get(), f.size() * sizeof(float));
   return f;
 }
 
-// ---- the loop ----------------------------------------------------------------------------------
+std::vector<float> Trainer::row(Rows which, int learner) const {
+  CB_CHECK(learner >= 0 && learner < local_learners());
+  const Group& g = *groups_[static_cast<size_t>(learner / k_)];
+  const DeviceBuffer& b = which == Rows::Params     ? g.params
+                          : which == Rows::Velocity ? g.opt1
+                          : which == Rows::Grads    ? g.grads
+                                                    : g.snap;
+  const int64_t P = model_.flat_elems();
+  std::vector<float> f(static_cast<size_t>(P));
+  g.dev->download(f.data(), b.f32((learner % k_) * P), f.size() * sizeof(float));
+  return f;
+}
 
-RunSummary run_training(Trainer& t, const Dataset& data, const RunOptions& opts,
-                        const std::function<void(const Progress&)>& on_eval) {
-  opts.schedule.validate();
-  if (opts.steps < 0) fail("--steps must not be negative, got {}", opts.steps);
-  if (opts.steps == 0 && opts.epochs <= 0) fail("--epochs must be positive, got {}", opts.epochs);
-  if (opts.eval_every < 0) fail("--eval-every must not be negative, got {}", opts.eval_every);
-  t.check_labels(data.train, "training");
-  const ImageSet test = data.test.head(opts.test_limit);
-  t.check_labels(test, "test");
-  BatchIterator it(data.train, t.options().batch, opts.shuffle, opts.seed);
-  const int64_t spe = it.batches_per_epoch();
-  const int64_t total = opts.steps > 0 ? opts.steps : opts.epochs * spe;
-  const int64_t batch = t.options().batch;
+std::vector<float> Trainer::replica(int learner) const { return row(Rows::Params, learner); }
+std::vector<float> Trainer::velocity(int learner) const { return row(Rows::Velocity, learner); }
+std::vector<float> Trainer::snapshot(int learner) const { return row(Rows::Snapshot, learner); }
 
-  RunSummary sum;
-  sum.losses.reserve(static_cast<size_t>(total));
-  Tensor img, lab;
-  const auto t_run = std::chrono::steady_clock::now();
-  double loss_acc = 0, train_s_window = 0;
-  int64_t steps_window = 0;
-  for (int64_t s = 0; s < total; ++s) {
-    const int64_t epoch = it.epoch();
-    const double lr = opts.schedule.at(s, spe, total);
-    it.next(img, lab);
-    const auto t0 = std::chrono::steady_clock::now();
-    const double loss = t.step(img, lab, lr);
-    const double dt = seconds_since(t0);
-    sum.train_seconds += dt;
-    train_s_window += dt;
-    sum.losses.push_back(loss);
-    loss_acc += loss;
-    ++steps_window;
-    const bool last = s + 1 == total;
-    const bool due = opts.eval_every > 0 ? (s + 1) % opts.eval_every == 0 : (s + 1) % spe == 0;
-    if (due || last) {
-      Progress p;
-      p.epoch = epoch + 1;
-      p.step = s + 1;
-      p.train_loss = loss_acc / static_cast<double>(steps_window);
-      p.lr = lr;
-      p.images_per_s =
-          train_s_window > 0 ? static_cast<double>(steps_window * batch) / train_s_window : 0;
-      p.test = t.evaluate(test);
-      sum.test = p.test;
-      if (on_eval) on_eval(p);
-      loss_acc = 0;
-      train_s_window = 0;
-      steps_window = 0;
+std::map<std::string, Tensor> Trainer::gradients(int learner) const {
+  CB_CHECK(learner >= 0 && learner < local_learners());
+  const Group& g = *groups_[static_cast<size_t>(learner / k_)];
+  return model_.copy_slots(*g.dev, model_.param_slots(),
+                           g.grads.f32((learner % k_) * model_.flat_elems()));
+}
+
+ModelState Trainer::state() const {
+  ModelState s;
+  s.learners_per_device = k_;
+  s.steps = steps_;
+  s.z = central(0);
+  const Group& g0 = *groups_[0];
+  s.z_prev.resize(s.z.size());
+  g0.dev->download(s.z_prev.data(), g0.z_prev.get(), s.z_prev.size() * sizeof(float));
+  const int64_t P = model_.flat_elems(), S = model_.state_elems();
+  for (int l = 0; l < local_learners(); ++l) {
+    const Group& g = *groups_[static_cast<size_t>(l / k_)];
+    const int r = l % k_;
+    LearnerState ls;
+    ls.params = replica(l);
+    ls.opt1 = velocity(l);
+    if (g.opt2.get()) {
+      ls.opt2.resize(static_cast<size_t>(P));
+      g.dev->download(ls.opt2.data(), g.opt2.f32(r * P), static_cast<size_t>(P) * sizeof(float));
     }
+    ls.state.resize(static_cast<size_t>(S));
+    if (S > 0)
+      g.dev->download(ls.state.data(), g.state.f32(r * S), static_cast<size_t>(S) * sizeof(float));
+    g.dev->download(&ls.steps, static_cast<const int64_t*>(g.steps.get()) + r, sizeof(int64_t));
+    s.learners.push_back(std::move(ls));
   }
-  sum.steps = total;
-  sum.images = total * batch;
-  sum.seconds = seconds_since(t_run);
-  sum.images_per_s =
-      sum.train_seconds > 0 ? static_cast<double>(sum.images) / sum.train_seconds : 0;
-  return sum;
+  return s;
+}
+
+void Trainer::restore(const ModelState& s) {
+  const int64_t P = model_.flat_elems(), S = model_.state_elems();
+  const bool adamw = opts_.optimizer == OptimizerKind::AdamW;
+  if (s.learners_per_device < 1 ||
+      s.learners.size() != static_cast<size_t>(s.learners_per_device * devices()) ||
+      s.z.size() != static_cast<size_t>(P) || s.z_prev.size() != static_cast<size_t>(P))
+    fail(
+        "the saved state does not fit this model and placement ({} learners, {} values; this "
+        "run has {} devices and {} values per replica)",
+        s.learners.size(), s.z.size(), devices(), P);
+  for (const LearnerState& l : s.learners)
+    if (l.params.size() != static_cast<size_t>(P) || l.opt1.size() != static_cast<size_t>(P) ||
+        l.opt2.size() != (adamw ? static_cast<size_t>(P) : 0) ||
+        l.state.size() != static_cast<size_t>(S))
+      fail("the saved state's learner buffers do not fit this model and optimizer");
+  steps_ = s.steps;
+  if (s.learners_per_device != k_) {
+    set_learners(s.learners_per_device);
+  } else {
+    learners_.clear();  // restarted below at the restored step (their Dropout position)
+    start_learners();
+  }
+  on_drivers([&, P, S](Group& g) {
+    Device& dev = *g.dev;
+    dev.upload(g.z.get(), s.z.data(), s.z.size() * sizeof(float));
+    dev.upload(g.z_prev.get(), s.z_prev.data(), s.z_prev.size() * sizeof(float));
+    std::vector<int64_t> steps;
+    for (int r = 0; r < k_; ++r) {
+      const LearnerState& l = s.learners[static_cast<size_t>(g.index * k_ + r)];
+      dev.upload(g.params.f32(r * P), l.params.data(), l.params.size() * sizeof(float));
+      dev.upload(g.opt1.f32(r * P), l.opt1.data(), l.opt1.size() * sizeof(float));
+      if (adamw) dev.upload(g.opt2.f32(r * P), l.opt2.data(), l.opt2.size() * sizeof(float));
+      if (S > 0) dev.upload(g.state.f32(r * S), l.state.data(), l.state.size() * sizeof(float));
+      steps.push_back(l.steps);
+    }
+    dev.upload(g.steps.get(), steps.data(), steps.size() * sizeof(int64_t));
+    dev.synchronize();
+  });
+  for (auto& lp : learners_) {  // each learner's Dropout stream continues at the restored step
+    Learner& l = *lp;
+    l.worker.run([&] {
+      l.ex->set_rng(learner_stream(global_learner(l.local)), static_cast<uint64_t>(steps_));
+    });
+  }
 }
 
 }  // namespace cb

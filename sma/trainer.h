@@ -1,122 +1,206 @@
-// The single-learner trainer: the reference path (llm.c's train_gpt2.c in spirit) that SMA's k
-// learners per device (sma/sma_trainer.h) extend and are checked against: one learner with
-// alpha 0 and mu_z 0 must reproduce it bit for bit.
+// The one trainer: k learners per device, held together by synchronous model averaging (DESIGN.md
+// "SMA, exactly", the CROSSBOW paper's Algorithm 1). One learner is SMA with k = 1; with alpha 0
+// and mu_z 0 it is torch.optim.SGD (or AdamW) bit for bit.
 //
-// From a forward Graph and a LossSpec (sma/model.h: the training graph, the flat layouts, feeding
-// and evaluation): one flat buffer each for the parameters, their gradients and the optimizer
-// state ([P] f32; every tensor at a 64-byte-aligned offset, zero padding between them), and one
-// for BatchNorm running statistics ([S]). All of them are bound into the Executor (its `bound`
-// map), so a step is: upload the batch, run the graph (gradients land in the flat gradient
-// buffer), one SgdStep/AdamWStep launch over the whole flat buffer, and copy each BN state update
-// into its state slot. Evaluation runs the forward graph in eval mode (BN on running statistics,
-// Dropout the identity) bound to the same parameter and state buffers, over every test example
-// (a second executor takes the last partial batch).
+// k learners per device, K in all (every device of every process has the same k), replica
+// theta_j, velocity v_j, central model z (one identical copy per device), learning rate gamma,
+// weight decay lambda, learner momentum mu, central momentum mu_z, alpha = 1/K unless set
+// (recomputed whenever K changes). One step:
+//
+//   g_j   = grad loss(theta_j; batch_j) + lambda theta_j
+//   v_j   = mu v_j + g_j                   (first step of a learner: v_j = g_j)
+//   c_j   = alpha (theta_j - z)            (theta_j before this step: the snapshot)
+//   theta_j <- theta_j - gamma v_j - c_j
+//   z     <- z + sum_j c_j + mu_z (z - z_prev)
+//
+// The velocity takes PyTorch's form (no gamma inside v, first step v = g), exactly
+// torch.optim.SGD's. With AdamW the learner's step is torch.optim.AdamW's and the pull is the same.
+//
+// Where it runs: the trainer is GIVEN its devices and one Collective endpoint per device (the tool
+// makes them: CPU core groups and an in-process group today; GPUs, NCCL and MPI plug into the same
+// two interfaces). It never makes a device. Per device: one flat buffer each for parameters,
+// gradients, optimizer state (1 or 2) and the pre-step snapshot, [k][P] (sma/model.h), [k][S] for
+// BatchNorm statistics, a [k] step count per learner, and z, z_prev and the sum of the
+// corrections, [P]. Each learner has a persistent host thread driving its own stream of its
+// device (CPU: a thread pool over its share of the device's cores) with an executor bound to its
+// rows; each device has a driver thread on its synchronisation stream. A step: every learner's
+// forward and backward on its stream, concurrently; then per device (its driver) the agreement
+// over the collective that every learner of every rank succeeded (a failure anywhere stops every
+// rank before any update, so no rank is left waiting in a sum), ONE fused SmaStep over [k][P]
+// (every learner's update and the intra-device sum), the cross-device sum (Collective), one
+// SmaCentralStep, and the agreement that z is finite everywhere. With --sync-every N the
+// correction (and the z update) happens every N-th step only; local steps in between.
+//
+// Choices where DESIGN.md leaves room:
+//   - Evaluation and export use z, with BatchNorm running statistics averaged over all learners.
+//     With alpha = 0 z never moves, so evaluation uses the learners' average instead (one learner:
+//     the replica itself).
+//   - reset_to_central() (when the learning rate drops): every replica <- z, optimizer state and
+//     step counts zeroed; z and z_prev kept. With alpha 0 there is nothing to reset to.
+//   - New learners (set_learners) start from z with zero optimizer state and the averaged BN
+//     statistics.
+//   - Evaluation runs on device 0's synchronisation stream.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "autodiff/autodiff.h"
 #include "runtime/data/dataset.h"
 #include "runtime/device.h"
-#include "runtime/executor.h"
-#include "sma/lr_schedule.h"
+#include "runtime/ops/params.h"
+#include "sma/collective.h"
 #include "sma/model.h"
 
 namespace cb {
 
-enum class OptimizerKind { Sgd, AdamW };
+using ops::OptimizerKind;
 
 struct TrainerOptions {
-  int64_t batch = 16;
+  int64_t batch = 16;      // per learner
   int64_t eval_batch = 0;  // 0: the training batch size
   OptimizerKind optimizer = OptimizerKind::Sgd;
   double momentum = 0.9;                          // SGD
   bool nesterov = false;                          // SGD
   double weight_decay = 0;                        // SGD: added to the gradient; AdamW: decoupled
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+  int learners = 1;                               // per device, to start with
+  std::optional<double> alpha;                    // empty: 1 / K, recomputed whenever K changes
+  double central_momentum = 0.9;                  // mu_z
+  int64_t sync_every = 1;     // SMA correction every N steps; local steps in between
+  int64_t memory_budget = 0;  // bytes per device; 0: the device's free memory (shared host
+                              // memory: divided among this process's devices)
+
+  // One learner, no central model: exactly torch.optim.SGD / AdamW.
+  static TrainerOptions plain(OptimizerKind k = OptimizerKind::Sgd) {
+    TrainerOptions o;
+    o.optimizer = k;
+    o.alpha = 0;
+    o.central_momentum = 0;
+    return o;
+  }
+};
+
+// Where the trainer runs: this process's devices and, for each, its endpoint of the job's
+// collective (collectives[d]->size() = devices in the whole job; ranks = devices).
+struct Placement {
+  std::vector<Device*> devices;
+  std::vector<Collective*> collectives;
+};
+
+// One learner's batch: images f32 [batch,...], labels i64 [batch].
+struct Batch {
+  Tensor images, labels;
+};
+
+// What the memory plan says one device holds.
+struct TrainMemory {
+  int64_t arena = 0;        // one replica's activation arena (the plan's bytes_peak)
+  int64_t per_replica = 0;  // arena + the flat [P] buffers + BN state [S]
+  int64_t fixed = 0;        // z, z_prev, the sum, the average model and BN statistics
+  int64_t budget = 0;       // bytes the learners of one device may use
+  int64_t need(int learners) const { return fixed + learners * per_replica; }
+};
+
+// Everything of the model that a run needs to continue, as host copies (a checkpoint will be this,
+// with LoopState, serialised).
+struct LearnerState {
+  std::vector<float> params, opt1, opt2, state;  // [P], [P] (velocity or m), [P] (v) or empty, [S]
+  int64_t steps = 0;                             // the learner's optimizer steps since its start
+};
+struct ModelState {
+  int learners_per_device = 0;
+  int64_t steps = 0;                   // trainer steps (also each learner's Dropout position)
+  std::vector<float> z, z_prev;        // identical on every device
+  std::vector<LearnerState> learners;  // this process's, device-major
 };
 
 class Trainer {
  public:
-  // Throws cb::Error when the model cannot be trained on labelled images (which it says).
-  Trainer(const Graph& forward, const LossSpec& loss, Device& dev, const TrainerOptions& opts);
+  // Throws cb::Error when the model cannot be trained or a setting is out of range.
+  Trainer(const Graph& forward, const LossSpec& loss, const TrainerOptions& opts, Placement where);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // One step on a batch: images f32 [batch,1,H,W] (any dims with the model input's element
-  // count), labels i64 [batch]. Returns the loss. A NaN/Inf loss throws cb::Error naming the step;
-  // the parameters then keep their values from before that step.
+  // One step: batches[l] is local learner l's (device-major: device d's learner j is
+  // d * learners_per_device() + j); size local_learners(). Returns each local learner's loss. A
+  // NaN/Inf loss or an error on any learner of any rank throws cb::Error (naming the step and the
+  // learner) on every rank before anything is updated; a non-finite z throws naming the step and
+  // the learners whose replicas went non-finite.
+  std::vector<double> step(const std::vector<Batch>& batches, double lr);
+  // One learner in all: its step.
   double step(const Tensor& images, const Tensor& labels, double lr);
-  // Loss and accuracy of the current parameters over every example of `set`.
+  // Sets the learners per device (same on every device): the first min(old, new) keep their
+  // replica, optimizer state and statistics, new ones start from z; alpha is recomputed. Throws
+  // cb::Error naming the bytes when they do not fit the memory budget.
+  void set_learners(int per_device);
+  // Every replica <- z, optimizer state zeroed. With alpha 0 there is no central model to reset
+  // to: does nothing and returns false.
+  bool reset_to_central();
+
+  // z (or, with alpha 0, the learners' average) with the averaged BN statistics, over `set`.
   EvalResult evaluate(const ImageSet& set);
-  // Throws cb::Error when a label of `set` is not a class of the model's output.
+  // The same model, host copies by value name (for export).
+  std::map<std::string, Tensor> trained_tensors();
   void check_labels(const ImageSet& set, const std::string& what) const;
 
-  // Host copies of the trained parameters and BN running statistics, by value name (for export).
-  std::map<std::string, Tensor> trained_tensors() const;
-  // Host copies of the last step's parameter gradients, by parameter name (golden tests).
-  std::map<std::string, Tensor> gradients() const;
-  // Host copy of the flat parameter buffer ([P] with padding), for tests.
-  std::vector<float> flat_params() const;
+  // The whole model state (host copies) and its restoration (same model, options and placement
+  // shape; the learners per device are set from the state). restore() then step() continues bit
+  // for bit as the run the state was taken from.
+  ModelState state() const;
+  void restore(const ModelState& s);
 
-  const TrainingGraph& training_graph() const { return model_.training_graph(); }
+  // Values agreed over the job's collective, one contribution per process (same result in every
+  // process): the loop's global decisions (the tuner's measurements, the memory check).
+  void agree(std::span<double> values, ReduceOp op);
+
+  // Host copies for tests: device d's z, local learner l's rows, learner 0's gradients.
+  std::vector<float> central(int device = 0) const;
+  std::vector<float> replica(int learner) const;
+  std::vector<float> velocity(int learner) const;
+  std::vector<float> snapshot(int learner) const;
+  std::map<std::string, Tensor> gradients(int learner = 0) const;
+  std::vector<float> flat_params(int learner = 0) const { return replica(learner); }
+
   const TrainModel& model() const { return model_; }
-  int64_t steps_done() const { return steps_; }
-  int64_t param_count() const { return model_.param_count(); }  // without padding
-  int64_t num_classes() const { return model_.num_classes(); }  // C of the [N,C] output, 0 if none
+  const TrainingGraph& training_graph() const { return model_.training_graph(); }
+  int64_t param_count() const { return model_.param_count(); }
   const TrainerOptions& options() const { return opts_; }
+  int devices() const { return static_cast<int>(groups_.size()); }  // this process's
+  const Device& device(int d) const;
+  int ranks() const;  // devices in the whole job
+  int learners_per_device() const { return k_; }
+  int local_learners() const { return k_ * devices(); }
+  int total_learners() const { return k_ * ranks(); }  // K
+  int global_learner(int local) const;                 // its index among all K
+  double alpha() const { return alpha_; }
+  int64_t steps_done() const { return steps_; }
+  const TrainMemory& memory() const { return mem_; }
+  bool fits(int per_device) const { return mem_.need(per_device) <= mem_.budget; }
 
  private:
-  Device& dev_;
+  struct Learner;
+  struct Group;
+  void start_learners();
+  void average_for_eval();
+  enum class Rows { Params, Velocity, Snapshot, Grads };
+  std::vector<float> row(Rows which, int learner) const;
+  template <class F>
+  void on_drivers(F&& f);
+
   TrainerOptions opts_;
   TrainModel model_;
-  DeviceBuffer param_buf_, grad_buf_, opt1_buf_, opt2_buf_, state_buf_;
-  std::unique_ptr<Executor> train_ex_;
-  std::unique_ptr<Evaluator> evaluator_;
-  std::vector<KernelArgs> state_copies_;  // Identity launches: update -> state slot
-  KernelArgs opt_args_;
-  std::any opt_params_;
-  InputStaging staging_;  // reused host buffers (no steady-state allocation)
+  TrainMemory mem_;
+  int k_ = 0;
+  double alpha_ = 0;
   int64_t steps_ = 0;
+  std::unique_ptr<Evaluator> eval_z_, eval_mean_;
+  std::vector<std::unique_ptr<Group>> groups_;
+  std::vector<std::unique_ptr<Learner>> learners_;  // local, device-major
 };
-
-// ---- the training loop ---------------------------------------------------------------------
-
-struct RunOptions {
-  int64_t epochs = 1;
-  int64_t steps = 0;       // > 0: stop after this many steps (overrides epochs)
-  int64_t eval_every = 0;  // > 0: evaluate every N steps (and at the end); 0: at each epoch's end
-  bool shuffle = true;
-  uint64_t seed = 0;
-  LrSchedule schedule;
-  int64_t test_limit = 0;  // > 0: evaluate on the first N test examples only
-};
-
-struct Progress {
-  int64_t epoch = 0;        // 1-based epoch the last step belonged to
-  int64_t step = 0;         // steps done
-  double train_loss = 0;    // mean step loss since the previous report
-  double lr = 0;            // rate of the last step
-  double images_per_s = 0;  // training throughput since the previous report (eval excluded)
-  EvalResult test;
-};
-
-struct RunSummary {
-  int64_t steps = 0, images = 0;
-  double seconds = 0;          // wall time of the whole run, evaluation included
-  double train_seconds = 0;    // steps only
-  double images_per_s = 0;     // images / train_seconds
-  EvalResult test;             // the final evaluation
-  std::vector<double> losses;  // every step's loss
-};
-
-// Trains on `data.train` and evaluates on `data.test`, calling `on_eval` after each evaluation.
-RunSummary run_training(Trainer& t, const Dataset& data, const RunOptions& opts,
-                        const std::function<void(const Progress&)>& on_eval = {});
 
 }  // namespace cb

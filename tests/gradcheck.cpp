@@ -1,4 +1,5 @@
 #include "tests/gradcheck.h"
+#include "kernels/cpu/cpu_device.h"
 
 #include <doctest/doctest.h>
 

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "autodiff/autodiff.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/error.h"
 #include "runtime/executor.h"
 #include "runtime/graph_builder.h"

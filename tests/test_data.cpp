@@ -13,13 +13,16 @@
 #include <functional>
 
 #include "importer/onnx_importer.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/data/cifar_dataset.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/idx_dataset.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "sma/train_loop.h"
 #include "sma/trainer.h"
 #include "tests/test_util.h"
+#include "tests/trainer_util.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
@@ -355,10 +358,10 @@ TEST_CASE("dataset: a 1x28x28 model refuses 3x32x32 images by name") {
   auto dev = make_cpu_device(1);
   TrainerOptions to;
   to.batch = 4;
-  Trainer t(r.graph, detect_loss(r.graph), *dev, to);
+  test::CpuTrainer t(r.graph, detect_loss(r.graph), test::plain(to), *dev);
   RunOptions ro;
   ro.steps = 1;
-  std::string e = error_of([&] { run_training(t, data, ro); });
+  std::string e = error_of([&] { train(t, data, ro); });
   CHECK(contains(e, "[N,1,28,28]"));
   CHECK(contains(e, "3x32x32"));
   CHECK(contains(e, "3072 values"));

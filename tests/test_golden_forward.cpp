@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "importer/onnx_importer.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/executor.h"
 #include "runtime/passes.h"
 

@@ -16,8 +16,10 @@
 
 #include "importer/onnx_importer.h"
 #include "importer/tensor_proto.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/ops/params.h"
 #include "sma/trainer.h"
+#include "tests/trainer_util.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
@@ -61,7 +63,7 @@ void check_model(const std::string& name, int opset) {
   TrainerOptions o;
   o.batch = fx.at("batch_0_labels").dims.at(0);
   o.momentum = 0.9;
-  Trainer t(r.graph, {LossKind::SoftmaxCrossEntropy, ""}, *dev, o);
+  test::CpuTrainer t(r.graph, {LossKind::SoftmaxCrossEntropy, ""}, test::plain(o), *dev);
   const Tensor& want_losses = fx.at("step_losses");
   for (int k = 0; k < want_losses.numel(); ++k) {
     CAPTURE(k);

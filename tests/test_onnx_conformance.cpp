@@ -15,6 +15,7 @@
 #include <set>
 
 #include "importer/onnx_importer.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/error.h"
 #include "runtime/executor.h"
 #include "tests/onnx_suite.h"

@@ -1,8 +1,9 @@
-// SMA (sma/sma_trainer.h): identical replicas stay identical; one learner with alpha 0 and
-// mu_z 0 is the single-learner Trainer bit for bit; z after 3 steps against a hand computation on
-// a one-Gemm model; the reset to z at a learning-rate drop; two CPU devices of 2 learners equal one
-// device of 4 up to fp32 summation order; the auto-tuner's decisions on synthetic throughput; the
-// divergence guard naming the learner; cb-train end to end (metrics, output, divergence).
+// SMA (sma/trainer.h, sma/train_loop.h): identical replicas stay identical; one learner with
+// alpha 0 and mu_z 0 is plain SGD bit for bit (and resumes bit for bit from a TrainState); z after
+// 3 steps against a hand computation on a one-Gemm model; the reset to z at a learning-rate drop;
+// two CPU devices of 2 learners equal one device of 4 up to fp32 summation order; the auto-tuner's
+// decisions on synthetic throughput; the divergence guard naming the learner; cb-train end to end
+// (metrics, output, divergence).
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -13,17 +14,19 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "importer/onnx_importer.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/data/idx_dataset.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/graph_builder.h"
 #include "sma/auto_tuner.h"
-#include "sma/sma_run.h"
-#include "sma/sma_trainer.h"
+#include "sma/train_loop.h"
 #include "sma/trainer.h"
 #include "tests/test_util.h"
+#include "tests/trainer_util.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
@@ -36,15 +39,17 @@ const std::string kLenet = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
 bool have_fashion() { return fs::exists(fs::path(kFashion) / "train-images-idx3-ubyte.gz"); }
 
 using test::contains;
+using test::CpuSetup;
+using test::CpuTrainer;
 using test::error_of;
 
-SmaOptions lenet_options(std::vector<int> cores, int devices, int learners) {
-  SmaOptions o;
-  o.train.batch = 16;
-  o.train.momentum = 0.9;
+CpuSetup lenet_options(std::vector<int> cores, int devices, int learners) {
+  CpuSetup o;
+  o.opts.batch = 16;
+  o.opts.momentum = 0.9;
   o.cores = std::move(cores);
   o.devices = devices;
-  o.learners = learners;
+  o.opts.learners = learners;
   return o;
 }
 
@@ -129,9 +134,9 @@ TEST_CASE("sma: k = 3 identical replicas fed identical data stay bit-identical t
   const LossSpec loss = detect_loss(r.graph);
   for (bool coupled : {false, true}) {
     CAPTURE(coupled);
-    SmaOptions o3 = lenet_options({0}, 1, 3), o1 = lenet_options({0}, 1, 1);
-    if (!coupled) o3.alpha = o1.alpha = 0.0;
-    SmaTrainer t3(r.graph, loss, o3), t1(r.graph, loss, o1);
+    CpuSetup o3 = lenet_options({0}, 1, 3), o1 = lenet_options({0}, 1, 1);
+    if (!coupled) o3.opts.alpha = o1.opts.alpha = 0.0;
+    CpuTrainer t3(r.graph, loss, o3), t1(r.graph, loss, o1);
     CHECK(t3.total_learners() == 3);
     CHECK(t3.alpha() == (coupled ? 1.0 / 3 : 0.0));
     for (int s = 0; s < 6; ++s) {
@@ -159,12 +164,12 @@ TEST_CASE("sma: k = 3 identical replicas fed identical data stay bit-identical t
 
 TEST_CASE("sma: each learner draws its own Dropout masks") {
   std::vector<float> w0(kOut * kIn, 0.5f), b0(kOut, 0.1f), x(2 * kIn, 1.0f);
-  SmaOptions o;
-  o.train.batch = 2;
+  CpuSetup o;
+  o.opts.batch = 2;
   o.cores = {0};
-  o.learners = 3;
-  o.alpha = 0.0;
-  SmaTrainer t(gemm_graph(w0, b0, true, true), {LossKind::MeanSquaredError, ""}, o);
+  o.opts.learners = 3;
+  o.opts.alpha = 0.0;
+  CpuTrainer t(gemm_graph(w0, b0, true, true), {LossKind::MeanSquaredError, ""}, o);
   const Batch b = gemm_batch(x, {0, 1});
   std::vector<double> l = t.step({b, b, b}, 0.1);
   // Same data and parameters: only the masks differ (64 drawn bits each, equal by chance ~never).
@@ -172,7 +177,7 @@ TEST_CASE("sma: each learner draws its own Dropout masks") {
   CHECK((l[0] != l[1] || l[1] != l[2]));
 }
 
-TEST_CASE("sma: one learner, alpha 0, mu_z 0 is the single-learner Trainer bit for bit") {
+TEST_CASE("sma: one learner, alpha 0, mu_z 0 does not depend on where it runs (pinned or not)") {
   if (!have_fashion()) {
     MESSAGE("skipped: " << kFashion << " not installed");
     return;
@@ -190,21 +195,15 @@ TEST_CASE("sma: one learner, alpha 0, mu_z 0 is the single-learner Trainer bit f
   ro.test_limit = 200;
   ro.schedule.lr = 0.01;
 
-  auto dev = make_cpu_device(2);
-  Trainer single(r.graph, loss, *dev, to);
-  RunSummary a = run_training(single, data, ro);
+  auto dev = make_cpu_device(2);  // not pinned, as cb-run's
+  CpuTrainer single(r.graph, loss, test::plain(to), *dev);
+  RunSummary a = train(single, data, ro);
 
-  SmaOptions so;
-  so.train = to;
-  so.cores = {0, 1};  // one learner with a 2-thread pool: the same splits as the Trainer's
-  so.learners = 1;
-  so.alpha = 0.0;
-  so.central_momentum = 0;
-  SmaTrainer sma(r.graph, loss, so);
-  CHECK(sma.learner_cores(0) == std::vector<int>{0, 1});
-  SmaRunOptions sro;
-  sro.run = ro;
-  SmaRunSummary b = run_sma_training(sma, data, sro);
+  CpuSetup so;
+  so.opts = test::plain(to);
+  so.cores = {0, 1};  // pinned, one learner stream over both cores
+  CpuTrainer sma(r.graph, loss, so);
+  RunSummary b = train(sma, data, ro);
 
   REQUIRE(b.steps == 20);
   CHECK(b.losses == a.losses);
@@ -217,6 +216,88 @@ TEST_CASE("sma: one learner, alpha 0, mu_z 0 is the single-learner Trainer bit f
   for (const auto& [name, t] : ta) CHECK(tb.at(name).bytes == t.bytes);
 }
 
+TEST_CASE("train: a run stopped mid-way and restored into a new trainer continues bit for bit") {
+  // Dropout (each learner's RNG position), momentum and AdamW state, SMA's z and z_prev, a
+  // learning-rate drop with its reset to z, the data order: all must come back from TrainState.
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> w0(kOut * kIn), b0(kOut);
+  for (float& v : w0) v = u(rng);
+  for (float& v : b0) v = u(rng);
+  const Graph g = gemm_graph(w0, b0, true, true);
+  Dataset data;
+  data.train.count = 16;
+  data.train.rows = data.train.cols = 2;
+  for (int i = 0; i < 16 * kIn; ++i) data.train.images.push_back((u(rng) + 1) / 2);
+  for (int i = 0; i < 16; ++i) data.train.labels.push_back(i % kOut);
+  data.test = data.train;
+  RunOptions ro;
+  ro.steps = 14;
+  ro.seed = 5;
+  ro.schedule.kind = LrScheduleKind::MultiStep;
+  ro.schedule.milestones = {2};
+  ro.schedule.lr = 0.05;
+  struct Case {
+    const char* name;
+    CpuSetup s;
+  };
+  std::vector<Case> cases(4);
+  cases[0].name = "plain SGD, one learner";
+  cases[0].s.opts = test::plain(TrainerOptions{});
+  cases[1].name = "SMA, 3 learners";
+  cases[1].s.opts.learners = 3;
+  cases[2].name = "SMA, 2 devices x 2 learners, sync every 2";
+  cases[2].s.opts.learners = 2;
+  cases[2].s.opts.sync_every = 2;
+  cases[2].s.devices = 2;
+  cases[2].s.cores = {0, 0};
+  cases[3].name = "AdamW, one learner";
+  cases[3].s.opts = test::plain(TrainerOptions{});
+  cases[3].s.opts.optimizer = OptimizerKind::AdamW;
+  int checked = 0;
+  for (Case& c : cases) {
+    CAPTURE(c.name);
+    c.s.opts.batch = 2;
+    const LossSpec loss{LossKind::MeanSquaredError, ""};
+    CpuTrainer whole(g, loss, c.s);
+    LoopState lw;
+    std::vector<int64_t> resets;
+    Callbacks cb;
+    cb.on_reset = [&](int64_t step, double) { resets.push_back(step); };
+    RunSummary sw = train(whole, data, ro, cb, &lw);
+    REQUIRE(sw.steps == 14);
+
+    RunOptions first = ro;
+    first.steps = 5;  // stop before the drop
+    CpuTrainer a(g, loss, c.s);
+    LoopState la;
+    train(a, data, first, {}, &la);
+    const TrainState saved = capture(a, la);
+    CHECK(saved.loop.step == 5);
+    CpuTrainer b(g, loss, c.s);
+    LoopState lb = restore(b, saved);
+    RunSummary sb = train(b, data, ro, {}, &lb);
+    CHECK(sb.steps == 14);
+    CHECK(lb.consumed == lw.consumed);
+    CHECK(lb.decays == lw.decays);
+    for (int l = 0; l < whole.local_learners(); ++l) {
+      CHECK(b.replica(l) == whole.replica(l));
+      CHECK(b.velocity(l) == whole.velocity(l));
+    }
+    CHECK(b.central() == whole.central());
+    const ModelState mw = whole.state(), mb = b.state();
+    CHECK(mb.z_prev == mw.z_prev);
+    for (size_t l = 0; l < mw.learners.size(); ++l) {
+      CHECK(mb.learners[l].opt2 == mw.learners[l].opt2);
+      CHECK(mb.learners[l].steps == mw.learners[l].steps);
+    }
+    CHECK(std::vector<double>(sw.losses.begin() + 5, sw.losses.end()) == sb.losses);
+    if (whole.alpha() > 0) CHECK(!resets.empty());  // the drop was crossed after the stop
+    ++checked;
+  }
+  CHECK(checked == 4);
+}
+
 TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand (one Gemm, 2 learners)") {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -224,14 +305,14 @@ TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand (one Gemm
   for (float& v : w0) v = u(rng);
   for (float& v : b0) v = u(rng);
   Graph g = gemm_graph(w0, b0);
-  SmaOptions o;
-  o.train.batch = 2;
-  o.train.momentum = 0.9;
-  o.train.weight_decay = 0.01;
+  CpuSetup o;
+  o.opts.batch = 2;
+  o.opts.momentum = 0.9;
+  o.opts.weight_decay = 0.01;
   o.cores = {0};
-  o.learners = 2;
-  o.central_momentum = 0.5;
-  SmaTrainer t(g, {LossKind::MeanSquaredError, ""}, o);
+  o.opts.learners = 2;
+  o.opts.central_momentum = 0.5;
+  CpuTrainer t(g, {LossKind::MeanSquaredError, ""}, o);
   REQUIRE(t.model().flat_elems() == 32);
   CHECK(t.alpha() == 0.5);
 
@@ -320,15 +401,15 @@ TEST_CASE("sma: --sync-every 3 is local SGD for two steps, then the correction a
   std::vector<float> w0(kOut * kIn), b0(kOut);
   for (float& v : w0) v = u(rng);
   for (float& v : b0) v = u(rng);
-  SmaOptions o;
-  o.train.batch = 2;
+  CpuSetup o;
+  o.opts.batch = 2;
   o.cores = {0};
-  o.learners = 2;
-  o.sync_every = 3;
-  SmaOptions plain = o;
-  plain.sync_every = 1;
-  plain.alpha = 0.0;
-  SmaTrainer t(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, o),
+  o.opts.learners = 2;
+  o.opts.sync_every = 3;
+  CpuSetup plain = o;
+  plain.opts.sync_every = 1;
+  plain.opts.alpha = 0.0;
+  CpuTrainer t(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, o),
       sgd(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, plain);
   const std::vector<float> z0 = t.central();
   for (int s = 0; s < 3; ++s) {
@@ -363,20 +444,20 @@ TEST_CASE("sma: every replica is reset to z (velocity zeroed) when the learning 
   for (int i = 0; i < 16 * kIn; ++i) data.train.images.push_back((u(rng) + 1) / 2);
   for (int i = 0; i < 16; ++i) data.train.labels.push_back(i % kOut);
   data.test = data.train;
-  SmaOptions o;
-  o.train.batch = 2;
+  CpuSetup o;
+  o.opts.batch = 2;
   o.cores = {0};
-  o.learners = 2;
-  SmaTrainer t(g, {LossKind::MeanSquaredError, ""}, o);
-  SmaRunOptions ro;
-  ro.run.epochs = 3;  // 8 batches per epoch, 2 per step: 4 steps per epoch
-  ro.run.schedule.kind = LrScheduleKind::Step;
-  ro.run.schedule.lr = 0.1;
-  ro.run.schedule.gamma = 0.5;
-  ro.run.schedule.step_size = 1;
+  o.opts.learners = 2;
+  CpuTrainer t(g, {LossKind::MeanSquaredError, ""}, o);
+  RunOptions ro;
+  ro.epochs = 3;  // 8 batches per epoch, 2 per step: 4 steps per epoch
+  ro.schedule.kind = LrScheduleKind::Step;
+  ro.schedule.lr = 0.1;
+  ro.schedule.gamma = 0.5;
+  ro.schedule.step_size = 1;
   std::vector<int64_t> resets;
   std::vector<double> rates;
-  SmaCallbacks cb;
+  Callbacks cb;
   cb.on_reset = [&](int64_t step, double lr) {
     resets.push_back(step);
     rates.push_back(lr);
@@ -386,7 +467,7 @@ TEST_CASE("sma: every replica is reset to z (velocity zeroed) when the learning 
       CHECK(std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; }));
     }
   };
-  SmaRunSummary s = run_sma_training(t, data, ro, cb);
+  RunSummary s = train(t, data, ro, cb);
   CHECK(s.steps == 12);
   CHECK(resets == std::vector<int64_t>{4, 8});  // before steps 5 and 9 (0-based 4, 8)
   REQUIRE(rates.size() == 2);
@@ -397,22 +478,22 @@ TEST_CASE("sma: every replica is reset to z (velocity zeroed) when the learning 
 
   // A constant schedule never resets; a rising one (gamma > 1) does not either.
   resets.clear();
-  ro.run.schedule.gamma = 2;
-  run_sma_training(t, data, ro, cb);
+  ro.schedule.gamma = 2;
+  train(t, data, ro, cb);
   CHECK(resets.empty());
 
   // alpha 0: z never moves, so there is nothing to reset to; one such learner (mu_z 0) stays the
   // single-learner Trainer bit for bit across the drops, momentum kept as PyTorch keeps it.
-  ro.run.schedule.gamma = 0.5;
-  o.learners = 1;
-  o.alpha = 0.0;
-  o.central_momentum = 0;
-  SmaTrainer plain(g, {LossKind::MeanSquaredError, ""}, o);
-  SmaRunSummary ps = run_sma_training(plain, data, ro, cb);
+  ro.schedule.gamma = 0.5;
+  o.opts.learners = 1;
+  o.opts.alpha = 0.0;
+  o.opts.central_momentum = 0;
+  CpuTrainer plain(g, {LossKind::MeanSquaredError, ""}, o);
+  RunSummary ps = train(plain, data, ro, cb);
   CHECK(resets.empty());
   auto dev = make_cpu_device(1);
-  Trainer single(g, {LossKind::MeanSquaredError, ""}, *dev, o.train);
-  RunSummary rs = run_training(single, data, ro.run);
+  CpuTrainer single(g, {LossKind::MeanSquaredError, ""}, test::plain(o.opts), *dev);
+  RunSummary rs = train(single, data, ro);
   CHECK(ps.losses == rs.losses);
   CHECK(plain.replica(0) == single.flat_params());
 }
@@ -425,19 +506,19 @@ TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp3
   Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   const LossSpec loss = detect_loss(r.graph);
-  SmaTrainer two(r.graph, loss, lenet_options({0, 1}, 2, 2));
-  SmaTrainer one(r.graph, loss, lenet_options({0, 1}, 1, 4));
-  CHECK(two.device_cores(0) == std::vector<int>{0});
-  CHECK(two.device_cores(1) == std::vector<int>{1});
+  CpuTrainer two(r.graph, loss, lenet_options({0, 1}, 2, 2));
+  CpuTrainer one(r.graph, loss, lenet_options({0, 1}, 1, 4));
+  CHECK(two.devices() == 2);
+  CHECK(two.device(0).caps().cores == 1);
+  CHECK(two.device(1).caps().name == "cpu:1");
   CHECK(two.total_learners() == 4);
   CHECK(two.alpha() == 0.25);
   CHECK(one.alpha() == 0.25);
-  for (int l = 0; l < 4; ++l) CHECK(one.learner_cores(l).size() == 1);  // 1 thread each, too
-  SmaRunOptions ro;
-  ro.run.steps = 15;
-  ro.run.seed = 9;
-  ro.run.test_limit = 100;
-  SmaRunSummary a = run_sma_training(two, data, ro), b = run_sma_training(one, data, ro);
+  RunOptions ro;
+  ro.steps = 15;
+  ro.seed = 9;
+  ro.test_limit = 100;
+  RunSummary a = train(two, data, ro), b = train(one, data, ro);
   // The same data assignment and the same gradients at step 1 (bit for bit); afterwards the
   // device sums (c0 + c1) + (c2 + c3) and the single sum ((c0 + c1) + c2) + c3 round apart.
   CHECK(a.losses[0] == b.losses[0]);
@@ -514,7 +595,7 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   }
   Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
-  SmaTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 1));
+  CpuTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 1));
   t.step(file_batches(data.train, 0, 1, 16), 0.01);
   t.step(file_batches(data.train, 1, 1, 16), 0.01);
   t.set_learners(3);
@@ -528,9 +609,9 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   t.step(file_batches(data.train, 2, 2, 16), 0.01);
 
   // Over budget: named in bytes.
-  SmaOptions tight = lenet_options({0, 1}, 1, 1);
-  tight.memory_budget = t.memory().need(2);
-  SmaTrainer small(r.graph, detect_loss(r.graph), tight);
+  CpuSetup tight = lenet_options({0, 1}, 1, 1);
+  tight.opts.memory_budget = t.memory().need(2);
+  CpuTrainer small(r.graph, detect_loss(r.graph), tight);
   CHECK(small.fits(2));
   CHECK(!small.fits(3));
   std::string e = error_of([&] { small.set_learners(3); });
@@ -538,20 +619,20 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   CHECK(contains(e, "MiB"));
 
   // A short auto-tuned run: decisions are reported and applied.
-  SmaRunOptions ro;
-  ro.run.steps = 40;
-  ro.run.test_limit = 50;
+  RunOptions ro;
+  ro.steps = 40;
+  ro.test_limit = 50;
   ro.auto_tune = true;
   ro.tuner.warmup_steps = 2;
   ro.tuner.window_steps = 5;
   std::vector<TunerDecision> decisions;
-  SmaCallbacks cb;
-  cb.on_tune = [&](const TunerDecision& d, const SmaMemory& m) {
+  Callbacks cb;
+  cb.on_tune = [&](const TunerDecision& d, const TrainMemory& m) {
     decisions.push_back(d);
     CHECK(m.per_replica > m.arena);
   };
-  SmaTrainer tuned(r.graph, detect_loss(r.graph), tight);  // at most 2 learners fit
-  SmaRunSummary s = run_sma_training(tuned, data, ro, cb);
+  CpuTrainer tuned(r.graph, detect_loss(r.graph), tight);  // at most 2 learners fit
+  RunSummary s = train(tuned, data, ro, cb);
   REQUIRE(!decisions.empty());
   CHECK(decisions.front().measured == 1);
   CHECK(decisions.back().action != TunerDecision::Action::Add);
@@ -569,11 +650,11 @@ TEST_CASE("sma: divergence stops naming the step and the learner; nothing is upd
   for (float& v : w0) v = u(rng);
   for (float& v : b0) v = u(rng);
   for (float& v : x) v = u(rng);
-  SmaOptions o3;
-  o3.train.batch = 2;
+  CpuSetup o3;
+  o3.opts.batch = 2;
   o3.cores = {0};
-  o3.learners = 3;
-  SmaTrainer t(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, o3);
+  o3.opts.learners = 3;
+  CpuTrainer t(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, o3);
   const Batch good = gemm_batch(x, {0, 1});
   t.step({good, good, good}, 0.1);
   const std::vector<float> z = t.central(), r1 = t.replica(1);
@@ -589,12 +670,12 @@ TEST_CASE("sma: divergence stops naming the step and the learner; nothing is upd
   // Finite losses but a z that overflows: y = x W^T (no bias), W0 = 0, mu = 0, mu_z = 0.9. Step 1
   // (x = 100 e_0, label 0) moves W[0][0] of both replicas to a = lr * 200/3 = 2.5e38; steps 2 and
   // 3 feed x = 0 (loss 1/3 whatever W): z goes 0 -> a -> 1.4 a, which overflows.
-  SmaOptions o;
-  o.train.batch = 2;
-  o.train.momentum = 0;
+  CpuSetup o;
+  o.opts.batch = 2;
+  o.opts.momentum = 0;
   o.cores = {0};
-  o.learners = 2;
-  SmaTrainer g(gemm_graph(std::vector<float>(kOut * kIn, 0), {}, false),
+  o.opts.learners = 2;
+  CpuTrainer g(gemm_graph(std::vector<float>(kOut * kIn, 0), {}, false),
                {LossKind::MeanSquaredError, ""}, o);
   std::vector<float> x1(8, 0);
   x1[0] = x1[4] = 100;
@@ -608,6 +689,76 @@ TEST_CASE("sma: divergence stops naming the step and the learner; nothing is upd
   CHECK(contains(e, "diverged at step 3"));
   CHECK(contains(e, "central model z has 1 non-finite value"));
   CHECK(contains(e, "every learner's replica is finite"));
+}
+
+// ---- the collective and failures across devices -------------------------------------------------
+
+TEST_CASE("collective: sums in rank order, agrees, and names a rank that never arrives") {
+  auto c = make_shared_memory_collectives(3, 0.3);
+  auto dev = make_cpu_device(1);
+  std::vector<std::vector<float>> data = {
+      {1, 2, 3, 4, 5}, {10, 20, 30, 40, 50}, {0.5f, 0, 0, 0, 1}};
+  std::vector<std::vector<double>> agreed = {{1, -2}, {3, 7}, {2, 0}};
+  std::vector<std::thread> th;
+  for (int r = 0; r < 3; ++r)
+    th.emplace_back([&, r] {
+      c[r]->allreduce_sum(*dev, kSyncStream, data[r].data(), 5);
+      c[r]->agree(agreed[r], ReduceOp::Max);
+    });
+  for (auto& t : th) t.join();
+  for (int r = 0; r < 3; ++r) {
+    CHECK(data[r] == std::vector<float>{11.5f, 22, 33, 44, 56});
+    CHECK(agreed[r] == std::vector<double>{3, 7});
+  }
+  // Rank 2 never calls: ranks 0 and 1 stop with an error naming it instead of waiting forever.
+  std::vector<std::string> errors(2);
+  th.clear();
+  for (int r = 0; r < 2; ++r)
+    th.emplace_back([&, r] {
+      std::vector<double> v = {1};
+      errors[r] = error_of([&] { c[r]->agree(v, ReduceOp::Sum); });
+    });
+  for (auto& t : th) t.join();
+  for (const std::string& e : errors) CHECK(contains(e, "rank 2 did not arrive"));
+}
+
+TEST_CASE("sma: a failure on one device stops every device before the update (nobody waits)") {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> w0(kOut * kIn), b0(kOut), x(2 * kIn);
+  for (float& v : w0) v = u(rng);
+  for (float& v : b0) v = u(rng);
+  for (float& v : x) v = u(rng);
+  CpuSetup o;
+  o.opts.batch = 2;
+  o.opts.learners = 2;
+  o.devices = 2;
+  o.cores = {0, 0};
+  CpuTrainer t(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, o);
+  CHECK(t.total_learners() == 4);
+  CHECK(t.alpha() == 0.25);
+  const Batch good = gemm_batch(x, {0, 1});
+  t.step({good, good, good, good}, 0.1);
+  const std::vector<float> z = t.central(0), r0 = t.replica(0);
+  // A NaN loss on device 1's second learner: device 0 agrees to stop as well.
+  Batch bad = good;
+  bad.images.data<float>()[3] = std::nanf("");
+  std::string e = error_of([&] { t.step({good, good, good, bad}, 0.1); });
+  CHECK(contains(e, "diverged at step 2"));
+  CHECK(contains(e, "learner 3 (device 1, row 1)"));
+  CHECK(t.central(0) == z);
+  CHECK(t.central(1) == z);
+  CHECK(t.replica(0) == r0);
+  // An error (a batch of the wrong shape) on device 0: device 1 does not wait in the sum.
+  Batch wrong = gemm_batch(std::vector<float>(3 * kIn, 0.5f), {0, 1, 2});
+  e = error_of([&] { t.step({wrong, good, good, good}, 0.1); });
+  CAPTURE(e);
+  CHECK(contains(e, "takes"));
+  CHECK(t.central(1) == z);
+  // And the trainer carries on afterwards.
+  t.step({good, good, good, good}, 0.1);
+  CHECK(t.steps_done() == 2);
+  CHECK(t.central(0) == t.central(1));
 }
 
 // ---- cb-train

@@ -18,13 +18,16 @@
 
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/data/idx_dataset.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"
 #include "sma/lr_schedule.h"
+#include "sma/train_loop.h"
 #include "sma/trainer.h"
 #include "tests/test_util.h"
+#include "tests/trainer_util.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
@@ -288,7 +291,8 @@ void check_optimizers(Device& dev, size_t n, double tol) {
       std::any params = o;
       KernelArgs a;
       a.params = &params;
-      a.in = {view_of(p), view_of(g), view_of(vel)};
+      a.in = {view_of(g)};
+      a.out = {view_of(p), view_of(vel)};
       dev.launch(OpKind::SgdStep, a);
       ref_sgd(rp, g, rvel, o, s == 0);
     }
@@ -307,7 +311,8 @@ void check_optimizers(Device& dev, size_t n, double tol) {
       std::any params = o;
       KernelArgs a;
       a.params = &params;
-      a.in = {view_of(p), view_of(g), view_of(m), view_of(v)};
+      a.in = {view_of(g)};
+      a.out = {view_of(p), view_of(m), view_of(v)};
       dev.launch(OpKind::AdamWStep, a);
       ref_adamw(rp, g, rm, rv, o);
     }
@@ -336,7 +341,8 @@ TEST_CASE("optimizer kernels: SGD by hand, the first step starts the momentum bu
   std::any params = o;
   KernelArgs a;
   a.params = &params;
-  a.in = {view_of(p), view_of(g), view_of(vel)};
+  a.in = {view_of(g)};
+  a.out = {view_of(p), view_of(vel)};
   dev->launch(OpKind::SgdStep, a);  // d = 0.5 + 0.1*1 = 0.6; buf = 0.6; p = 1 - 0.06
   CHECK(vel[0] == doctest::Approx(0.6f));
   CHECK(p[0] == doctest::Approx(0.94f));
@@ -419,11 +425,13 @@ RunSummary run_lenet(Trainer& t, const Dataset& data, const Golden& g) {
   ro.schedule.lr = g.lr;
   ro.test_limit = 1000;
   int reports = 0;
-  RunSummary s = run_training(t, data, ro, [&](const Progress& p) {
+  Callbacks cb;
+  cb.on_eval = [&](const EvalReport& p) {
     ++reports;
     CHECK(p.step == 400);
-    CHECK(p.epoch == 1);
-  });
+    CHECK(p.epoch == doctest::Approx(400.0 / 3750));
+  };
+  RunSummary s = train(t, data, ro, cb);
   CHECK(reports == 1);
   REQUIRE(s.losses.size() == 400u);
   double first = std::accumulate(s.losses.begin(), s.losses.begin() + 20, 0.0) / 20;
@@ -462,11 +470,11 @@ TEST_CASE("trainer: LeNet-5 learns Fashion-MNIST as PyTorch does; export -> re-i
     TrainerOptions ta = to;
     ta.optimizer = OptimizerKind::AdamW;
     ta.weight_decay = 1e-2;  // torch.optim.AdamW's default
-    Trainer t(r.graph, detect_loss(r.graph), *dev, ta);
+    test::CpuTrainer t(r.graph, detect_loss(r.graph), test::plain(ta), *dev);
     run_lenet(t, data, kAdamW);
   }
-  Trainer t(r.graph, detect_loss(r.graph), *dev, to);
-  CHECK(t.num_classes() == 10);
+  test::CpuTrainer t(r.graph, detect_loss(r.graph), test::plain(to), *dev);
+  CHECK(t.model().num_classes() == 10);
   CHECK(t.param_count() == 61706);
   RunSummary s = run_lenet(t, data, kSgd);
 
@@ -477,10 +485,10 @@ TEST_CASE("trainer: LeNet-5 learns Fashion-MNIST as PyTorch does; export -> re-i
     ro.steps = 20;
     ro.test_limit = 16;
     ImportResult r2 = import_model(model);
-    Trainer t2(r2.graph, detect_loss(r2.graph), *dev, to);
-    Trainer t3(r2.graph, detect_loss(r2.graph), *dev, to);
-    run_training(t2, data, ro);
-    run_training(t3, data, ro);
+    test::CpuTrainer t2(r2.graph, detect_loss(r2.graph), test::plain(to), *dev);
+    test::CpuTrainer t3(r2.graph, detect_loss(r2.graph), test::plain(to), *dev);
+    train(t2, data, ro);
+    train(t3, data, ro);
     CHECK(t2.flat_params() == t3.flat_params());
   }
 
@@ -491,7 +499,7 @@ TEST_CASE("trainer: LeNet-5 learns Fashion-MNIST as PyTorch does; export -> re-i
   CHECK(fs::exists(out));
   CHECK(!fs::exists(out + ".tmp"));
   ImportResult back = import_model(out);
-  Trainer t4(back.graph, detect_loss(back.graph), *dev, to);
+  test::CpuTrainer t4(back.graph, detect_loss(back.graph), test::plain(to), *dev);
   EvalResult e = t4.evaluate(data.test.head(1000));
   CHECK(e.correct == s.test.correct);
   CHECK(e.loss == doctest::Approx(s.test.loss).epsilon(1e-9));
@@ -529,10 +537,10 @@ TEST_CASE("trainer: divergence stops at a named step; labels must fit the classe
   ImportResult r = import_model(model);
   auto dev = make_cpu_device(2);
   TrainerOptions to;
-  Trainer t(r.graph, detect_loss(r.graph), *dev, to);
+  test::CpuTrainer t(r.graph, detect_loss(r.graph), test::plain(to), *dev);
   RunOptions ro;
   ro.steps = 2;
-  std::string e = error_of([&] { run_training(t, small, ro); });
+  std::string e = error_of([&] { train(t, small, ro); });
   CHECK(contains(e, "[N,1,28,28]"));
   CHECK(contains(e, "1x4x4"));
 
@@ -540,14 +548,14 @@ TEST_CASE("trainer: divergence stops at a named step; labels must fit the classe
   Dataset data = load_idx_dataset(kFashion);
   Dataset eleven = data;
   eleven.train.labels[5] = 10;
-  e = error_of([&] { run_training(t, eleven, ro); });
+  e = error_of([&] { train(t, eleven, ro); });
   CHECK(contains(e, "up to 10"));
   CHECK(contains(e, "10 classes"));
 
   ro.steps = 50;
   ro.schedule.lr = 1e6;
   ro.test_limit = 16;
-  e = error_of([&] { run_training(t, data, ro); });
+  e = error_of([&] { train(t, data, ro); });
   CHECK(contains(e, "diverged at step "));
   CHECK(t.steps_done() < 50);
   CHECK(contains(e, fmt::format("at step {}:", t.steps_done() + 1)));
@@ -559,7 +567,7 @@ TEST_CASE("trainer: BatchNorm running statistics are updated, evaluated and expo
   auto dev = make_cpu_device(2);
   TrainerOptions to;
   to.batch = 4;
-  Trainer t(r.graph, detect_loss(r.graph), *dev, to);
+  test::CpuTrainer t(r.graph, detect_loss(r.graph), test::plain(to), *dev);
   CHECK(t.training_graph().state_updates.size() > 0);
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<float> u(0, 1);
@@ -587,7 +595,7 @@ TEST_CASE("trainer: BatchNorm running statistics are updated, evaluated and expo
   TempDir d("bn");
   export_trained(model, d / "r20.onnx", after);
   ImportResult back = import_model(d / "r20.onnx");
-  Trainer t2(back.graph, detect_loss(back.graph), *dev, to);
+  test::CpuTrainer t2(back.graph, detect_loss(back.graph), test::plain(to), *dev);
   CHECK(t2.trained_tensors().size() == after.size());
   for (const auto& [name, tensor] : t2.trained_tensors())
     CHECK(tensor.bytes == after.at(name).bytes);

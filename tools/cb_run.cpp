@@ -15,10 +15,10 @@
 
 #include "importer/onnx_importer.h"
 #include "importer/tensor_io.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/error.h"
 #include "runtime/executor.h"
 #include "runtime/passes.h"
-#include "runtime/thread_pool.h"
 
 namespace fs = std::filesystem;
 using namespace cb;
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   std::string model, out_dir;
   std::vector<std::string> inputs;
   int64_t batch = 0;
-  int threads = ThreadPool::hardware_threads(), time_iters = 0;
+  int threads = hardware_threads(), time_iters = 0;
   uint64_t seed = 0;
   bool train_mode = false;
   app.add_option("model", model, "ONNX model file")->required();

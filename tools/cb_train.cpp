@@ -24,11 +24,10 @@
 #include "autodiff/autodiff.h"
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/data/dataset.h"
 #include "runtime/error.h"
-#include "runtime/thread_pool.h"
-#include "sma/sma_run.h"
-#include "sma/sma_trainer.h"
+#include "sma/train_loop.h"
 #include "sma/trainer.h"
 
 using namespace cb;
@@ -95,7 +94,7 @@ struct ProgressLine {
     if (tty && shown) fmt::print("\r\033[K");
     shown = false;
   }
-  void show(const SmaProgress& p) {
+  void show(const Progress& p) {
     std::string line = fmt::format(
         "epoch {:.2f}  step {}  {:.0f} images/s  loss {:.4f}  lr {:.5g}  learners {}  ETA {}",
         p.epoch, p.step, p.images_per_s, p.loss, p.lr, p.learners, duration_text(p.eta_s));
@@ -119,10 +118,9 @@ int main(int argc, char** argv) {
   RunOptions ropts;
   double lr = 0.01;
   bool no_shuffle = false;
-  int threads = ThreadPool::hardware_threads();
+  int threads = hardware_threads();
   std::string learners = "auto", devices = "cpu", memory_budget, metrics;
-  SmaOptions sopts;
-  SmaRunOptions sro;
+  RunOptions& sro = ropts;
   std::optional<double> alpha;
   app.add_option("model", model, "ONNX model file (exported in training mode)")->required();
   app.add_option("--data", data_dir,
@@ -172,9 +170,9 @@ int main(int argc, char** argv) {
                  "them, each with its own learners and copy of the central model)")
       ->capture_default_str();
   app.add_option("--alpha", alpha, "SMA's pull toward the central model (default 1/learners)");
-  app.add_option("--central-momentum", sopts.central_momentum, "SMA's central momentum mu_z")
+  app.add_option("--central-momentum", topts.central_momentum, "SMA's central momentum mu_z")
       ->capture_default_str();
-  app.add_option("--sync-every", sopts.sync_every,
+  app.add_option("--sync-every", topts.sync_every,
                  "apply the SMA correction every N steps (local SGD in between)")
       ->capture_default_str();
   app.add_option("--tuner-threshold", sro.tuner.threshold,
@@ -292,61 +290,30 @@ int main(int argc, char** argv) {
     std::string order_text =
         ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed) : "file order";
 
-    if (!sma) {  // AdamW: the single-learner trainer
-      auto dev = make_cpu_device(threads);
-      Trainer trainer(r.graph, spec, *dev, topts);
-      const Value& out = trainer.training_graph().graph.value(trainer.training_graph().output);
-      fmt::print("model    {}: {} parameters, output '{}' {}\n", model, trainer.param_count(),
-                 out.name, to_string(out.shape));
-      const int64_t total = ropts.steps > 0 ? ropts.steps : ropts.epochs * spe;
-      fmt::print(
-          "train    batch {}, {} steps ({} per epoch, last partial batch dropped), {}, {}, {} "
-          "threads, {}, one learner\n",
-          topts.batch, total, spe, opt_text, sched_text, threads, order_text);
-      std::fflush(stdout);
-      const auto t0 = std::chrono::steady_clock::now();
-      RunSummary s = run_training(trainer, data, ropts, [&](const Progress& p) {
-        fmt::print(
-            "epoch {:3d}  step {:7d}  lr {:.5g}  train loss {:.4f}  test loss {:.4f}  "
-            "test accuracy {}  {:.0f} images/s\n",
-            p.epoch, p.step, p.lr, p.train_loss, p.test.loss, accuracy_text(p.test),
-            p.images_per_s);
-        if (metrics_out) {
-          *metrics_out << fmt::format(
-              "{{\"time\": {:.3f}, \"epoch\": {}, \"step\": {}, \"loss\": {:.6g}, "
-              "\"test_loss\": {:.6g}, \"accuracy\": {}, \"images_per_s\": {:.1f}, "
-              "\"learners\": 1, \"lr\": {:.6g}}}\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), p.epoch,
-              p.step, p.train_loss, p.test.loss,
-              p.test.accuracy < 0 ? std::string("null") : fmt::format("{:.6f}", p.test.accuracy),
-              p.images_per_s, p.lr);
-          metrics_out->flush();
-        }
-        if (!output.empty()) export_trained(model, output, trainer.trained_tensors());
-        std::fflush(stdout);
-      });
-      fmt::print(
-          "done     {} steps, {} images in {:.2f} s ({:.2f} s training): {:.0f} images/s, "
-          "test accuracy {} on {} images\n",
-          s.steps, s.images, s.seconds, s.train_seconds, s.images_per_s, accuracy_text(s.test),
-          s.test.count);
-      if (!output.empty()) fmt::print("wrote    {}\n", output);
-      return 0;
+    // The devices and the collective are made here and given to the trainer: CPU core groups
+    // and an in-process group today (GPUs, NCCL and MPI plug into the same two interfaces).
+    std::vector<int> cores;
+    const int hw = hardware_threads();
+    for (int c = 0; c < threads; ++c) cores.push_back(c % hw);
+    std::vector<std::unique_ptr<Device>> devs = make_cpu_devices(parse_devices(devices), cores);
+    std::vector<std::unique_ptr<Collective>> colls =
+        make_shared_memory_collectives(static_cast<int>(devs.size()));
+    Placement where;
+    for (size_t d = 0; d < devs.size(); ++d) {
+      where.devices.push_back(devs[d].get());
+      where.collectives.push_back(colls[d].get());
     }
-
-    // SGD: SMA over the learners of one or more CPU devices.
-    sopts.train = topts;
-    sopts.devices = parse_devices(devices);
-    const int hw = ThreadPool::hardware_threads();
-    for (int c = 0; c < threads; ++c) sopts.cores.push_back(c % hw);
-    sopts.learners = nlearners;
-    sopts.alpha = alpha;
-    if (!memory_budget.empty()) sopts.memory_budget = parse_bytes(memory_budget);
-    sro.run = ropts;
-    sro.auto_tune = auto_learners;
+    topts.learners = nlearners;
+    topts.alpha = alpha;
+    if (!sma) {  // AdamW: one learner, no central model (exactly torch.optim.AdamW)
+      topts.alpha = 0;
+      topts.central_momentum = 0;
+    }
+    if (!memory_budget.empty()) topts.memory_budget = parse_bytes(memory_budget);
+    sro.auto_tune = sma && auto_learners;
     ProgressLine progress;
     sro.progress_interval_s = progress.tty ? 0.25 : 10;
-    SmaTrainer trainer(r.graph, spec, sopts);
+    Trainer trainer(r.graph, spec, topts, where);
     const Value& out =
         trainer.model().training_graph().graph.value(trainer.model().training_graph().output);
     fmt::print("model    {}: {} parameters, output '{}' {}\n", model, trainer.model().param_count(),
@@ -358,26 +325,27 @@ int main(int argc, char** argv) {
         ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
                         : fmt::format("{} epoch{}", ropts.epochs, ropts.epochs == 1 ? "" : "s"),
         spe, opt_text, sched_text, threads, order_text);
-    const SmaMemory& mem = trainer.memory();
+    const TrainMemory& mem = trainer.memory();
     std::string cores_text;
     for (int d = 0; d < trainer.devices(); ++d)
-      cores_text += fmt::format("{}{}", d ? " | " : "", fmt::join(trainer.device_cores(d), ","));
+      cores_text += fmt::format("{}{} {} cores", d ? ", " : "", trainer.device(d).caps().name,
+                                trainer.device(d).caps().cores);
     fmt::print(
-        "sma      {} device{} (cores {}), {} learner{} per device{}, alpha {}, central momentum "
+        "sma      {} device{} ({}), {} learner{} per device{}, alpha {}, central momentum "
         "{}, sync every {} step{}\n",
         trainer.devices(), trainer.devices() == 1 ? "" : "s", cores_text,
         trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s",
         auto_learners ? " to start (auto-tuned)" : "",
-        alpha ? fmt::format("{}", *alpha) : std::string("1/learners"), sopts.central_momentum,
-        sopts.sync_every, sopts.sync_every == 1 ? "" : "s");
+        topts.alpha ? fmt::format("{}", *topts.alpha) : std::string("1/learners"),
+        topts.central_momentum, topts.sync_every, topts.sync_every == 1 ? "" : "s");
     fmt::print(
         "memory   {} per replica ({} arena + 4 flat buffers), {} shared, budget {} per device\n",
         mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget));
     std::fflush(stdout);
 
-    SmaCallbacks cbs;
-    cbs.on_progress = [&](const SmaProgress& p) { progress.show(p); };
-    cbs.on_tune = [&](const TunerDecision& d, const SmaMemory& m) {
+    Callbacks cbs;
+    cbs.on_progress = [&](const Progress& p) { progress.show(p); };
+    cbs.on_tune = [&](const TunerDecision& d, const TrainMemory& m) {
       progress.clear();
       const char* what = d.action == TunerDecision::Action::Add       ? "add one"
                          : d.action == TunerDecision::Action::BackOff ? "back off one"
@@ -398,7 +366,7 @@ int main(int argc, char** argv) {
                  step + 1, new_lr);
     };
     bool wrote = false;
-    cbs.on_eval = [&](const SmaEvalReport& p) {
+    cbs.on_eval = [&](const EvalReport& p) {
       progress.clear();
       fmt::print(
           "epoch {:6.2f}  step {:7d}  lr {:.5g}  train loss {:.4f}  test loss {:.4f}  "
@@ -421,9 +389,9 @@ int main(int argc, char** argv) {
       }
       std::fflush(stdout);
     };
-    SmaRunSummary s;
+    RunSummary s;
     try {
-      s = run_sma_training(trainer, data, sro, cbs);
+      s = train(trainer, data, sro, cbs);
     } catch (const Error&) {
       progress.clear();
       if (wrote)

@@ -67,7 +67,7 @@ void batch_norm(const KernelArgs& a) {
   T* mul = scratch<T, 2>(c);
   T* add = scratch<T, 3>(c);
   if (p.training) {
-    parallel(a, c, 2 * n * s,
+    parallel(c, 2 * n * s,
              [&](int64_t c0, int64_t c1) { channel_stats(x, n, c, s, c0, c1, mean, var); });
   } else {
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -80,7 +80,7 @@ void batch_norm(const KernelArgs& a) {
     mul[ch] = static_cast<T>(m);
     add[ch] = static_cast<T>(real_at(a.in[2], ch) - mean[ch] * m);
   }
-  parallel(a, n * c, s, [&](int64_t p0, int64_t p1) { scale_shift(x, y, p0, p1, c, s, mul, add); });
+  parallel(n * c, s, [&](int64_t p0, int64_t p1) { scale_shift(x, y, p0, p1, c, s, mul, add); });
   if (!p.training) return;
   const double mom = p.momentum;
   const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1;

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_device.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"
@@ -152,8 +153,8 @@ void conv_typed(const KernelArgs& a) {
     }
   };
   int64_t tasks = g.n * g.groups;
-  if (a.pool && tasks > 1 && g.mg * kc * P * tasks >= (int64_t{1} << 16))
-    a.pool->parallel_for(tasks, task);
+  if (current_pool() && tasks > 1 && g.mg * kc * P * tasks >= (int64_t{1} << 16))
+    current_pool()->parallel_for(tasks, task);
   else
     task(0, tasks);
 }

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/kernel.h"
+#include "runtime/kernel_args.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {

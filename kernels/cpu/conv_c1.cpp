@@ -148,7 +148,8 @@ CB_AVX512 void forward_samples(const WindowGeom& g, const float* x, const float*
     break;
         CB_C1_CASE(1)
         CB_C1_CASE(2)
-        CB_C1_CASE(3) CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
+        CB_C1_CASE(3)
+        CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
 #undef CB_C1_CASE
             default : break;
       }
@@ -237,7 +238,8 @@ CB_INLINE bool backward_kw(const WindowGeom& g, const Padded& pd, const float* x
     return true;
     CB_C1_CASE(1)
     CB_C1_CASE(2)
-    CB_C1_CASE(3) CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
+    CB_C1_CASE(3)
+    CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
 #undef CB_C1_CASE
         default : return false;
   }
@@ -285,7 +287,8 @@ CB_AVX512 void backward_samples(const WindowGeom& g, const float* x, const float
     break;
         CB_C1_KW(1)
         CB_C1_KW(2)
-        CB_C1_KW(3) CB_C1_KW(4) CB_C1_KW(5) CB_C1_KW(6) CB_C1_KW(7)
+        CB_C1_KW(3)
+        CB_C1_KW(4) CB_C1_KW(5) CB_C1_KW(6) CB_C1_KW(7)
 #undef CB_C1_KW
             default : break;
       }
@@ -297,7 +300,8 @@ CB_AVX512 void backward_samples(const WindowGeom& g, const float* x, const float
     break;
         CB_C1_CASE(1)
         CB_C1_CASE(2)
-        CB_C1_CASE(3) CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
+        CB_C1_CASE(3)
+        CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
 #undef CB_C1_CASE
             default : break;
       }
@@ -320,7 +324,7 @@ bool conv_c1(const KernelArgs& a) {
   if (!applies(g) || !have_avx512()) return false;
   const float* bias = a.in.size() > 2 && a.in[2].present() ? a.in[2].ptr<float>() : nullptr;
   const int64_t cost = g.m * g.out_vol * g.k_vol;  // multiply-adds per sample
-  parallel(a, g.n, cost, [&](int64_t n0, int64_t n1) {
+  parallel(g.n, cost, [&](int64_t n0, int64_t n1) {
     forward_samples(g, X.ptr<float>(), W.ptr<float>(), bias, Y.ptr<float>(), n0, n1);
   });
   return true;
@@ -335,7 +339,7 @@ bool conv_grad_c1(const KernelArgs& a) {
   if (!applies(g) || g.n == 0 || !have_avx512()) return false;
   float* dW = a.out[1].ptr<float>();
   const int64_t w_size = g.m * g.k_vol;
-  const int threads = a.pool ? a.pool->size() : 1;
+  const int threads = current_pool() ? current_pool()->size() : 1;
   const bool split = threads > 1 && g.n > 1 && g.n * g.m * g.out_vol * g.k_vol >= 2 * kGrain;
   const int64_t want = split ? std::min<int64_t>(threads, g.n) : 1;
   const int64_t chunk = (g.n + want - 1) / want, parts = (g.n + chunk - 1) / chunk;
@@ -344,7 +348,7 @@ bool conv_grad_c1(const KernelArgs& a) {
     return true;
   }
   float* partials = scratch<float, 11>((parts - 1) * w_size);
-  a.pool->parallel_for(parts, [&](int64_t t0, int64_t t1) {
+  current_pool()->parallel_for(parts, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
       backward_samples(g, X.ptr<float>(), dY.ptr<float>(),
                        t == 0 ? dW : partials + (t - 1) * w_size, t * chunk,

@@ -7,6 +7,7 @@
 // scratch buffers shared by all shapes (the largest wins), so the steady state builds and
 // allocates nothing and the extra memory is one conv's worth per thread, not one per node.
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_device.h"
 
 #ifdef CB_HAVE_DNNL
 #include <array>
@@ -152,13 +153,13 @@ bool conv_dnnl(const KernelArgs& a) {
   if (kernel_dtype(a) != DType::F32 || a.in[0].rank() < 3 || a.in[0].rank() > 5) return false;
   int64_t n = a.in[0].dims[0];
   if (n == 0) return true;
-  int threads = a.pool ? a.pool->size() : 1;
+  int threads = current_pool() ? current_pool()->size() : 1;
   if (threads <= 1 || n == 1) return run_chunk(a, 0, n);
   // Equal sub-batches, one per thread; a shape oneDNN rejects is rejected by every chunk alike.
   int64_t chunk = (n + threads - 1) / threads;
   int64_t parts = (n + chunk - 1) / chunk;  // no empty last chunk (n = 5 on 4 threads: 2,2,1)
   std::atomic<bool> ok{true};
-  a.pool->parallel_for(parts, [&](int64_t t0, int64_t t1) {
+  current_pool()->parallel_for(parts, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
       if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk))) ok = false;
   });

@@ -108,7 +108,7 @@ void conv_grad_typed(const KernelArgs& a) {
     return;
   }
   const bool depthwise = g.cg == 1 && g.groups > 1;
-  const int threads = a.pool ? a.pool->size() : 1;
+  const int threads = current_pool() ? current_pool()->size() : 1;
   const bool split = threads > 1 && g.mg * kc * P * g.n * g.groups >= (int64_t{1} << 16);
   // Chunks of the batch; each has its own dW partial [M, kc] unless it is chunk 0.
   const int64_t want = split ? std::min<int64_t>(threads, g.n) : 1;
@@ -154,7 +154,7 @@ void conv_grad_typed(const KernelArgs& a) {
   };
   const int64_t tasks = parts * g.groups;
   if (split && tasks > 1)
-    a.pool->parallel_for(tasks, task);
+    current_pool()->parallel_for(tasks, task);
   else
     task(0, tasks);
   if (partials) add_partials(a, dW->ptr<T>(), partials, parts - 1, w_size);
@@ -179,12 +179,12 @@ void bias_grad(const KernelArgs& a) {
   const int64_t vol = n * m != 0 ? dY.numel() / (n * m) : 0;
   const T* dy = dY.ptr<T>();
   T* db = dB.ptr<T>();
-  parallel(a, m, n * vol, [&](int64_t m0, int64_t m1) { channel_sums(dy, db, n, m, vol, m0, m1); });
+  parallel(m, n * vol, [&](int64_t m0, int64_t m1) { channel_sums(dy, db, n, m, vol, m0, m1); });
 }
 
 template <typename T>
 void add_partials_t(const KernelArgs& a, T* dst, const T* src, int64_t parts, int64_t n) {
-  parallel(a, n, parts, [&](int64_t i0, int64_t i1) {
+  parallel(n, parts, [&](int64_t i0, int64_t i1) {
     for (int64_t q = 0; q < parts; ++q) {
       const T* s = src + q * n;
       for (int64_t i = i0; i < i1; ++i) dst[i] += s[i];

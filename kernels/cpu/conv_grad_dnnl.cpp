@@ -8,6 +8,7 @@
 // tensors live in per-thread scratch buffers shared by all shapes, so the steady state builds and
 // allocates nothing.
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_device.h"
 
 #ifdef CB_HAVE_DNNL
 #include <algorithm>
@@ -193,14 +194,14 @@ bool conv_grad_dnnl(const KernelArgs& a) {
   const int64_t n = X.dims[0], w_size = a.in[2].numel();
   if (n == 0 || a.in[0].numel() == 0) return false;  // the im2col path zero-fills
   if (!dX.present() && !dW) return true;
-  int threads = a.pool ? a.pool->size() : 1;
+  int threads = current_pool() ? current_pool()->size() : 1;
   const int64_t want = std::min<int64_t>(threads, n);
   const int64_t chunk = (n + want - 1) / want, parts = (n + chunk - 1) / chunk;  // none empty
   if (parts <= 1) return run_chunk(a, 0, n, dW ? dW->ptr<float>() : nullptr);
   // Equal sub-batches, one per thread; a shape oneDNN rejects is rejected by every chunk alike.
   float* partials = dW ? scratch<float, 7>((parts - 1) * w_size) : nullptr;
   std::atomic<bool> ok{true};
-  a.pool->parallel_for(parts, [&](int64_t t0, int64_t t1) {
+  current_pool()->parallel_for(parts, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* dw = !dW ? nullptr : t == 0 ? dW->ptr<float>() : partials + (t - 1) * w_size;
       if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk), dw)) ok = false;

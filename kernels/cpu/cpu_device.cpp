@@ -1,32 +1,50 @@
-// The CPU backend of the Device interface: host memory, synchronous launches on a thread pool.
-// Events are trivially complete because every launch finishes before launch() returns.
+// The CPU backend of the Device interface (kernels/cpu/cpu_device.h). Every launch runs to
+// completion on the calling thread and its stream's pool before launch() returns, so events are
+// complete when recorded and synchronize() has nothing to wait for. The stream's pool is the
+// kernels' context: it is published to them through cpu::current_pool() for the duration of the
+// launch, never through KernelArgs.
+#include "kernels/cpu/cpu_device.h"
+
 #include <sys/sysinfo.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
 namespace cb {
 
+namespace cpu {
+namespace {
+thread_local ThreadPool* tls_pool = nullptr;
+}  // namespace
+ThreadPool* current_pool() { return tls_pool; }
+ScopedPool::ScopedPool(ThreadPool* pool) : saved_(tls_pool) { tls_pool = pool; }
+ScopedPool::~ScopedPool() { tls_pool = saved_; }
+}  // namespace cpu
+
+int hardware_threads() { return ThreadPool::hardware_threads(); }
+
 namespace {
 class CpuDevice final : public Device {
  public:
-  CpuDevice(int threads, std::vector<int> cores) : pool_(threads, std::move(cores)) {}
+  CpuDevice(int threads, std::vector<int> cores, std::string name)
+      : threads_(std::max(1, threads)), cores_(std::move(cores)), name_(std::move(name)) {}
 
   DeviceCaps caps() const override {
     DeviceCaps c;
-    c.name = "cpu";
+    c.name = name_;
     c.host_memory = true;
     struct sysinfo si {};
     if (sysinfo(&si) == 0) {
       c.memory_total = static_cast<int64_t>(si.totalram) * si.mem_unit;
       c.memory_free = static_cast<int64_t>(si.freeram + si.bufferram) * si.mem_unit;
     }
-    c.cores = pool_.size();
+    c.cores = threads_;
     return c;
   }
   void* allocate(size_t bytes) override {
@@ -34,36 +52,94 @@ class CpuDevice final : public Device {
     void* p = std::aligned_alloc(64, n);
     if (!p)
       fail(
-          "out of memory on cpu: allocating {} bytes ({:.1f} MiB) failed; lower the batch size "
+          "out of memory on {}: allocating {} bytes ({:.1f} MiB) failed; lower the batch size "
           "or the number of learners",
-          bytes, static_cast<double>(bytes) / (1 << 20));
+          name_, bytes, static_cast<double>(bytes) / (1 << 20));
     std::memset(p, 0, n);
     return p;
   }
   void release(void* p) noexcept override { std::free(p); }
-  void upload(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void download(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void synchronize() override {}
-  uint64_t record_event() override { return ++events_; }
-  void wait_event(uint64_t) override {}
+  void upload(void* dst, const void* src, size_t n, Stream) override { std::memcpy(dst, src, n); }
+  void download(void* dst, const void* src, size_t n, Stream) override { std::memcpy(dst, src, n); }
+  Stream create_stream(int slot, int slots) override {
+    CB_CHECK(slots >= 1 && slot >= 0 && slot < slots);
+    std::vector<int> cores;
+    int threads = 1;
+    if (slots > threads_) {  // several streams share a core, one thread each
+      if (!cores_.empty()) cores = {cores_[static_cast<size_t>(slot % threads_)]};
+    } else {
+      const int b = slot * threads_ / slots, e = (slot + 1) * threads_ / slots;
+      threads = e - b;
+      if (!cores_.empty()) cores.assign(cores_.begin() + b, cores_.begin() + e);
+    }
+    auto pool = std::make_unique<ThreadPool>(threads, cores);  // pins this thread to cores[0]
+    std::lock_guard<std::mutex> l(mu_);
+    const Stream s = next_stream_++;
+    streams_[s] = std::move(pool);
+    return s;
+  }
+  void destroy_stream(Stream s) override {
+    CB_CHECK(s != kSyncStream);
+    std::unique_ptr<ThreadPool> p;
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = streams_.find(s);
+    CB_CHECK(it != streams_.end());
+    p = std::move(it->second);
+    streams_.erase(it);
+  }
+  void synchronize(Stream) override {}
+  Event record_event(Stream) override { return Event{++events_}; }
+  void wait_event(Stream, Event) override {}
   bool supports(OpKind op, DType t) const override {
     return cpu::find_cpu_kernel(op, t) != nullptr;
   }
-  void launch(OpKind op, KernelArgs& args) override {
+  size_t workspace_bytes(OpKind, const KernelArgs&) const override { return 0; }
+  void launch(OpKind op, KernelArgs& args, Stream s) override {
     KernelFn fn = cpu::find_cpu_kernel(op, kernel_dtype(args));
     CB_CHECK(fn);  // the executor checked coverage before step 0
-    args.pool = &pool_;
+    cpu::ScopedPool scope(pool(s));
     fn(args);
   }
 
  private:
-  ThreadPool pool_;
-  uint64_t events_ = 0;
+  ThreadPool* pool(Stream s) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (s == kSyncStream) {  // made by the first thread that launches on it (and pinned there)
+      if (!sync_) sync_ = std::make_unique<ThreadPool>(threads_, cores_);
+      return sync_.get();
+    }
+    auto it = streams_.find(s);
+    CB_CHECK(it != streams_.end());
+    return it->second.get();
+  }
+
+  const int threads_;
+  const std::vector<int> cores_;
+  const std::string name_;
+  std::mutex mu_;  // streams_ and sync_ (streams are made and looked up from several threads)
+  std::unique_ptr<ThreadPool> sync_;
+  std::map<Stream, std::unique_ptr<ThreadPool>> streams_;
+  Stream next_stream_ = 1;
+  std::atomic<uint64_t> events_{0};
 };
 }  // namespace
 
-std::unique_ptr<Device> make_cpu_device(int threads, std::vector<int> cores) {
-  return std::make_unique<CpuDevice>(threads, std::move(cores));
+std::unique_ptr<Device> make_cpu_device(int threads, std::vector<int> cores, std::string name) {
+  return std::make_unique<CpuDevice>(threads, std::move(cores), std::move(name));
+}
+
+std::vector<std::unique_ptr<Device>> make_cpu_devices(int devices, const std::vector<int>& cores) {
+  const int n = static_cast<int>(cores.size());
+  if (devices < 1) fail("the number of devices must be at least 1, got {}", devices);
+  if (n < devices)
+    fail("--devices cpu:{} needs at least {} cores, {} given (--threads)", devices, devices, n);
+  std::vector<std::unique_ptr<Device>> v;
+  for (int d = 0; d < devices; ++d) {
+    std::vector<int> c(cores.begin() + d * n / devices, cores.begin() + (d + 1) * n / devices);
+    const int t = static_cast<int>(c.size());
+    v.push_back(make_cpu_device(t, std::move(c), devices == 1 ? "cpu" : fmt::format("cpu:{}", d)));
+  }
+  return v;
 }
 
 }  // namespace cb

@@ -1,8 +1,8 @@
 // CPU kernels, one function per op (dtype dispatch inside), listed in registry.cpp with the
-// dtypes each supports. A kernel only computes: it gets views and params (kernels/kernel.h).
+// dtypes each supports. A kernel only computes: it gets views and params (runtime/kernel_args.h).
 #pragma once
 
-#include "kernels/kernel.h"
+#include "runtime/kernel_args.h"
 #include "runtime/op_catalog.h"
 
 namespace cb::cpu {

@@ -85,7 +85,7 @@ void strided_copy(const KernelArgs& a, const TensorView& in, const TensorView& o
   dispatch_bytes(out.dtype, [&]<class E>(Tag<E>) {
     const E* src = in.ptr<const E>();
     E* dst = out.ptr<E>();
-    parallel(a, n, 1, [&](int64_t b, int64_t e) { strided_range(s, src, dst, b, e); });
+    parallel(n, 1, [&](int64_t b, int64_t e) { strided_range(s, src, dst, b, e); });
   });
 }
 
@@ -201,7 +201,7 @@ void Concat(const KernelArgs& a) {
   int64_t outer = prod(out.dims, 0, axis), es = static_cast<int64_t>(dtype_size(out.dtype));
   int64_t row = out.numel() / std::max<int64_t>(outer, 1) * es;  // bytes per outer index
   auto* dst = static_cast<std::byte*>(out.data);
-  parallel(a, outer, row, [&](int64_t b, int64_t e) {
+  parallel(outer, row, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       int64_t at = o * row;
       for (const TensorView& in : a.in) {
@@ -222,7 +222,7 @@ void Split(const KernelArgs& a) {
   int64_t outer = prod(in.dims, 0, axis), es = static_cast<int64_t>(dtype_size(in.dtype));
   int64_t row = in.numel() / std::max<int64_t>(outer, 1) * es;
   const auto* src = static_cast<const std::byte*>(in.data);
-  parallel(a, outer, row, [&](int64_t b, int64_t e) {
+  parallel(outer, row, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       int64_t at = o * row;
       for (const TensorView& out : a.out) {
@@ -252,7 +252,7 @@ void Gather(const KernelArgs& a) {
   }
   const auto* src = static_cast<const std::byte*>(data.data);
   auto* dst = static_cast<std::byte*>(out.data);
-  parallel(a, outer, ni * inner_bytes, [&](int64_t b, int64_t e) {
+  parallel(outer, ni * inner_bytes, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o)
       for (int64_t k = 0; k < ni; ++k) {
         int64_t j = int_at(idx, k);
@@ -272,7 +272,7 @@ void Cast(const KernelArgs& a) {
     dispatch_all(out.dtype, [&]<class D>(Tag<D>) {
       const S* s = in.ptr<const S>();
       D* d = out.ptr<D>();
-      parallel(a, n, 1, [&](int64_t b, int64_t e) {
+      parallel(n, 1, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) d[i] = store<D>(load(s[i]));
       });
     });
@@ -329,7 +329,9 @@ void Pad(const KernelArgs& a) {
     for (int64_t i = 0; i < na; ++i)
       begin[has_axes ? norm_axis(int_at(a.in[3], i), r) : i] = int_at(a.in[1], i);
   }
-  const int mode = p.mode == "reflect" ? 1 : p.mode == "edge" ? 2 : 0;
+  const int mode = p.mode == ops::PadParams::Mode::Reflect ? 1
+                   : p.mode == ops::PadParams::Mode::Edge  ? 2
+                                                           : 0;
   // Input coordinate of output coordinate o along d, or -1 (constant padding).
   auto src = [&](int64_t d, int64_t o) -> int64_t {
     int64_t n = in.dims[static_cast<size_t>(d)], i = o - begin[d];
@@ -353,7 +355,7 @@ void Pad(const KernelArgs& a) {
       value = store<T>(p.value);
     const T* x = in.ptr<const T>();
     T* y = out.ptr<T>();
-    parallel(a, rows, inner, [&](int64_t b, int64_t e) {
+    parallel(rows, inner, [&](int64_t b, int64_t e) {
       for (int64_t row = b; row < e; ++row) {
         int64_t off = 0, rem = row;
         bool outside = false;

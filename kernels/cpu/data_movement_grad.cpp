@@ -49,7 +49,7 @@ void GatherGrad(const KernelArgs& a) {
     const T* src = dy.ptr<const T>();
     T* dst = dx.ptr<T>();
     // Task c in [0, outer * inner) is column (c % inner) of outer slice (c / inner).
-    parallel(a, outer * inner, ni, [&](int64_t b, int64_t e) {
+    parallel(outer * inner, ni, [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e;) {
         const int64_t o = c / inner, j0 = c % inner, j1 = std::min(inner, j0 + (e - c));
         for (int64_t k = 0; k < ni; ++k) {
@@ -87,7 +87,7 @@ void SliceGrad(const KernelArgs& a) {
   dispatch_bytes(dx.dtype, [&]<class E>(Tag<E>) {
     const E* src = dy.ptr<const E>();
     E* dst = dx.ptr<E>();
-    parallel(a, total / inner, inner, [&](int64_t b, int64_t e) {
+    parallel(total / inner, inner, [&](int64_t b, int64_t e) {
       for (int64_t row = b; row < e; ++row) {  // one row of dY's last dim
         int64_t off = base, rem = row;
         for (int d = r - 2; d >= 0; --d) {

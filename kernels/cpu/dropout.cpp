@@ -35,7 +35,7 @@ void Dropout(const KernelArgs& a) {
     T* y = out.ptr<T>();
     const T scale = T(1) / (T(1) - static_cast<T>(ratio));
     auto run = [&]<class M>(M* m) {
-      parallel(a, n, 1, [&](int64_t b, int64_t e) {
+      parallel(n, 1, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           bool keep = math::uniform01(seed, static_cast<uint64_t>(i)) >= ratio;
           y[i] = keep ? x[i] * scale : T(0);

@@ -148,7 +148,7 @@ void apply(const KernelArgs& a, Op op, const TensorView& out,
   Layout<sizeof...(In)> l = make_layout(out, in);
   std::tuple<const In*...> ptrs = pointers<In...>(in, std::index_sequence_for<In...>{});
   Out* o = out.ptr<Out>();
-  parallel(a, l.numel, 1, [&](int64_t b, int64_t e) { apply_range(l, b, e, op, o, ptrs); });
+  parallel(l.numel, 1, [&](int64_t b, int64_t e) { apply_range(l, b, e, op, o, ptrs); });
 }
 
 }  // namespace cb::cpu::ew

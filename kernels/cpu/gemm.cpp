@@ -15,6 +15,7 @@
 #endif
 
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_device.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"
@@ -123,7 +124,7 @@ void gemm_typed(const KernelArgs& a) {
     if (!has_c) std::fill(y, y + m * n, T(0));
     return;
   }
-  gemm_rows<T>(a.pool, p.trans_a, p.trans_b, m, n, k, static_cast<T>(p.alpha), A.ptr<T>(),
+  gemm_rows<T>(current_pool(), p.trans_a, p.trans_b, m, n, k, static_cast<T>(p.alpha), A.ptr<T>(),
                A.dims[1], B.ptr<T>(), B.dims[1], has_c ? T(1) : T(0), y, n);
 }
 
@@ -166,7 +167,7 @@ void matmul_typed(const KernelArgs& a) {
   // One right-hand matrix for the whole batch: fold the batch into the rows,
   // [count*M, K] x [K, N] -> [count*M, N]. Also the plain single product.
   if (b_count == 1 && a_count == count) {
-    gemm_rows<T>(a.pool, false, false, count * m, n, k, T(1), pa, k, pb, n, T(0), py, n);
+    gemm_rows<T>(current_pool(), false, false, count * m, n, k, T(1), pa, k, pb, n, T(0), py, n);
     return;
   }
   // [M, K] x [K, N] -> [M, N] per batch index, the batch across the pool.
@@ -182,8 +183,8 @@ void matmul_typed(const KernelArgs& a) {
       gemm(false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, T(0), py + i * m * n, n);
     }
   };
-  if (a.pool && m * n * k * count >= kSplitMacs)
-    a.pool->parallel_for(count, body);
+  if (current_pool() && m * n * k * count >= kSplitMacs)
+    current_pool()->parallel_for(count, body);
   else
     body(0, count);
 }

@@ -9,8 +9,9 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/kernel.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/error.h"
+#include "runtime/kernel_args.h"
 #include "runtime/thread_pool.h"
 
 namespace cb::cpu {
@@ -104,19 +105,21 @@ void dispatch_bytes(DType t, F&& f) {
 // pool's workers spin between kernels, so handing out a task costs well under a microsecond).
 constexpr int64_t kGrain = 1 << 12;
 
-// fn(begin, end) over [0, n) where one index costs about `cost` element operations: inline
-// without a pool or below 2 * kGrain in total, else split over the pool in chunks of >= kGrain.
+// fn(begin, end) over [0, n) where one index costs about `cost` element operations, on the
+// launching stream's pool (cpu::current_pool()): inline without one or below 2 * kGrain in total,
+// else split over the pool in chunks of >= kGrain.
 template <class F>
-void parallel(const KernelArgs& a, int64_t n, int64_t cost, F&& fn) {
+void parallel(int64_t n, int64_t cost, F&& fn) {
   if (n <= 0) return;
   cost = std::max<int64_t>(1, cost);
-  if (!a.pool || a.pool->size() <= 1 || n < 2 || n * cost < 2 * kGrain) {
+  ThreadPool* pool = current_pool();
+  if (!pool || pool->size() <= 1 || n < 2 || n * cost < 2 * kGrain) {
     fn(int64_t{0}, n);
     return;
   }
   int64_t grain = std::max<int64_t>(1, kGrain / cost);
   const F* f = &fn;  // one pointer: fits std::function's small buffer, no allocation
-  a.pool->parallel_for(
+  pool->parallel_for(
       n, [f](int64_t b, int64_t e) { (*f)(b, e); }, grain);
 }
 

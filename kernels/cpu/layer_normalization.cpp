@@ -45,7 +45,7 @@ void LayerNormalization(const KernelArgs& a) {
     const T* s = scale.ptr<const T>();
     const T* b = bias ? bias->ptr<const T>() : nullptr;
     T* y = out.ptr<T>();
-    parallel(a, outer, m * 3, [&](int64_t rb, int64_t re) {
+    parallel(outer, m * 3, [&](int64_t rb, int64_t re) {
       for (int64_t row = rb; row < re; ++row) {
         const T* xr = xs + row * m;
         T* yr = y + row * m;

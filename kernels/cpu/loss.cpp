@@ -23,14 +23,10 @@
 namespace cb::cpu {
 
 namespace {
-enum class Reduction { Mean, Sum, None };
+using Reduction = ops::SoftmaxCrossEntropyLossParams::Reduction;
 
 Reduction reduction_of(const KernelArgs& a) {
-  const std::string& r = a.p<ops::SoftmaxCrossEntropyLossParams>().reduction;
-  if (r == "mean") return Reduction::Mean;
-  if (r == "sum") return Reduction::Sum;
-  CB_CHECK(r == "none");  // parse() accepts these three only
-  return Reduction::None;
+  return a.p<ops::SoftmaxCrossEntropyLossParams>().reduction;
 }
 
 // Label types: the integer dtypes infer() accepts.
@@ -96,7 +92,7 @@ void SoftmaxCrossEntropyLoss(const KernelArgs& a) {
       T* lp = log_prob ? log_prob->ptr<T>() : nullptr;
       T* y = loss.ptr<T>();
       std::vector<double> rows(red == Reduction::None ? 0 : static_cast<size_t>(n));
-      parallel(a, n, c * 4, [&](int64_t b, int64_t e) {
+      parallel(n, c * 4, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           const T* xi = x + i * c;
           T mx;
@@ -137,7 +133,7 @@ void SoftmaxCrossEntropyLossGrad(const KernelArgs& a) {
       const T* dl = dloss.ptr<const T>();
       T* g = dx.ptr<T>();
       const double scale = red == Reduction::Mean ? 1.0 / static_cast<double>(counted) : 1.0;
-      parallel(a, n, c * 4, [&](int64_t b, int64_t e) {
+      parallel(n, c * 4, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
           const T* xi = x + i * c;
           T* gi = g + i * c;

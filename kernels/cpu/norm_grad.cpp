@@ -79,7 +79,7 @@ void batch_norm_grad(const KernelArgs& a) {
   double* sdy = scratch<double, 0>(c);
   double* sdyx = scratch<double, 1>(c);
   // One channel is N strided planes of S values; channels run across the pool.
-  parallel(a, c, 4 * n * s, [&](int64_t c0, int64_t c1) {
+  parallel(c, 4 * n * s, [&](int64_t c0, int64_t c1) {
     bn_grad_channels(x, dy, dx, &scale, n, c, s, c0, c1, static_cast<double>(p.epsilon), sdy, sdyx);
   });
   for (int64_t ch = 0; ch < c; ++ch) {
@@ -125,7 +125,7 @@ void layer_norm_grad(const KernelArgs& a) {
     s_full = buf;
   }
   const double eps = p.epsilon, inv_m = m > 0 ? 1.0 / static_cast<double>(m) : 0.0;
-  parallel(a, outer, 5 * m, [&](int64_t r0, int64_t r1) {
+  parallel(outer, 5 * m, [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) {
       const T *xr = x + row * m, *dyr = dy + row * m;
       double sum = 0, sq = 0;
@@ -153,7 +153,7 @@ void layer_norm_grad(const KernelArgs& a) {
   // broadcasts, reduced to scale's shape after).
   double* ds_full = scratch<double, 3>(m);
   double* db_full = scratch<double, 4>(m);
-  parallel(a, m, 2 * outer, [&](int64_t k0, int64_t k1) {
+  parallel(m, 2 * outer, [&](int64_t k0, int64_t k1) {
     std::fill(ds_full + k0, ds_full + k1, 0.0);
     std::fill(db_full + k0, db_full + k1, 0.0);
     for (int64_t row = 0; row < outer; ++row) {

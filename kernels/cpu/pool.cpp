@@ -24,8 +24,8 @@ namespace {
 // Runs body(plane_begin, plane_end) over the N*C planes, in parallel when there is work enough.
 template <typename F>
 void over_planes(const KernelArgs& a, int64_t planes, int64_t work_per_plane, const F& body) {
-  if (a.pool && planes > 1 && planes * work_per_plane >= 2 * kGrain)
-    a.pool->parallel_for(planes, body);
+  if (current_pool() && planes > 1 && planes * work_per_plane >= 2 * kGrain)
+    current_pool()->parallel_for(planes, body);
   else
     body(0, planes);
 }

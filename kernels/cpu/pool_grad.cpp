@@ -106,7 +106,7 @@ template <typename T, typename F>
 void over_planes(const KernelArgs& a, const WindowGeom& g, F&& plane) {
   const T* dy = a.in[0].ptr<T>();
   T* dx = a.out[0].ptr<T>();
-  parallel(a, g.n * g.c, g.out_vol * g.k_vol + g.in_vol, [&](int64_t c0, int64_t c1) {
+  parallel(g.n * g.c, g.out_vol * g.k_vol + g.in_vol, [&](int64_t c0, int64_t c1) {
     for (int64_t pc = c0; pc < c1; ++pc) {
       T* dxp = dx + pc * g.in_vol;
       std::fill(dxp, dxp + g.in_vol, T(0));
@@ -127,7 +127,7 @@ void MaxPoolGrad(const KernelArgs& a) {
     if (fast) {
       const T* dy = dY.ptr<T>();
       T* dx = a.out[0].ptr<T>();
-      parallel(a, g.n * g.c, g.in_vol + g.out_vol, [&](int64_t c0, int64_t c1) {
+      parallel(g.n * g.c, g.in_vol + g.out_vol, [&](int64_t c0, int64_t c1) {
         max_pool_grad_2x2(x, dy, dx, g.n * g.c, c0, c1, g.in[1], g.in[2], g.out[1], g.out[2]);
       });
       return;

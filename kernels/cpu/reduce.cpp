@@ -112,7 +112,7 @@ void reduce(const KernelArgs& a, const bool* red, bool mean) {
     if (total > 0) {
       if (!s.reduced[0] && s.n > 1) {  // independent outer slices
         int64_t slice = total / s.dims[0];
-        parallel(a, s.dims[0], slice, [&](int64_t b, int64_t e) {
+        parallel(s.dims[0], slice, [&](int64_t b, int64_t e) {
           reduce_range<T, Acc>(s, x, y, b * slice, e * slice);
         });
       } else {

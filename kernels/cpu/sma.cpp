@@ -1,15 +1,17 @@
-// SMA's fused kernels over [R][P] flat buffers (contracts in runtime/ops/optimizer.cpp):
-//   SmaStep         every learner's momentum step and SMA correction, and the intra-device sum
+// SMA's fused kernels over [R][P] flat buffers (contracts in runtime/ops/optimizer.cpp; element
+// math in kernels/common/optimizer_math.h, shared with every backend):
+//   SmaStep         every learner's optimizer step and SMA correction, and the intra-device sum
 //                   of the corrections, in one pass
 //   SmaCentralStep  the central model's update from the (all-reduced) sum
 //   SmaRowSum       a scaled sum of rows (the learners' BN statistics averaged)
 // Sums over learners run in row order for every element, whatever the split over the pool, so
-// results do not depend on the number of threads. With one row, alpha 0 and no nesterov, SmaStep
-// computes exactly what SgdStep computes (the same operations in the same order).
+// results do not depend on the number of threads. With one row and alpha 0, SmaStep computes
+// exactly what SgdStep / AdamWStep compute (the same functors).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 
+#include "kernels/common/optimizer_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
 #include "runtime/ops/params.h"
@@ -21,37 +23,26 @@ namespace {
 // stay in L1.
 constexpr int64_t kBlock = 1024;
 
-struct StepScalars {
-  float lr, mu, wd, alpha;
-  bool first, momentum, nesterov, decay;
-};
-
-// SmaStep's update of n elements of one learner's row (pointers at the block's start). The
-// buffers never overlap (__restrict) and the flags are selects, not branches, so the loop
-// vectorises; every element still sees the same operations in the same order as the scalar loop,
-// so results are bit-identical to it (and to SgdStep). Not CB_CPU_CLONES: the FMA targets would
-// contract a * b + c into one rounding and break that identity.
-template <bool kPull, bool kMomentum>
+// One learner's n elements (pointers at the block's start). The buffers never overlap
+// (__restrict) and the functors' flags are selects, so the loop vectorises while every element
+// sees the same operations in the same order as SgdStep / AdamWStep. Not CB_CPU_CLONES: the FMA
+// targets would contract a * b + c into one rounding and break that identity.
+template <bool kPull, class Update>
 void step_row(float* __restrict w, float* __restrict sn, const float* __restrict g,
-              float* __restrict buf, const float* __restrict z, float* __restrict sum, int64_t n,
-              StepScalars s) {
-  const float lr = s.lr, mu = s.mu, wd = s.wd, alpha = s.alpha;
-  const bool first = s.first, nesterov = s.nesterov, decay = s.decay, pull_theta = alpha != 0;
+              float* __restrict o1, float* __restrict o2, const float* __restrict z,
+              float* __restrict sum, int64_t n, const Update& up, math::SmaPull pull) {
+  float dummy1 = 0, dummy2 = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float th = w[i];
     sn[i] = th;
-    float d = g[i];
-    d = decay ? d + wd * th : d;  // g = grad + wd * theta
-    if constexpr (kMomentum) {
-      const float vm = buf[i] * mu + d;
-      const float v = first ? d : vm;  // v = mu v + g (first step: v = g)
-      buf[i] = v;
-      d = nesterov ? d + mu * v : v;
-    }
-    float nw = th + (-lr) * d;  // theta - lr v
+    float nw;
+    if constexpr (std::is_same_v<Update, math::SgdUpdate<float>>)
+      nw = up(th, g[i], o1 ? o1[i] : dummy1);
+    else
+      nw = up(th, g[i], o1[i], o2 ? o2[i] : dummy2);
     if constexpr (kPull) {
-      const float c = alpha * (th - z[i]);  // c = alpha (theta - z), pre-step theta
-      nw = pull_theta ? nw - c : nw;        // (alpha 0: theta exactly as SgdStep leaves it)
+      const float c = pull.correction(th, z[i]);
+      nw = pull.apply(nw, c);
       sum[i] = sum[i] + c;
     }
     w[i] = nw;
@@ -61,69 +52,85 @@ void step_row(float* __restrict w, float* __restrict sn, const float* __restrict
 
 void SmaStep(const KernelArgs& a) {
   const auto& p = a.p<ops::SmaStepParams>();
-  const TensorView &param = a.in.at(0), &grad = a.in.at(1), &vel = a.in.at(2), &snap = a.in.at(3);
-  const TensorView* zv = a.in.size() > 4 && a.in[4].present() ? &a.in[4] : nullptr;
-  const TensorView* sv = a.in.size() > 5 && a.in[5].present() ? &a.in[5] : nullptr;
-  const int64_t rows = static_cast<int64_t>(p.first_step.size());
-  CB_CHECK(rows >= 1 && param.numel() % rows == 0);
+  const TensorView& grad = a.in.at(0);
+  const TensorView* zv = a.in.size() > 1 && a.in[1].present() ? &a.in[1] : nullptr;
+  const TensorView &param = a.out.at(0), &o1v = a.out.at(1), &o2v = a.out.at(2),
+                   &snap = a.out.at(3), &sv = a.out.at(4), &steps = a.out.at(5);
+  const int64_t rows = steps.numel();
+  CB_CHECK(steps.dtype == DType::I64 && rows >= 1 && param.numel() % rows == 0);
   const int64_t n = param.numel() / rows;
-  CB_CHECK(grad.numel() == param.numel() && vel.numel() == param.numel() &&
-           snap.numel() == param.numel());
-  CB_CHECK(param.dtype == DType::F32 && grad.dtype == DType::F32 && vel.dtype == DType::F32 &&
-           snap.dtype == DType::F32);
-  const bool pull = zv && sv;
-  if (pull) CB_CHECK(zv->numel() == n && sv->numel() == n);
+  CB_CHECK(grad.numel() == param.numel() && snap.numel() == param.numel());
+  CB_CHECK(param.dtype == DType::F32 && grad.dtype == DType::F32 && snap.dtype == DType::F32);
+  const bool adamw = p.optimizer == ops::OptimizerKind::AdamW;
+  const bool momentum = adamw || p.momentum != 0;
+  if (momentum) CB_CHECK(o1v.numel() == param.numel() && o1v.dtype == DType::F32);
+  if (adamw) CB_CHECK(o2v.numel() == param.numel() && o2v.dtype == DType::F32);
+  const bool pull = zv != nullptr && sv.present();
+  if (pull) CB_CHECK(zv->numel() == n && sv.numel() == n);
   float* w = param.ptr<float>();
   const float* g = grad.ptr<float>();
-  float* buf = vel.ptr<float>();
+  float* o1 = momentum ? o1v.ptr<float>() : nullptr;
+  float* o2 = adamw ? o2v.ptr<float>() : nullptr;
   float* sn = snap.ptr<float>();
   const float* z = pull ? zv->ptr<float>() : nullptr;
-  float* sum = pull ? sv->ptr<float>() : nullptr;
-  const float lr = p.lr, mu = p.momentum, wd = p.weight_decay, alpha = p.alpha;
-  const bool momentum = p.momentum != 0, nesterov = p.nesterov, decay = p.weight_decay != 0;
-  parallel(a, n, 8 * rows, [&](int64_t b, int64_t e) {
+  float* sum = pull ? sv.ptr<float>() : nullptr;
+  int64_t* row_steps = steps.ptr<int64_t>();
+  // Per-row functors (the first SGD step, AdamW's bias correction), prepared once per launch.
+  std::vector<math::SgdUpdate<float>> sgd;
+  std::vector<math::AdamWUpdate<float>> adam;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (adamw)
+      adam.push_back(math::AdamWUpdate<float>::from(math::AdamWScalars::make(
+          p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, row_steps[r] + 1)));
+    else
+      sgd.push_back({p.lr, p.momentum, p.weight_decay, 1.0f, p.momentum != 0, p.nesterov,
+                     p.weight_decay != 0, row_steps[r] == 0});
+  }
+  const math::SmaPull pl{p.alpha};
+  parallel(n, 8 * rows, [&](int64_t b, int64_t e) {
     for (int64_t b0 = b; b0 < e; b0 += kBlock) {
       const int64_t e0 = std::min(e, b0 + kBlock);
       if (pull) std::fill(sum + b0, sum + e0, 0.0f);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t o = r * n + b0;
-        const StepScalars sc{
-            lr,       mu,       wd,   alpha, p.first_step[static_cast<size_t>(r)] != 0,
-            momentum, nesterov, decay};
-        float* const v = momentum ? buf + o : nullptr;
+        float* const p1 = o1 ? o1 + o : nullptr;
+        float* const p2 = o2 ? o2 + o : nullptr;
         const float* const zb = pull ? z + b0 : nullptr;
         float* const sb = pull ? sum + b0 : nullptr;
-        if (pull && momentum)
-          step_row<true, true>(w + o, sn + o, g + o, v, zb, sb, e0 - b0, sc);
-        else if (pull)
-          step_row<true, false>(w + o, sn + o, g + o, v, zb, sb, e0 - b0, sc);
-        else if (momentum)
-          step_row<false, true>(w + o, sn + o, g + o, v, zb, sb, e0 - b0, sc);
-        else
-          step_row<false, false>(w + o, sn + o, g + o, v, zb, sb, e0 - b0, sc);
+        const auto r_ = static_cast<size_t>(r);
+        if (adamw) {
+          if (pull)
+            step_row<true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl);
+          else
+            step_row<false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl);
+        } else {
+          if (pull)
+            step_row<true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
+          else
+            step_row<false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
+        }
       }
     }
   });
+  for (int64_t r = 0; r < rows; ++r) ++row_steps[r];
 }
 
 void SmaCentralStep(const KernelArgs& a) {
   const auto& p = a.p<ops::SmaCentralStepParams>();
-  const TensorView &zv = a.in.at(0), &pv = a.in.at(1), &sv = a.in.at(2), &out = a.out.at(0);
+  const TensorView &sv = a.in.at(0), &zv = a.out.at(0), &pv = a.out.at(1), &out = a.out.at(2);
   const int64_t n = zv.numel();
   CB_CHECK(pv.numel() == n && sv.numel() == n && out.numel() == 1);
   CB_CHECK(zv.dtype == DType::F32 && out.dtype == DType::F32);
   float* z = zv.ptr<float>();
   float* zp = pv.ptr<float>();
   const float* s = sv.ptr<float>();
-  const float mu = p.momentum;
-  const bool momentum = mu != 0;
+  const math::SmaCentral central{p.momentum};
   std::atomic<int64_t> bad{0};
-  parallel(a, n, 4, [&](int64_t b, int64_t e) {
+  parallel(n, 4, [&](int64_t b, int64_t e) {
     int64_t local = 0;
     for (int64_t i = b; i < e; ++i) {
       const float zi = z[i];
-      float nz = zi + s[i];                       // z + sum_j c_j
-      if (momentum) nz = nz + mu * (zi - zp[i]);  // + mu_z (z - z_prev)
+      const float nz = central(zi, zp[i], s[i]);
       zp[i] = zi;
       z[i] = nz;
       local += !std::isfinite(nz);
@@ -143,7 +150,7 @@ void SmaRowSum(const KernelArgs& a) {
   const float* x = rows_v.ptr<float>();
   float* y = out.ptr<float>();
   const float scale = p.scale;
-  parallel(a, n, rows, [&](int64_t b, int64_t e) {
+  parallel(n, rows, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] = scale * x[i];
     for (int64_t r = 1; r < rows; ++r)
       for (int64_t i = b; i < e; ++i) y[i] = y[i] + scale * x[r * n + i];

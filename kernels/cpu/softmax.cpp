@@ -96,12 +96,12 @@ void softmax(const KernelArgs& a) {
     const T* x = in.ptr<const T>();
     T* y = out.ptr<T>();
     if (inner == 1) {
-      parallel(a, outer, n * 4, [&](int64_t b, int64_t e) {
+      parallel(outer, n * 4, [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o) row<T, Log>(x + o * n, y + o * n, n);
       });
       return;
     }
-    parallel(a, outer * tiles, n * std::min(inner, kTile) * 4, [&](int64_t b, int64_t e) {
+    parallel(outer * tiles, n * std::min(inner, kTile) * 4, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         int64_t o = t / tiles, j0 = (t % tiles) * kTile, off = o * n * inner + j0;
         block<T, Log>(x + off, y + off, n, inner, std::min(kTile, inner - j0));
@@ -145,7 +145,7 @@ void softmax_grad(const KernelArgs& a) {
   dispatch_float(y.dtype, [&]<class T>(Tag<T>) {
     const T *g = dy.ptr<const T>(), *v = y.ptr<const T>();
     T* o = dx.ptr<T>();
-    parallel(a, outer * tiles, n * std::min(inner, kTile) * 4, [&](int64_t b, int64_t e) {
+    parallel(outer * tiles, n * std::min(inner, kTile) * 4, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         int64_t q = t / tiles, j0 = (t % tiles) * kTile, off = q * n * inner + j0;
         grad_block<T, Log>(g + off, v + off, o + off, n, inner, std::min(kTile, inner - j0));

@@ -111,7 +111,7 @@ Dataset load_dataset(const std::string& dir) {
 // ---- batches -----------------------------------------------------------------------------------
 
 BatchIterator::BatchIterator(const ImageSet& set, int64_t batch, bool shuffle, uint64_t seed)
-    : set_(set), batch_(batch), shuffle_(shuffle), rng_(seed) {
+    : set_(set), batch_(batch), shuffle_(shuffle), seed_(seed), rng_(seed) {
   if (batch <= 0) fail("batch size must be positive, got {}", batch);
   if (batch > set.count)
     fail("batch size {} is larger than the {} training examples", batch, set.count);
@@ -130,6 +130,16 @@ void BatchIterator::start_epoch() {
     auto j = static_cast<size_t>((static_cast<unsigned __int128>(rng_()) * (i + 1)) >> 64);
     std::swap(order_[i], order_[j]);
   }
+}
+
+void BatchIterator::seek(int64_t batches) {
+  CB_CHECK(batches >= 0);
+  rng_.seed(seed_);
+  epoch_ = -1;
+  start_epoch();
+  const int64_t spe = batches_per_epoch();
+  for (int64_t e = 0; e < batches / spe; ++e) start_epoch();
+  pos_ = (batches % spe) * batch_;
 }
 
 void BatchIterator::next(Tensor& img, Tensor& lab) {

@@ -58,6 +58,9 @@ class BatchIterator {
   // Fills the next batch (f32 [batch,channels,rows,cols], i64 [batch]); starts (and reshuffles) a
   // new epoch when the current one is used up.
   void next(Tensor& images, Tensor& labels);
+  // Positions the iterator as if `batches` batches had been drawn since construction (the same
+  // seed replayed): the data position of a resumed run.
+  void seek(int64_t batches);
   // The order of the current epoch (for tests).
   const std::vector<int64_t>& order() const { return order_; }
 
@@ -66,6 +69,7 @@ class BatchIterator {
   const ImageSet& set_;
   int64_t batch_;
   bool shuffle_;
+  uint64_t seed_;
   std::mt19937_64 rng_;
   std::vector<int64_t> order_;
   int64_t pos_ = 0, epoch_ = -1;

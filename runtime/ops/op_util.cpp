@@ -82,10 +82,17 @@ int64_t window_output(const InferCtx& c, int64_t in, const Window& w, bool ceil_
 
 WindowAttrs parse_window(ParseCtx& c, bool has_ceil_mode, bool has_dilations) {
   WindowAttrs w;
-  w.auto_pad = c.s("auto_pad", "NOTSET");
-  if (w.auto_pad != "NOTSET" && w.auto_pad != "SAME_UPPER" && w.auto_pad != "SAME_LOWER" &&
-      w.auto_pad != "VALID")
-    c.fail("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", w.auto_pad);
+  const std::string auto_pad = c.s("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET")
+    w.auto_pad = AutoPad::NotSet;
+  else if (auto_pad == "SAME_UPPER")
+    w.auto_pad = AutoPad::SameUpper;
+  else if (auto_pad == "SAME_LOWER")
+    w.auto_pad = AutoPad::SameLower;
+  else if (auto_pad == "VALID")
+    w.auto_pad = AutoPad::Valid;
+  else
+    c.fail("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", auto_pad);
   w.kernel_shape = c.ints("kernel_shape");
   w.strides = c.ints("strides");
   if (has_dilations) w.dilations = c.ints("dilations");
@@ -107,6 +114,7 @@ Shape infer_window(const InferCtx& c, WindowAttrs& w, const Shape& spatial_in) {
   for (size_t i = 0; i < r; ++i) {
     if (w.kernel_shape[i] <= 0) c.fail("kernel_shape must be positive, got {}", w.kernel_shape[i]);
     if (w.dilations[i] <= 0) c.fail("dilations must be positive, got {}", w.dilations[i]);
+    if (w.strides[i] <= 0) c.fail("strides must be positive, got {}", w.strides[i]);
     if (w.pads[i] < 0 || w.pads[i + r] < 0) c.fail("pads must not be negative");
   }
   Shape out(r);
@@ -114,13 +122,13 @@ Shape infer_window(const InferCtx& c, WindowAttrs& w, const Shape& spatial_in) {
     if (spatial_in[i].batch) c.fail("spatial dim {} depends on the batch size", i);
     int64_t in = spatial_in[i].value;
     int64_t span = w.dilations[i] * (w.kernel_shape[i] - 1) + 1;
-    if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
+    if (w.auto_pad == AutoPad::SameUpper || w.auto_pad == AutoPad::SameLower) {
       int64_t o = (in + w.strides[i] - 1) / w.strides[i];
       int64_t total = std::max<int64_t>(0, (o - 1) * w.strides[i] + span - in);
       int64_t small = total / 2, big = total - small;
-      w.pads[i] = w.auto_pad == "SAME_UPPER" ? small : big;
+      w.pads[i] = w.auto_pad == AutoPad::SameUpper ? small : big;
       w.pads[i + r] = total - w.pads[i];
-    } else if (w.auto_pad == "VALID") {
+    } else if (w.auto_pad == AutoPad::Valid) {
       w.pads[i] = w.pads[i + r] = 0;
     }
     out[i] = Dim::of(window_output(

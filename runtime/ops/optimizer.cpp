@@ -1,17 +1,20 @@
-// Optimizer and SMA steps over flat buffers (internal; launched by the trainers, never in a
-// graph). Every buffer is f32; [P] is one replica's flat row, [R,P] the rows of R learners.
-//   SgdStep(param [P], grad [P], velocity [P])            in place, PyTorch's SGD semantics
-//   AdamWStep(param [P], grad [P], m [P], v [P])         in place, PyTorch's AdamW semantics
-//   SmaStep(param [R,P], grad [R,P], velocity [R,P], snapshot [R,P], z [P]?, sum [P]?)
-//       in place, for every learner r and element i (sma/sma_trainer.h has the whole algorithm):
-//         d = g + wd * theta                    (theta: the pre-step replica, kept in snapshot)
-//         v = first_step[r] ? d : mu * v + d    (PyTorch's momentum form)
-//         c = alpha * (theta - z)
-//         theta = theta - lr * v - c
-//       and sum[i] = sum over r (in row order) of c: the SMA update and the intra-device sum in
-//       one pass. Without z/sum (or alpha 0) it is R independent SgdSteps and sum is not written.
-//   SmaCentralStep(z [P], z_prev [P], sum [P]) -> nonfinite f32 [1]
-//       z' = z + sum + mu_z * (z - z_prev); z_prev = z; z = z'; out: count of non-finite z'.
+// Optimizer and SMA steps over flat buffers (internal; launched by the trainer, never in a
+// graph). Every buffer is f32 unless said; [P] is one replica's flat row, [R,P] the rows of R
+// learners. Inputs are read only; every buffer a step updates is an output (updated in place:
+// the trainer passes the same buffers every step). The element math is kernels/common/
+// optimizer_math.h, shared by every backend.
+//   SgdStep(grad [P]) -> (param [P], velocity [P]?)        torch.optim.SGD (f32 or f64)
+//   AdamWStep(grad [P]) -> (param [P], m [P], v [P])        torch.optim.AdamW (f32 or f64)
+//   SmaStep(grad [R,P], z [P]?) -> (param [R,P], opt1 [R,P]?, opt2 [R,P]?, snapshot [R,P],
+//                                   sum [P]?, steps i64 [R])
+//       for every learner r and element i (DESIGN.md "SMA, exactly"): theta = param (pre-step,
+//       copied to snapshot), its optimizer step (SGD: opt1 = velocity, first step when
+//       steps[r] == 0; AdamW: opt1 = m, opt2 = v, bias correction at step steps[r] + 1), then
+//       c = alpha * (theta - z), param = stepped - c, and sum[i] = sum over r (in row order) of
+//       c: the SMA update and the intra-device sum in one pass. Without z (or with alpha 0) it is
+//       R independent optimizer steps and sum is not written. steps[r] += 1.
+//   SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite [1])
+//       z' = z + sum + mu_z * (z - z_prev); z_prev = z; z = z'; nonfinite: count of non-finite z'.
 //   SmaRowSum(rows [R,S]) -> out [S]
 //       out[i] = sum over r (in row order) of scale * rows[r][i] (averaging BN statistics).
 // Params: SgdParams / AdamWParams / SmaStepParams / SmaCentralStepParams / SmaRowSumParams
@@ -22,31 +25,31 @@ namespace cb::ops {
 
 const OpDef kSgdStep{.kind = OpKind::SgdStep,
                      .name = "SgdStep",
-                     .inputs_min = 3,
-                     .inputs_max = 3,
-                     .outputs_min = 0,
-                     .outputs_max = 0,
+                     .inputs_min = 1,
+                     .inputs_max = 1,
+                     .outputs_min = 1,
+                     .outputs_max = 2,
                      .internal = true};
 const OpDef kAdamWStep{.kind = OpKind::AdamWStep,
                        .name = "AdamWStep",
-                       .inputs_min = 4,
-                       .inputs_max = 4,
-                       .outputs_min = 0,
-                       .outputs_max = 0,
+                       .inputs_min = 1,
+                       .inputs_max = 1,
+                       .outputs_min = 3,
+                       .outputs_max = 3,
                        .internal = true};
 const OpDef kSmaStep{.kind = OpKind::SmaStep,
                      .name = "SmaStep",
-                     .inputs_min = 4,
-                     .inputs_max = 6,
-                     .outputs_min = 0,
-                     .outputs_max = 0,
+                     .inputs_min = 1,
+                     .inputs_max = 2,
+                     .outputs_min = 6,
+                     .outputs_max = 6,
                      .internal = true};
 const OpDef kSmaCentralStep{.kind = OpKind::SmaCentralStep,
                             .name = "SmaCentralStep",
-                            .inputs_min = 3,
-                            .inputs_max = 3,
-                            .outputs_min = 1,
-                            .outputs_max = 1,
+                            .inputs_min = 1,
+                            .inputs_max = 1,
+                            .outputs_min = 3,
+                            .outputs_max = 3,
                             .internal = true};
 const OpDef kSmaRowSum{.kind = OpKind::SmaRowSum,
                        .name = "SmaRowSum",

@@ -9,9 +9,15 @@ namespace cb::ops {
 namespace {
 std::any parse(ParseCtx& c) {
   PadParams p;
-  p.mode = c.s("mode", "constant");
-  if (p.mode != "constant" && p.mode != "reflect" && p.mode != "edge")
-    c.fail("mode '{}' is not one of constant, reflect, edge", p.mode);
+  const std::string mode = c.s("mode", "constant");
+  if (mode == "constant")
+    p.mode = PadParams::Mode::Constant;
+  else if (mode == "reflect")
+    p.mode = PadParams::Mode::Reflect;
+  else if (mode == "edge")
+    p.mode = PadParams::Mode::Edge;
+  else
+    c.fail("mode '{}' is not one of constant, reflect, edge", mode);
   if (c.opset() < 11) {
     p.pads = c.opt_ints(c.opset() < 2 ? "paddings" : "pads");
     p.value = c.f("value", 0);
@@ -48,7 +54,9 @@ void infer(InferCtx& c) {
 }
 void vjp(VjpCtx& c) {
   const auto& p = c.p<PadParams>();
-  if (p.mode != "constant") c.fail("Pad mode '{}' has no gradient (only constant)", p.mode);
+  if (p.mode != PadParams::Mode::Constant)
+    c.fail("Pad mode '{}' has no gradient (only constant)",
+           p.mode == PadParams::Mode::Reflect ? "reflect" : "edge");
   if (c.node().has_input(3)) c.fail("Pad with an axes input has no gradient");
   std::vector<int64_t> pads;
   if (p.pads) {

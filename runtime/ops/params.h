@@ -15,8 +15,9 @@
 namespace cb::ops {
 
 // Conv and pooling attributes, shared by the ops with a sliding window.
+enum class AutoPad : uint8_t { NotSet, SameUpper, SameLower, Valid };
 struct WindowAttrs {
-  std::string auto_pad = "NOTSET";
+  AutoPad auto_pad = AutoPad::NotSet;
   std::vector<int64_t> kernel_shape, strides, dilations, pads;  // pads: begins then ends
   bool ceil_mode = false;
 };
@@ -86,7 +87,7 @@ struct LayerNormalizationParams {
 
 // pad.cpp
 struct PadParams {
-  std::string mode = "constant";
+  enum class Mode : uint8_t { Constant, Reflect, Edge } mode = Mode::Constant;
   std::optional<std::vector<int64_t>> pads;  // attribute form
   float value = 0;
 };
@@ -151,11 +152,11 @@ struct TransposeParams {
 
 // softmax_cross_entropy_loss.cpp: scores [N,C], labels [N] -> loss (mean/sum: scalar, none: [N])
 struct SoftmaxCrossEntropyLossParams {
-  std::string reduction = "mean";
+  enum class Reduction : uint8_t { Mean, Sum, None } reduction = Reduction::Mean;
   std::optional<int64_t> ignore_index;  // samples with this label add nothing (PyTorch: -100)
 };
 
-// optimizer.cpp: steps over flat buffers (PyTorch's semantics)
+// optimizer.cpp: steps over flat buffers (PyTorch's semantics); all fields plain scalars
 struct SgdParams {
   float lr = 0.01f, momentum = 0, weight_decay = 0, dampening = 0;
   bool nesterov = false;
@@ -165,12 +166,15 @@ struct AdamWParams {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 1e-2f;
   int64_t step = 1;  // 1-based, for bias correction
 };
+enum class OptimizerKind : uint8_t { Sgd, AdamW };
 // SMA over [R][P] flat buffers (R learners of one device; see runtime/ops/optimizer.cpp)
 struct SmaStepParams {
-  float lr = 0.01f, momentum = 0, weight_decay = 0;
-  float alpha = 0;  // the pull toward z; 0 (or no z given): plain local SGD, no correction
+  OptimizerKind optimizer = OptimizerKind::Sgd;
+  float lr = 0.01f, weight_decay = 0;
+  float momentum = 0;  // SGD
   bool nesterov = false;
-  std::vector<uint8_t> first_step;  // per learner (row): the velocity starts at the gradient
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // AdamW
+  float alpha = 0;  // the pull toward z; 0 (or no z given): plain local steps, no correction
 };
 struct SmaCentralStepParams {
   float momentum = 0.9f;  // mu_z

@@ -11,9 +11,16 @@ namespace cb::ops {
 namespace {
 std::any parse(ParseCtx& c) {
   SoftmaxCrossEntropyLossParams p;
-  p.reduction = c.s("reduction", "mean");
-  if (p.reduction != "mean" && p.reduction != "sum" && p.reduction != "none")
-    c.fail("reduction '{}' is not one of mean, sum, none", p.reduction);
+  using R = SoftmaxCrossEntropyLossParams::Reduction;
+  const std::string reduction = c.s("reduction", "mean");
+  if (reduction == "mean")
+    p.reduction = R::Mean;
+  else if (reduction == "sum")
+    p.reduction = R::Sum;
+  else if (reduction == "none")
+    p.reduction = R::None;
+  else
+    c.fail("reduction '{}' is not one of mean, sum, none", reduction);
   p.ignore_index = c.opt_i("ignore_index");
   return p;
 }
@@ -25,7 +32,8 @@ void infer(InferCtx& c) {
   if (c.rank(1) != 1 || c.shape(1)[0] != c.shape(0)[0])
     c.fail("labels {} must be [{}] for scores {}", to_string(c.shape(1)), to_string(c.shape(0)[0]),
            to_string(c.shape(0)));
-  bool none = c.p<SoftmaxCrossEntropyLossParams>().reduction == "none";
+  bool none = c.p<SoftmaxCrossEntropyLossParams>().reduction ==
+              SoftmaxCrossEntropyLossParams::Reduction::None;
   c.set(0, c.dtype(0), none ? Shape{c.shape(0)[0]} : Shape{});
   c.set(1, c.dtype(0), c.shape(0));  // log_prob
 }

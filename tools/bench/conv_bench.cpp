@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/thread_pool.h"
 
 #ifdef CB_HAVE_DNNL
@@ -113,11 +114,11 @@ struct Im2col {
     args.out = {{p.y.data(), cb::DType::F32, {p.n, s.m, p.oh, p.ow}}};
   }
   void run(cb::ThreadPool& pool) {
-    args.pool = &pool;
+    cb::cpu::ScopedPool scope(&pool);  // the pool these direct calls of CPU internals run on
     cb::cpu::conv_im2col(args);
   }
   void run_dnnl(cb::ThreadPool& pool) {  // the library's oneDNN path: our pool splits the batch
-    args.pool = &pool;
+    cb::cpu::ScopedPool scope(&pool);    // the pool these direct calls of CPU internals run on
     if (!cb::cpu::conv_dnnl(args)) std::abort();
   }
 };
@@ -216,12 +217,12 @@ struct Backward {
   }
   // with_dx false: dW only, as for a first layer (the vjp omits dX of the model's input).
   void run(cb::ThreadPool& pool, bool with_dx = true) {
-    args.pool = &pool;
+    cb::cpu::ScopedPool scope(&pool);  // the pool these direct calls of CPU internals run on
     args.out[0].data = with_dx ? dx.data() : nullptr;
     cb::cpu::conv_grad_im2col(args);
   }
   void run_dnnl(cb::ThreadPool& pool, bool with_dx = true) {
-    args.pool = &pool;
+    cb::cpu::ScopedPool scope(&pool);  // the pool these direct calls of CPU internals run on
     args.out[0].data = with_dx ? dx.data() : nullptr;
     if (!cb::cpu::conv_grad_dnnl(args)) std::abort();
   }

@@ -1,0 +1,74 @@
+// The backend-neutral kernel contract: what a kernel of any backend (kernels/cpu, kernels/cuda)
+// is handed. Typed attribute params (runtime/ops/params.h: plain structs, enums, no strings),
+// dense row-major views of its inputs and outputs (resolved dims, no IR), a workspace and a seed.
+// A backend's own context (thread pool, stream, library handles) is NOT here: it lives in its
+// Device, which runs the kernel.
+// Conventions:
+//   - `in` is read only. Every buffer a kernel writes is in `out`; an in-place update (an
+//     optimizer step, SMA) lists the buffer it updates as an output, which may alias an input.
+//   - A kernel writes every element of every present output (data != nullptr); omitted optional
+//     inputs/outputs have data == nullptr.
+//   - `workspace` holds the bytes the backend asked the plan for (Device::workspace_bytes), or is
+//     empty; kernels never allocate in the steady state.
+#pragma once
+
+#include <any>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/dtype.h"
+
+namespace cb {
+
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  std::vector<int64_t> dims;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    return n;
+  }
+  int64_t rank() const { return static_cast<int64_t>(dims.size()); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  bool present() const { return data != nullptr; }
+  template <typename T>
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
+};
+
+// A flat 1-D f32 view of `elems` floats at `data`.
+inline TensorView flat_f32(const void* data, int64_t elems) {
+  TensorView v;
+  v.data = const_cast<void*>(data);
+  v.dtype = DType::F32;
+  v.dims = {elems};
+  return v;
+}
+
+struct KernelArgs {
+  const std::any* params = nullptr;  // the op's params struct (runtime/ops/params.h)
+  std::vector<TensorView> in;
+  std::vector<TensorView> out;
+  void* workspace = nullptr;  // Device::workspace_bytes(op, args) bytes, 64-byte aligned
+  size_t workspace_bytes = 0;
+  uint64_t seed = 0;  // per node and step, for Dropout
+
+  template <typename T>
+  const T& p() const {
+    return std::any_cast<const T&>(*params);
+  }
+};
+
+using KernelFn = void (*)(const KernelArgs&);
+
+// The dtype a kernel is selected by: the first present input's, or output 0's without inputs.
+inline DType kernel_dtype(const KernelArgs& a) {
+  for (const TensorView& v : a.in)
+    if (v.present()) return v.dtype;
+  return a.out.at(0).dtype;
+}
+
+}  // namespace cb

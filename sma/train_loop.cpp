@@ -1,0 +1,176 @@
+// The training loop (see train_loop.h).
+#include "sma/train_loop.h"
+
+#include <chrono>
+#include <limits>
+
+#include "runtime/error.h"
+
+namespace cb {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+}  // namespace
+
+TrainState capture(const Trainer& t, const LoopState& loop) { return {t.state(), loop}; }
+
+LoopState restore(Trainer& t, const TrainState& s) {
+  t.restore(s.model);
+  return s.loop;
+}
+
+RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Callbacks& cb,
+                 LoopState* loop_in) {
+  o.schedule.validate();
+  if (o.steps < 0) fail("--steps must not be negative, got {}", o.steps);
+  if (o.steps == 0 && o.epochs <= 0) fail("--epochs must be positive, got {}", o.epochs);
+  if (o.eval_every < 0) fail("--eval-every must not be negative, got {}", o.eval_every);
+  if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
+    fail("--target-accuracy must be in [0, 1], got {}", o.target_accuracy);
+  t.check_labels(data.train, "training");
+  const ImageSet test = data.test.head(o.test_limit);
+  t.check_labels(test, "test");
+  const int64_t batch = t.options().batch;
+  BatchIterator it(data.train, batch, o.shuffle, o.seed);
+  const int64_t spe = it.batches_per_epoch();
+  const int64_t total_batches = o.steps > 0 ? 0 : o.epochs * spe;
+
+  LoopState fresh;
+  LoopState& st = loop_in ? *loop_in : fresh;
+  if (!st.started) {
+    st = LoopState{};
+    st.started = true;
+    st.decays = o.schedule.decays(0, spe);
+    if (o.auto_tune) st.tuner.emplace(o.tuner, t.learners_per_device());
+  }
+  it.seek(st.consumed);
+
+  RunSummary sum;
+  std::vector<Batch> all, local;
+  const auto t_run = Clock::now();
+  auto last_progress = t_run;
+  // Windows: since the last evaluation (eval) and the last progress report (prog).
+  double eval_loss = 0, eval_train_s = 0, prog_loss = 0, prog_train_s = 0;
+  int64_t eval_steps = 0, eval_images = 0, prog_steps = 0, prog_images = 0;
+  auto finished = [&] { return o.steps > 0 ? st.step >= o.steps : st.consumed >= total_batches; };
+  while (!finished()) {
+    const int K = t.total_learners(), L = t.local_learners();
+    const int64_t total_for_lr = o.steps > 0 ? o.steps * K : total_batches;
+    const double lr = o.schedule.at(st.consumed, spe, total_for_lr);
+    const int64_t d = o.schedule.decays(st.consumed, spe);
+    if (d > st.decays && st.prev_lr > 0 && lr < st.prev_lr) {
+      if (t.reset_to_central() && cb.on_reset) cb.on_reset(st.step, lr);
+    }
+    st.decays = d;
+    st.prev_lr = lr;
+    all.resize(static_cast<size_t>(K));
+    for (Batch& b : all) it.next(b.images, b.labels);
+    const std::vector<Batch>* mine = &all;
+    if (L != K) {  // several processes: this one feeds its own learners
+      local.resize(static_cast<size_t>(L));
+      for (int l = 0; l < L; ++l)
+        local[static_cast<size_t>(l)] = all[static_cast<size_t>(t.global_learner(l))];
+      mine = &local;
+    }
+    const auto t0 = Clock::now();
+    const std::vector<double> losses = t.step(*mine, lr);
+    const double dt = seconds_since(t0);
+    double mean = 0;
+    for (double l : losses) mean += l;
+    mean /= static_cast<double>(losses.size());
+    ++st.step;
+    st.consumed += K;
+    const int64_t images = K * batch;
+    sum.train_seconds += dt;
+    sum.images += images;
+    sum.losses.push_back(mean);
+    eval_loss += mean;
+    prog_loss += mean;
+    eval_train_s += dt;
+    prog_train_s += dt;
+    ++eval_steps;
+    ++prog_steps;
+    eval_images += images;
+    prog_images += images;
+
+    if (st.tuner && !st.tuner->done()) {
+      if (++st.since_change > o.tuner.warmup_steps) {
+        st.tune_s += dt;
+        st.tune_images += L * batch;
+      }
+      if (st.since_change == o.tuner.warmup_steps + o.tuner.window_steps) {
+        const int before = t.learners_per_device();
+        // Global: images/s summed over processes, and one more learner fits only if it fits on
+        // every device of every process.
+        double ips[1] = {static_cast<double>(st.tune_images) / st.tune_s};
+        t.agree(ips, ReduceOp::Sum);
+        double no_fit[1] = {t.fits(before + 1) ? 0.0 : 1.0};
+        t.agree(no_fit, ReduceOp::Max);
+        TunerDecision dec = st.tuner->observe(ips[0], no_fit[0] == 0);
+        if (cb.on_tune) cb.on_tune(dec, t.memory());
+        if (dec.learners != before) t.set_learners(dec.learners);
+        st.since_change = 0;
+        st.tune_s = 0;
+        st.tune_images = 0;
+      }
+    }
+
+    const bool last = finished();
+    if (cb.on_progress && (seconds_since(last_progress) >= o.progress_interval_s || last)) {
+      Progress p;
+      p.epoch = static_cast<double>(st.consumed) / static_cast<double>(spe);
+      p.step = st.step;
+      p.images_per_s = prog_train_s > 0 ? static_cast<double>(prog_images) / prog_train_s : 0;
+      p.loss = prog_loss / static_cast<double>(prog_steps);
+      p.lr = lr;
+      p.learners = t.total_learners();
+      if (p.images_per_s > 0) {
+        const double left =
+            o.steps > 0 ? static_cast<double>((o.steps - st.step) * t.total_learners() * batch)
+                        : static_cast<double>((total_batches - st.consumed) * batch);
+        p.eta_s = std::max(0.0, left) / p.images_per_s;
+      }
+      cb.on_progress(p);
+      last_progress = Clock::now();
+      prog_loss = prog_train_s = 0;
+      prog_steps = prog_images = 0;
+    }
+
+    const bool due = o.eval_every > 0 ? st.step % o.eval_every == 0
+                                      : st.consumed / spe > (st.consumed - K) / spe;
+    if (due || last) {
+      EvalReport r;
+      r.epoch = static_cast<double>(st.consumed) / static_cast<double>(spe);
+      r.step = st.step;
+      r.train_loss = eval_loss / static_cast<double>(eval_steps);
+      r.lr = lr;
+      r.images_per_s = eval_train_s > 0 ? static_cast<double>(eval_images) / eval_train_s : 0;
+      r.learners = t.total_learners();
+      r.test = t.evaluate(test);
+      r.time_s = seconds_since(t_run);
+      sum.test = r.test;
+      if (cb.on_eval) cb.on_eval(r);
+      eval_loss = eval_train_s = 0;
+      eval_steps = eval_images = 0;
+      if (o.target_accuracy > 0 && r.test.accuracy >= o.target_accuracy) {
+        sum.reached_target = true;
+        sum.target_seconds = r.time_s;
+        sum.target_epoch = r.epoch;
+        sum.target_step = st.step;
+        break;
+      }
+    }
+  }
+  sum.steps = st.step;
+  sum.epochs = static_cast<double>(st.consumed) / static_cast<double>(spe);
+  sum.learners = t.total_learners();
+  sum.seconds = seconds_since(t_run);
+  sum.images_per_s =
+      sum.train_seconds > 0 ? static_cast<double>(sum.images) / sum.train_seconds : 0;
+  return sum;
+}
+
+}  // namespace cb

@@ -1,0 +1,114 @@
+// The one training loop, for every configuration (one learner or many, one device or many):
+// data assignment, learning-rate schedule and resets, the auto-tuner, periodic evaluation, a
+// target accuracy, progress reports. Its whole position lives in a LoopState, so that a run can
+// stop and continue: TrainState = the trainer's ModelState + the LoopState (a checkpoint is its
+// serialisation).
+//
+// Data: one seeded per-epoch order of batches (runtime/data BatchIterator: shuffled per epoch,
+// last partial batch dropped); at each step global learner g of K takes the next batch in learner
+// order, so learner j takes every K-th batch and the K learners together see each example once
+// per epoch (each process draws the same order and feeds its own learners). Positions are counted
+// in batches (one learner's steps): an epoch is batches_per_epoch batches whatever K, and the
+// schedule is evaluated at the batch position of the step (warm-up and cosine in batches too), so
+// epoch-based schedules mean the same with any number of learners. When a step/multistep schedule
+// drops the rate, every replica is reset to z.
+//
+// Auto-tuner: after each change of the learners, `warmup_steps` unmeasured steps, then a window
+// of `window_steps` steps whose images/s (training time only, summed over processes) goes to
+// AutoTuner; its decision is applied at once (set_learners) and reported through on_tune. Every
+// rank sees the same measurements and memory verdict (agreed over the collective), so every rank
+// takes the same decision.
+#pragma once
+
+#include <functional>
+#include <optional>
+
+#include "sma/auto_tuner.h"
+#include "sma/lr_schedule.h"
+#include "sma/trainer.h"
+
+namespace cb {
+
+struct RunOptions {
+  int64_t epochs = 1;
+  int64_t steps = 0;       // > 0: stop after this many steps (overrides epochs)
+  int64_t eval_every = 0;  // > 0: evaluate every N steps (and at the end); 0: at each epoch's end
+  bool shuffle = true;
+  uint64_t seed = 0;
+  LrSchedule schedule;
+  int64_t test_limit = 0;  // > 0: evaluate on the first N test examples only
+  bool auto_tune = false;  // --learners auto
+  TunerOptions tuner;
+  double target_accuracy = 0;  // > 0: evaluate z and stop once its test accuracy reaches this
+  double progress_interval_s = 0.5;
+};
+
+struct Progress {
+  double epoch = 0;         // batches consumed / batches per epoch
+  int64_t step = 0;         // steps done
+  double images_per_s = 0;  // training throughput since the previous report
+  double loss = 0;          // mean learner loss since the previous report
+  double lr = 0;
+  int learners = 0;   // in all
+  double eta_s = -1;  // training time left at this throughput (evaluation excluded)
+};
+
+struct EvalReport {
+  double time_s = 0;  // since the start of the run
+  double epoch = 0;
+  int64_t step = 0;
+  double train_loss = 0;  // mean learner loss since the previous evaluation
+  double lr = 0;
+  double images_per_s = 0;  // since the previous evaluation
+  int learners = 0;
+  EvalResult test;
+};
+
+struct RunSummary {
+  int64_t steps = 0, images = 0;  // steps: in all (a resumed run counts from its start)
+  double epochs = 0;
+  double seconds = 0, train_seconds = 0, images_per_s = 0;  // this call's
+  int learners = 0;                                         // at the end
+  EvalResult test;                                          // the last evaluation
+  bool reached_target = false;
+  double target_seconds = 0, target_epoch = 0;  // when the target accuracy was first reached
+  int64_t target_step = 0;
+  std::vector<double> losses;  // this call's steps' mean learner loss
+};
+
+struct Callbacks {
+  std::function<void(const Progress&)> on_progress;
+  std::function<void(const EvalReport&)> on_eval;
+  std::function<void(const TunerDecision&, const TrainMemory&)> on_tune;
+  std::function<void(int64_t step, double lr)> on_reset;  // replicas reset to z at a rate drop
+};
+
+// Where the loop is: everything besides the model that a run needs to continue.
+struct LoopState {
+  bool started = false;
+  int64_t step = 0;      // steps done
+  int64_t consumed = 0;  // batches drawn from the data order (the data position of every learner)
+  int64_t decays = 0;    // learning-rate drops so far
+  double prev_lr = -1;
+  std::optional<AutoTuner> tuner;
+  int64_t since_change = 0;  // tuner: steps since the last change of the learners
+  double tune_s = 0;
+  int64_t tune_images = 0;
+};
+
+struct TrainState {
+  ModelState model;
+  LoopState loop;
+};
+
+// Trains on `data.train` and evaluates on `data.test`. With `loop`, continues from it (a fresh
+// LoopState starts a run) and leaves it at the position reached, so that a later call (on this
+// trainer, or on one restored from the same TrainState) continues the run.
+RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Callbacks& cb = {},
+                 LoopState* loop = nullptr);
+
+TrainState capture(const Trainer& t, const LoopState& loop);
+// Restores the model into `t` and returns the loop position to pass to train().
+LoopState restore(Trainer& t, const TrainState& s);
+
+}  // namespace cb
