@@ -1,5 +1,5 @@
-// SMA: many learners per device, held together by synchronous model averaging (DESIGN.md "SMA,
-// exactly", the CROSSBOW paper's Algorithm 1).
+// SMA: many learners per device, held together by synchronous model averaging (Algorithm 1 of the
+// CROSSBOW paper, Koliousis et al., VLDB 2019).
 //
 // k learners per device, K in all, replica theta_j, velocity v_j, central model z (one identical
 // copy per device), learning rate gamma, weight decay lambda, learner momentum mu, central
@@ -11,7 +11,8 @@
 //   theta_j <- theta_j - gamma v_j - c_j
 //   z     <- z + sum_j c_j + mu_z (z - z_prev)
 //
-// ONE DELIBERATE CHANGE from DESIGN.md, which writes v_j = mu v_j - gamma g_j; theta_j += v_j:
+// ONE DELIBERATE CHANGE from the form v_j = mu v_j - gamma g_j; theta_j += v_j (the project's
+// first design wrote it so):
 // the velocity takes PyTorch's form (no gamma inside v, first step v = g), exactly
 // torch.optim.SGD's, so that one learner with alpha = 0 and mu_z = 0 is the single-learner
 // Trainer (and PyTorch's SGD) bit for bit. The two forms agree while gamma is constant; they
@@ -26,7 +27,7 @@
 // one SmaCentralStep. With --sync-every N the correction (and the z update) happens every N-th
 // step only; the steps between are plain local SGD (SmaStep without z).
 //
-// Choices where DESIGN.md leaves room:
+// Choices the algorithm leaves open:
 //   - mu_z defaults to 0.9 (the paper's setting).
 //   - Evaluation and export use z, with BatchNorm running statistics averaged over all learners
 //     (elementwise mean of the running means and of the running variances). With alpha = 0 z
