@@ -1,6 +1,8 @@
 """Shared by the PyTorch side of the benchmarks and reference scripts: the fair-comparison
-environment of BUILD-NOTES.md, Fashion-MNIST as tensors, and zoo models loaded with the weights
-of an ONNX file (so both frameworks start from the same parameters).
+environment (FAIR_ENV below, PyTorch's fastest configuration on the project's 2-core VMs: OpenBLAS
+single-threaded so its threads do not fight PyTorch's OpenMP threads, and glibc's malloc never
+trimming or mmapping, as page faults cost ~8 us there), Fashion-MNIST as tensors, and zoo models
+loaded with the weights of an ONNX file (so both frameworks start from the same parameters).
 
 Import this module before torch: fair_env() re-executes the script once with the environment set.
 """

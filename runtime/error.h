@@ -1,4 +1,4 @@
-// Errors, in the three tiers of STYLE.md:
+// Errors, in three tiers:
 //  - user input (a model, a file, a flag) is wrong  -> throw cb::Error with context and a hint;
 //  - an invariant of ours is broken                   -> CB_CHECK, which names file:line;
 //  - a device call failed                             -> the backend's checked wrapper (later).

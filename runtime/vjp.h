@@ -1,7 +1,9 @@
 // What an op's vjp sees: the forward node, the gradients of its outputs, and a GraphBuilder to
-// emit the backward nodes with. A vjp computes nothing: it emits IR (DESIGN.md "One op, one
-// place"). Convention: set_dx(i, g) with g already of input i's shape and dtype (broadcasting
-// undone with b.sum_to); inputs that do not need a gradient (need(i) false) may be skipped.
+// emit the backward nodes with. A vjp computes nothing: it emits IR, so the backward graph gets
+// shape inference, planning and kernels as the forward does, and each op's meaning, vjp included,
+// stays in its one file under runtime/ops/. Convention: set_dx(i, g) with g already of input i's
+// shape and dtype (broadcasting undone with b.sum_to); inputs that do not need a gradient (need(i)
+// false) may be skipped.
 #pragma once
 
 #include <vector>

@@ -1,4 +1,4 @@
-// The auto-tuner's decision logic (DESIGN.md "Auto-tuner"), kept free of timing so that tests
+// The auto-tuner's decision logic, kept free of timing so that tests
 // can drive it with synthetic throughput: the training loop warms up after every change, measures
 // images/s over a fixed window of steps and reports it here; the tuner answers with the next
 // number of learners per device. It adds one learner per device while the gain over the best

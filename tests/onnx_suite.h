@@ -19,6 +19,11 @@ namespace cb::testing {
 
 namespace fs = std::filesystem;
 
+// What test::need says when the suite is not there.
+inline constexpr const char* kNodeSuiteHow =
+    "the ONNX backend node tests, Debian's libonnx-testdata (./setup.sh installs it; "
+    "CB_ONNX_NODE_TESTS=<dir> points the tests elsewhere)";
+
 inline fs::path onnx_node_suite() {
   const char* env = std::getenv("CB_ONNX_NODE_TESTS");
   return env && *env ? fs::path(env) : fs::path("/usr/share/libonnx-testdata/data/node");

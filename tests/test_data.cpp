@@ -2,7 +2,8 @@
 // pattern, so each R/G/B plane must land in its channel), the subset and subfolder layouts, every
 // error naming its file, the detection of a folder's format by load_dataset (IDX, CIFAR, the
 // ImageNet-style folder we refuse, an empty folder), batches of [n,3,32,32], and the CIFAR-shaped
-// Fashion-MNIST that setup.sh generates (models/make_cifar_shaped.py) when it is there.
+// Fashion-MNIST that setup.sh generates (models/make_cifar_shaped.py). Inputs from outside the
+// repository go through test::need: a missing one skips with a message, or fails when CI is set.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -30,6 +31,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* const kFashion = "/usr/share/datasets/fashion-mnist";
+constexpr std::string_view kFashionHow =
+    "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)";
 constexpr size_t kPixels = 3 * 32 * 32;
 
 // A fresh folder under the temp dir, removed at scope exit.
@@ -47,6 +50,7 @@ struct TempDir {
 
 using test::contains;
 using test::error_of;
+using test::need;
 
 // The byte of example `id` at channel c, row y, column x: distinct per plane and position.
 uint8_t pixel(int id, int c, int y, int x) {
@@ -114,11 +118,12 @@ void check_cifar10(const Dataset& d) {
   check_example(d.test, 1, 101);
 }
 
-std::string generated_cifar_shaped() {
-  for (const std::string& p : {std::string(CB_BINARY_DIR) + "/data/fmnist-cifar",
-                               std::string(CB_SOURCE_DIR) + "/build/data/fmnist-cifar"})
-    if (fs::is_regular_file(p + "/test_batch.bin")) return p;
-  return "";
+// Where setup.sh put the CIFAR-shaped Fashion-MNIST: this build's data/, else build/data/ of the
+// source tree (where setup.sh writes it), which is also the path need() reports when neither is.
+fs::path generated_cifar_shaped() {
+  const fs::path in_build = fs::path(CB_BINARY_DIR) / "data" / "fmnist-cifar";
+  if (fs::is_regular_file(in_build / "test_batch.bin")) return in_build;
+  return fs::path(CB_SOURCE_DIR) / "build" / "data" / "fmnist-cifar";
 }
 
 }  // namespace
@@ -285,13 +290,11 @@ TEST_CASE("dataset: the format is detected from the folder's content") {
   CHECK(contains(e, "missing data file"));
   CHECK(contains(e, "t10k-labels-idx1-ubyte"));
 
-  if (fs::exists(fs::path(kFashion) / "train-images-idx3-ubyte.gz")) {
+  if (need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) {
     Dataset f = load_dataset(kFashion);
     CHECK(f.train.count == 60000);
     CHECK(f.test.count == 10000);
     CHECK(f.train.image_shape() == "1x28x28");
-  } else {
-    MESSAGE("skipped the Fashion-MNIST part: " << kFashion << " not installed");
   }
 
   write_cifar10(d / "c10");
@@ -368,18 +371,17 @@ TEST_CASE("dataset: a 1x28x28 model refuses 3x32x32 images by name") {
 }
 
 TEST_CASE("dataset: the CIFAR-shaped Fashion-MNIST of setup.sh (models/make_cifar_shaped.py)") {
-  const std::string dir = generated_cifar_shaped();
-  if (dir.empty()) {
-    MESSAGE("skipped: build/data/fmnist-cifar not generated (setup.sh makes it)");
+  const fs::path dir = generated_cifar_shaped();
+  if (!need(dir / "test_batch.bin",
+            "the CIFAR-shaped Fashion-MNIST, made by ./setup.sh (models/make_cifar_shaped.py)"))
     return;
-  }
-  Dataset data = load_dataset(dir);
+  Dataset data = load_dataset(dir.string());
   CHECK(data.train.count == 10000);
   CHECK(data.test.count == 2000);
   CHECK(data.train.image_shape() == "3x32x32");
   CHECK(data.test.image_shape() == "3x32x32");
   CHECK(data.train.label_max() == 9);
-  if (!fs::exists(fs::path(kFashion) / "train-images-idx3-ubyte.gz")) return;
+  if (!need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) return;
   // The recipe: R = x, G = x * 4 // 5, B = 255 - x on the 28x28 area, zero padding of 2.
   Dataset f = load_idx_dataset(kFashion);
   for (int64_t i : {int64_t{0}, int64_t{1234}, int64_t{9999}}) {

@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_device.h"
 #include "runtime/ops/params.h"
 #include "sma/trainer.h"
+#include "tests/test_util.h"
 #include "tests/trainer_util.h"
 
 using namespace cb;
@@ -49,11 +50,10 @@ double rel_err(const Tensor& got, const Tensor& want) {
 void check_model(const std::string& name, int opset) {
   fs::path fixture = fs::path(CB_SOURCE_DIR) / "models" / "fixtures" / name / "train_golden.pb";
   std::string model = fmt::format("{}/models/{}_op{}.onnx", CB_SOURCE_DIR, name, opset);
-  if (!fs::exists(fixture)) {
-    MESSAGE("skipped " << name << ": no " << fixture.string()
-                       << " (setup.sh makes it with python3-torch)");
+  if (!test::need(fixture,
+                  "the golden training fixture, made by ./setup.sh "
+                  "(models/training_fixtures.py, needs python3-torch)"))
     return;
-  }
   CAPTURE(model);
   auto fx = read_fixture(fixture);
   ImportResult r = import_model(model);
@@ -65,6 +65,7 @@ void check_model(const std::string& name, int opset) {
   o.momentum = 0.9;
   test::CpuTrainer t(r.graph, {LossKind::SoftmaxCrossEntropy, ""}, test::plain(o), *dev);
   const Tensor& want_losses = fx.at("step_losses");
+  CHECK(want_losses.numel() == 10);  // the 10 steps of training_fixtures.py
   for (int k = 0; k < want_losses.numel(); ++k) {
     CAPTURE(k);
     double loss = t.step(fx.at(fmt::format("batch_{}_input", k)),

@@ -100,6 +100,10 @@ const std::vector<Case> kCorpus = {
 };
 // clang-format on
 
+// The rows of kCorpus and the files of tests/malformed/ as measured: a corpus that shrinks or goes
+// missing fails instead of checking less.
+constexpr size_t kCorpusFloor = 39;
+
 std::string corpus_dir() { return std::string(CB_SOURCE_DIR) + "/tests/malformed"; }
 
 std::string read_all(const std::string& path) {
@@ -156,18 +160,22 @@ TEST_SUITE("malformed") {
     std::set<std::string> listed;
     for (const auto& c : kCorpus) listed.insert(c.file);
     CHECK(listed.size() == kCorpus.size());
-    CHECK(kCorpus.size() >= 15);
+    CHECK(kCorpus.size() >= kCorpusFloor);  // at least 15 faults, and no fewer than today
+    size_t files = 0;
     for (const auto& e : fs::directory_iterator(corpus_dir())) {
       if (e.path().extension() != ".onnx") continue;
       CHECK_MESSAGE(listed.count(e.path().filename().string()), e.path().filename().string(),
                     " has no row in kCorpus");
+      ++files;
     }
+    CHECK(files >= kCorpusFloor);
     for (const auto& c : kCorpus)
       CHECK_MESSAGE(fs::exists(corpus_dir() + "/" + c.file), c.file,
                     " is missing: run tests/malformed/make_corpus.py");
   }
 
   TEST_CASE("strict import throws one clear cb::Error per bad model") {
+    size_t checked = 0;
     for (const auto& c : kCorpus) {
       CAPTURE(c.file);
       std::string path = corpus_dir() + "/" + c.file;
@@ -179,12 +187,15 @@ TEST_SUITE("malformed") {
         check_fragments(e.what(), c);
       }
       CHECK_MESSAGE(threw, c.file, " imported without an error");
+      ++checked;
     }
+    CHECK(checked >= kCorpusFloor);
   }
 
   TEST_CASE("cb-inspect exits non-zero with the message, no signal, nothing half-done") {
     std::string exe = std::string(CB_BINARY_DIR) + "/cb-inspect";
     REQUIRE_MESSAGE(fs::exists(exe), exe, " is not built");
+    size_t checked = 0;
     for (const auto& c : kCorpus) {
       CAPTURE(c.file);
       Run r = run_child({exe, corpus_dir() + "/" + c.file});
@@ -198,7 +209,9 @@ TEST_SUITE("malformed") {
       } else {
         CHECK(r.out.find("BLOCKED") != std::string::npos);  // the full report, then the list
       }
+      ++checked;
     }
+    CHECK(checked >= kCorpusFloor);
   }
 
   // IR versions 3-9 and default-domain opsets 7-18 are read; outside, the error names the version.

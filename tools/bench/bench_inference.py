@@ -2,8 +2,8 @@
 """cb-run vs PyTorch inference latency, side by side in one run.
 
 For each model, batch size and thread count: PyTorch (eval mode, torch.set_num_threads(T), the
-fair configuration of BUILD-NOTES.md: OPENBLAS_NUM_THREADS=1 and no malloc trimming) and
-`cb-run --time` (inference mode, --threads T) are timed alternately, several rounds, and the
+fair configuration of models/torch_reference.py: OPENBLAS_NUM_THREADS=1 and no malloc trimming)
+and `cb-run --time` (inference mode, --threads T) are timed alternately, several rounds, and the
 medians are compared. Prints a table with the ratio PyTorch / crossbow (> 1: crossbow faster).
 
 Run with Debian's torch:  /usr/bin/python3 tools/bench/bench_inference.py [--models lenet5,resnet20]

@@ -3,9 +3,9 @@
 
 Same initial weights (the ONNX file's), batches in file order (--no-shuffle), batch 16, SGD
 lr 0.01 momentum 0.9, one epoch, 2 threads each (PyTorch in the fair configuration of
-BUILD-NOTES.md). Prints: test accuracy of both and the difference (target: within 1 point), the
-weights after the first 50 steps (target: within 1e-3 relative), `cb-run` on the exported model
-reproducing cb-train's test accuracy, and the training-time ratio.
+models/torch_reference.py). Prints: test accuracy of both and the difference (target: within 1
+point), the weights after the first 50 steps (target: within 1e-3 relative), `cb-run` on the
+exported model reproducing cb-train's test accuracy, and the training-time ratio.
 
     /usr/bin/python3 tools/bench/lenet_vs_pytorch.py [--epochs 1] [--threads 2]
 """

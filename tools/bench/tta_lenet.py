@@ -2,12 +2,12 @@
 """Time to accuracy and training throughput: `cb-train --learners auto` vs PyTorch, in one run.
 
 LeNet-5 on Fashion-MNIST, batch 16, SGD lr 0.01 momentum 0.9, same initial weights (the ONNX
-file's), data preloaded on both sides, 2 threads each (PyTorch in BUILD-NOTES.md's fair
-configuration). Both train until the test accuracy (all 10,000 images, evaluated every quarter
-epoch) reaches --target (default 0.89) or --max-epochs pass. Prints the time to the target of
-each (wall time from the start, evaluations included on both sides), the training throughput
-of each (evaluation excluded), their ratios (targets of the SMA issue: time ratio <= 0.5,
-throughput ratio >= 2), and the learners the auto-tuner chose.
+file's), data preloaded on both sides, 2 threads each (PyTorch in the fair configuration of
+models/torch_reference.py). Both train until the test accuracy (all 10,000 images, evaluated every
+quarter epoch) reaches --target (default 0.89) or --max-epochs pass. Prints the time to the target
+of each (wall time from the start, evaluations included on both sides), the training throughput
+of each (evaluation excluded), their ratios (targets: time ratio <= 0.5, throughput ratio >= 2),
+and the learners the auto-tuner chose.
 
     /usr/bin/python3 tools/bench/tta_lenet.py [--target 0.89] [--max-epochs 8] [--learners auto]
 """
