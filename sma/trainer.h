@@ -1,6 +1,6 @@
-// The one trainer: k learners per device, held together by synchronous model averaging (DESIGN.md
-// "SMA, exactly", the CROSSBOW paper's Algorithm 1). One learner is SMA with k = 1; with alpha 0
-// and mu_z 0 it is torch.optim.SGD (or AdamW) bit for bit.
+// The one trainer: k learners per device, held together by synchronous model averaging (the
+// CROSSBOW paper's Algorithm 1, Koliousis et al., VLDB 2019). One learner is SMA with k = 1;
+// with alpha 0 and mu_z 0 it is torch.optim.SGD (or AdamW) bit for bit.
 //
 // k learners per device, K in all (every device of every process has the same k), replica
 // theta_j, velocity v_j, central model z (one identical copy per device), learning rate gamma,
@@ -31,7 +31,7 @@
 // SmaCentralStep, and the agreement that z is finite everywhere. With --sync-every N the
 // correction (and the z update) happens every N-th step only; local steps in between.
 //
-// Choices where DESIGN.md leaves room:
+// Choices the algorithm leaves open:
 //   - Evaluation and export use z, with BatchNorm running statistics averaged over all learners.
 //     With alpha = 0 z never moves, so evaluation uses the learners' average instead (one learner:
 //     the replica itself).

@@ -36,8 +36,6 @@ namespace {
 const char* const kFashion = "/usr/share/datasets/fashion-mnist";
 const std::string kLenet = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
 
-bool have_fashion() { return fs::exists(fs::path(kFashion) / "train-images-idx3-ubyte.gz"); }
-
 using test::contains;
 using test::CpuSetup;
 using test::CpuTrainer;
@@ -125,10 +123,9 @@ constexpr int kWOff = 0, kBOff = 16;
 // ---- the algorithm -----------------------------------------------------------------------------
 
 TEST_CASE("sma: k = 3 identical replicas fed identical data stay bit-identical to one replica") {
-  if (!have_fashion()) {
-    MESSAGE("skipped: " << kFashion << " not installed");
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
     return;
-  }
   Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   const LossSpec loss = detect_loss(r.graph);
@@ -178,10 +175,9 @@ TEST_CASE("sma: each learner draws its own Dropout masks") {
 }
 
 TEST_CASE("sma: one learner, alpha 0, mu_z 0 does not depend on where it runs (pinned or not)") {
-  if (!have_fashion()) {
-    MESSAGE("skipped: " << kFashion << " not installed");
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
     return;
-  }
   Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   const LossSpec loss = detect_loss(r.graph);
@@ -499,10 +495,9 @@ TEST_CASE("sma: every replica is reset to z (velocity zeroed) when the learning 
 }
 
 TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp32 sum order") {
-  if (!have_fashion()) {
-    MESSAGE("skipped: " << kFashion << " not installed");
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
     return;
-  }
   Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   const LossSpec loss = detect_loss(r.graph);
@@ -589,10 +584,9 @@ TEST_CASE("auto-tuner: adds learners while they pay, backs off one on the first 
 }
 
 TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") {
-  if (!have_fashion()) {
-    MESSAGE("skipped: " << kFashion << " not installed");
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
     return;
-  }
   Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   CpuTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 1));
@@ -765,10 +759,9 @@ TEST_CASE("sma: a failure on one device stops every device before the update (no
 // ------------------------------------------------------------------------------------
 
 TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergence keeps it") {
-  if (!have_fashion()) {
-    MESSAGE("skipped: " << kFashion << " not installed");
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
     return;
-  }
   const fs::path dir = fs::temp_directory_path() / fmt::format("cb_test_sma_{}", getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);

@@ -93,10 +93,9 @@ using test::error_of;
 // ---- data --------------------------------------------------------------------------------------
 
 TEST_CASE("idx: Fashion-MNIST as installed by dataset-fashion-mnist") {
-  if (!fs::exists(fs::path(kFashion) / "train-images-idx3-ubyte.gz")) {
-    MESSAGE("skipped: " << kFashion << " not installed (apt-get install dataset-fashion-mnist)");
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
     return;
-  }
   Dataset d = load_idx_dataset(kFashion);
   CHECK(d.train.count == 60000);
   CHECK(d.test.count == 10000);
@@ -456,10 +455,9 @@ RunSummary run_lenet(Trainer& t, const Dataset& data, const Golden& g) {
 
 TEST_CASE("trainer: LeNet-5 learns Fashion-MNIST as PyTorch does; export -> re-import keeps it") {
   const std::string model = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
-  if (!fs::exists(fs::path(kFashion) / "train-images-idx3-ubyte.gz")) {
-    MESSAGE("skipped: " << kFashion << " not installed");
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
     return;
-  }
   Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(model);
   auto dev = make_cpu_device(2);
@@ -544,7 +542,9 @@ TEST_CASE("trainer: divergence stops at a named step; labels must fit the classe
   CHECK(contains(e, "[N,1,28,28]"));
   CHECK(contains(e, "1x4x4"));
 
-  if (!fs::exists(fs::path(kFashion) / "train-images-idx3-ubyte.gz")) return;
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return;
   Dataset data = load_idx_dataset(kFashion);
   Dataset eleven = data;
   eleven.train.labels[5] = 10;

@@ -1,8 +1,8 @@
 // cb-train MODEL.onnx --data DIR [options]
 // Trains an ONNX model on the data set in DIR (runtime/data/dataset.h: MNIST-style IDX files or
 // CIFAR-10/100 binaries, detected from the folder's content) on the CPU:
-// SGD (momentum, Nesterov, weight decay) with SMA over many learners (sma/sma_trainer.h; the
-// number chosen by the auto-tuner or --learners), or AdamW with one learner (sma/trainer.h); a
+// SGD (momentum, Nesterov, weight decay) with SMA over many learners (sma/trainer.h; the
+// number chosen by the auto-tuner or --learners), or AdamW with one learner (the same trainer); a
 // learning-rate schedule with optional warm-up, evaluation of the central model on the test set,
 // and the trained model written back as ONNX at every evaluation (temporary file + rename, so the
 // file on disk is always the last good model). A progress line redraws in place on a terminal

@@ -79,7 +79,7 @@ struct AdamWUpdate {
   }
 };
 
-// SMA's correction of one learner element (DESIGN.md "SMA, exactly"): c = alpha (theta - z) from
+// SMA's correction of one learner element (sma/trainer.h has the whole algorithm): c = alpha (theta - z) from
 // the pre-step theta; the learner's new value is its optimizer step minus c (alpha 0: exactly the
 // optimizer step), and c is added to the device's sum of corrections.
 struct SmaPull {
