@@ -1,8 +1,10 @@
-// CPU kernels of the conv / gemm / matmul / pooling / batchnorm family, called directly through
-// the kernel table (no graph): Conv (groups, depthwise, strides, asymmetric pads, dilations,
-// 1-D to 3-D; f32 through the default path and im2col, f64) against a naive loop, Gemm's
-// transposes and C broadcasting, MatMul's batch broadcasting and 1-D promotion, MaxPool indices,
-// AveragePool's divisors, BatchNormalization's training-mode statistics by hand.
+// CPU kernels of the conv / gemm / matmul / pooling / batchnorm family, launched through a CPU
+// Device (tests/device_util.h; no graph): Conv (groups, depthwise, strides, asymmetric pads,
+// dilations, 1-D to 3-D; f32 through its default path, f64 through im2col) against a naive loop,
+// Gemm's transposes and C broadcasting, MatMul's batch broadcasting and 1-D promotion, MaxPool
+// indices, AveragePool's divisors, BatchNormalization's training-mode statistics by hand.
+// (The f32 im2col path is not reachable through a Device where oneDNN is built; its template is
+// the one f64 runs, and test_backend_ops.cpp compares every f32 conv with the f64 one.)
 #include <doctest/doctest.h>
 
 #include <any>
@@ -11,10 +13,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/conv.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/device.h"
 #include "runtime/ops/params.h"
-#include "runtime/thread_pool.h"
+#include "tests/device_util.h"
 
 using namespace cb;
 
@@ -43,12 +44,9 @@ std::vector<T> random_vec(int64_t n, uint32_t seed) {
   return v;
 }
 
-void launch(OpKind op, KernelArgs& a, ThreadPool* pool, const std::any* params) {
-  a.pool = pool;
+void launch(OpKind op, KernelArgs& a, Device& dev, const std::any* params) {
   a.params = params;
-  KernelFn fn = cpu::find_cpu_kernel(op, kernel_dtype(a));
-  REQUIRE(bool(fn));
-  fn(a);
+  test::launch_host(dev, op, a);
 }
 
 // ---- Conv ---------------------------------------------------------------------------------------
@@ -60,7 +58,7 @@ struct ConvCase {
 };
 
 template <class T>
-void check_conv(const ConvCase& cc, ThreadPool* pool, bool im2col_only) {
+void check_conv(const ConvCase& cc, Device& dev) {
   size_t r = cc.in.size();
   ops::ConvParams p;
   p.window.kernel_shape = cc.k;
@@ -81,13 +79,7 @@ void check_conv(const ConvCase& cc, ThreadPool* pool, bool im2col_only) {
   KernelArgs a;
   a.in = {view(x, xd), view(w, wd), cc.bias ? view(b, {cc.m}) : TensorView{}};
   a.out = {view(y, yd)};
-  if (im2col_only) {
-    a.pool = pool;
-    a.params = &params;
-    cpu::conv_im2col(a);
-  } else {
-    launch(OpKind::Conv, a, pool, &params);
-  }
+  launch(OpKind::Conv, a, dev, &params);
   // Naive reference over 3-D-padded dims.
   auto dim3 = [&](const std::vector<int64_t>& v, size_t off, int64_t def) {
     std::array<int64_t, 3> o{def, def, def};
@@ -142,19 +134,18 @@ const std::vector<ConvCase> kConvCases = {
 }  // namespace
 
 TEST_CASE("conv: groups, depthwise, strides, pads, dilations, 1-D to 3-D, against a naive loop") {
-  ThreadPool one(1), two(2);
+  auto one = make_cpu_device(1), two = make_cpu_device(2);
   for (size_t i = 0; i < kConvCases.size(); ++i) {
     CAPTURE(i);
-    for (ThreadPool* pool : {&one, &two}) {
-      check_conv<double>(kConvCases[i], pool, false);
-      check_conv<float>(kConvCases[i], pool, false);  // oneDNN where built with it
-      check_conv<float>(kConvCases[i], pool, true);   // im2col + GEMM
+    for (Device* dev : {one.get(), two.get()}) {
+      check_conv<double>(kConvCases[i], *dev);  // im2col + GEMM
+      check_conv<float>(kConvCases[i], *dev);   // oneDNN where built with it
     }
   }
 }
 
 TEST_CASE("gemm: transposes, alpha, beta and C broadcasting") {
-  ThreadPool pool(2);
+  auto two = make_cpu_device(2);
   const int64_t M = 37, N = 29, K = 23;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
@@ -178,7 +169,7 @@ TEST_CASE("gemm: transposes, alpha, beta and C broadcasting") {
                 view(B, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}),
                 has_c ? view(C, cd) : TensorView{}};
         a.out = {view(Y, {M, N})};
-        launch(OpKind::Gemm, a, &pool, &params);
+        launch(OpKind::Gemm, a, *two, &params);
         int bad = 0;
         for (int64_t i = 0; i < M; ++i)
           for (int64_t j = 0; j < N; ++j) {
@@ -198,7 +189,7 @@ TEST_CASE("gemm: transposes, alpha, beta and C broadcasting") {
           }
         CHECK(bad == 0);
       }
-  // Large enough to be split by rows over the pool (f32).
+  // Large enough to be split by rows over 2 threads (f32).
   ops::GemmParams p;
   p.trans_b = true;
   std::any params = p;
@@ -209,7 +200,7 @@ TEST_CASE("gemm: transposes, alpha, beta and C broadcasting") {
   KernelArgs a;
   a.in = {view(A, {m, k}), view(B, {n, k}), view(C, {n})};
   a.out = {view(Y, {m, n})};
-  launch(OpKind::Gemm, a, &pool, &params);
+  launch(OpKind::Gemm, a, *two, &params);
   int bad = 0;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -221,7 +212,7 @@ TEST_CASE("gemm: transposes, alpha, beta and C broadcasting") {
 }
 
 TEST_CASE("matmul: batch broadcasting and 1-D promotion") {
-  ThreadPool pool(2);
+  auto two = make_cpu_device(2);
   struct Case {
     std::vector<int64_t> a, b, y;
   };
@@ -232,7 +223,7 @@ TEST_CASE("matmul: batch broadcasting and 1-D promotion") {
       {{4}, {4}, {}},                           // dot
       {{6, 3, 4}, {4, 5}, {6, 3, 5}},           // shared right matrix: folded into rows
       {{3, 4}, {6, 4, 5}, {6, 3, 5}},           // shared left matrix
-      {{64, 48}, {48, 40}, {64, 40}},           // one product split over the pool
+      {{64, 48}, {48, 40}, {64, 40}},           // one product split over 2 threads
   };
   for (const Case& c : cases) {
     CAPTURE(c.a.size());
@@ -242,7 +233,7 @@ TEST_CASE("matmul: batch broadcasting and 1-D promotion") {
     KernelArgs k;
     k.in = {view(A, c.a), view(B, c.b)};
     k.out = {view(Y, c.y)};
-    launch(OpKind::MatMul, k, &pool, nullptr);
+    launch(OpKind::MatMul, k, *two, nullptr);
     // Reference: promote, broadcast over 4 batch dims.
     std::vector<int64_t> ad = c.a, bd = c.b;
     if (ad.size() == 1) ad.insert(ad.begin(), 1);
@@ -278,7 +269,7 @@ TEST_CASE("matmul: batch broadcasting and 1-D promotion") {
 }
 
 TEST_CASE("maxpool: values and indices (row- and column-major) with pads, strides, dilations") {
-  ThreadPool pool(2);
+  auto two = make_cpu_device(2);
   // X [2,3,7,6], kernel 3x2, strides 2x1, dilations 1x2, pads 1,0 / 1,1, ceil_mode.
   const int64_t N = 2, C = 3, H = 7, W = 6;
   for (int64_t order : {0, 1}) {
@@ -297,7 +288,7 @@ TEST_CASE("maxpool: values and indices (row- and column-major) with pads, stride
     KernelArgs a;
     a.in = {view(x, {N, C, H, W})};
     a.out = {view(y, {N, C, OH, OW}), TensorView{ind.data(), DType::I64, {N, C, OH, OW}}};
-    launch(OpKind::MaxPool, a, &pool, &params);
+    launch(OpKind::MaxPool, a, *two, &params);
     int bad = 0;
     for (int64_t pc = 0; pc < N * C; ++pc)
       for (int64_t oh = 0; oh < OH; ++oh)
@@ -321,6 +312,7 @@ TEST_CASE("maxpool: values and indices (row- and column-major) with pads, stride
 }
 
 TEST_CASE("averagepool: count_include_pad and ceil_mode divisors") {
+  auto one = make_cpu_device(1);
   // X [1,1,3,3] = 1..9, kernel 2x2, stride 2, pads 1 each side -> out 2x2 (floor).
   std::vector<float> x{1, 2, 3, 4, 5, 6, 7, 8, 9};
   for (bool include : {false, true}) {
@@ -335,7 +327,7 @@ TEST_CASE("averagepool: count_include_pad and ceil_mode divisors") {
     KernelArgs a;
     a.in = {view(x, {1, 1, 3, 3})};
     a.out = {view(y, {1, 1, 2, 2})};
-    launch(OpKind::AveragePool, a, nullptr, &params);
+    launch(OpKind::AveragePool, a, *one, &params);
     // Windows: {1}, {2,3}, {4,7}, {5,6,8,9}
     std::vector<float> want = include ? std::vector<float>{1 / 4.f, 5 / 4.f, 11 / 4.f, 28 / 4.f}
                                       : std::vector<float>{1, 2.5f, 5.5f, 7};
@@ -355,12 +347,12 @@ TEST_CASE("averagepool: count_include_pad and ceil_mode divisors") {
   KernelArgs a;
   a.in = {view(x5, {1, 1, 1, 5})};
   a.out = {view(y3, {1, 1, 1, 3})};
-  launch(OpKind::AveragePool, a, nullptr, &params);
+  launch(OpKind::AveragePool, a, *one, &params);
   CHECK(y3[2] == doctest::Approx(10));
 }
 
 TEST_CASE("batchnorm: training-mode statistics and running updates by hand") {
-  ThreadPool pool(2);
+  auto two = make_cpu_device(2);
   const int64_t N = 3, C = 2, S = 4;  // X [3,2,2,2]
   auto x = random_vec<double>(N * C * S, 13);
   std::vector<double> scale{1.5, -0.5}, bias{0.25, 1.0}, rmean{0.1, -0.2}, rvar{0.9, 1.1};
@@ -374,7 +366,7 @@ TEST_CASE("batchnorm: training-mode statistics and running updates by hand") {
   a.in = {view(x, {N, C, 2, 2}), view(scale, {C}), view(bias, {C}), view(rmean, {C}),
           view(rvar, {C})};
   a.out = {view(y, {N, C, 2, 2}), view(om, {C}), view(ov, {C}), view(sm, {C}), view(sv, {C})};
-  launch(OpKind::BatchNormalization, a, &pool, &params);
+  launch(OpKind::BatchNormalization, a, *two, &params);
   const double mom = double(0.8f), eps = double(1e-3f);
   for (int64_t c = 0; c < C; ++c) {
     double sum = 0, sq = 0;
@@ -404,7 +396,7 @@ TEST_CASE("batchnorm: training-mode statistics and running updates by hand") {
   KernelArgs b;
   b.in = {view(xf, {4, 1}), view(sf, {1}), view(bf, {1}), view(mf, {1}), view(vf, {1})};
   b.out = {view(yf, {4, 1})};
-  launch(OpKind::BatchNormalization, b, &pool, &params);
+  launch(OpKind::BatchNormalization, b, *two, &params);
   for (size_t i = 0; i < 4; ++i)
     CHECK(yf[i] == doctest::Approx(2 * (xf[i] - 2) / std::sqrt(4 + 1e-3) + 1).epsilon(1e-6));
 }

@@ -1,18 +1,19 @@
 // CPU kernels of the elementwise / data-movement / reduction / softmax / dropout / layernorm
-// family, called directly through the kernel table (no graph): broadcasting against a naive
-// loop, tensors large enough to be split over a 4-thread pool (checked against 1 thread),
+// family, launched through a CPU Device (tests/device_util.h; no graph): broadcasting against a
+// naive loop, tensors large enough to be split over a 4-thread device (checked against 1 thread),
 // softmax rows summing to 1, dropout mask statistics and determinism, layernorm by hand.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <any>
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/device.h"
 #include "runtime/ops/params.h"
-#include "runtime/thread_pool.h"
+#include "tests/device_util.h"
 
 using namespace cb;
 
@@ -40,12 +41,9 @@ TensorView view(std::vector<uint8_t>& v, std::vector<int64_t> dims) {  // bool s
   return TensorView{v.data(), DType::Bool, std::move(dims)};
 }
 
-void launch(OpKind op, KernelArgs& a, ThreadPool* pool, const std::any* params = nullptr) {
-  a.pool = pool;
+void launch(OpKind op, KernelArgs& a, Device& dev, const std::any* params = nullptr) {
   a.params = params;
-  KernelFn fn = cpu::find_cpu_kernel(op, kernel_dtype(a));
-  REQUIRE(static_cast<bool>(fn));
-  fn(a);
+  test::launch_host(dev, op, a);
 }
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -2, float hi = 2) {
@@ -78,7 +76,7 @@ int64_t numel(const std::vector<int64_t>& d) {
 // Runs a binary f32 op on the two shapes and compares with a naive broadcast loop.
 template <class F>
 void check_binary(OpKind op, std::vector<int64_t> da, std::vector<int64_t> db,
-                  std::vector<int64_t> dout, F ref, ThreadPool* pool) {
+                  std::vector<int64_t> dout, F ref, Device& dev) {
   CAPTURE(numel(dout));
   auto a = random_floats(static_cast<size_t>(numel(da)), 1);
   auto b = random_floats(static_cast<size_t>(numel(db)), 2, 0.5f, 2.0f);
@@ -86,7 +84,7 @@ void check_binary(OpKind op, std::vector<int64_t> da, std::vector<int64_t> db,
   KernelArgs k;
   k.in = {view(a, da), view(b, db)};
   k.out = {view(out, dout)};
-  launch(op, k, pool);
+  launch(op, k, dev);
   int bad = 0;
   for (int64_t i = 0; i < numel(dout); ++i) {
     float want = ref(a[static_cast<size_t>(bcast_at(dout, da, i))],
@@ -99,12 +97,13 @@ void check_binary(OpKind op, std::vector<int64_t> da, std::vector<int64_t> db,
 }  // namespace
 
 TEST_CASE("elementwise: numpy broadcasting against a naive loop") {
-  ThreadPool pool(4);
+  auto one = make_cpu_device(1), four = make_cpu_device(4);
   auto add = [](float x, float y) { return x + y; };
   auto sub = [](float x, float y) { return x - y; };
   auto div = [](float x, float y) { return x / y; };
-  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-    // [N,C,H,W] + [C,1,1], large enough to be split over the pool
+  for (Device* dp : {one.get(), four.get()}) {
+    Device& p = *dp;
+    // [N,C,H,W] + [C,1,1], large enough to be split over 4 threads
     check_binary(OpKind::Add, {4, 8, 64, 64}, {8, 1, 1}, {4, 8, 64, 64}, add, p);
     check_binary(OpKind::Sub, {8, 1, 1}, {4, 8, 64, 64}, {4, 8, 64, 64}, sub, p);
     // scalars: rank 0 and [1], on either side
@@ -122,13 +121,14 @@ TEST_CASE("elementwise: numpy broadcasting against a naive loop") {
 }
 
 TEST_CASE("elementwise: ints, Equal, Where, Pow, Clip") {
+  auto dev = make_cpu_device(1);
   std::vector<int64_t> a{7, -7, 9, 0}, b{2}, out(4);
   KernelArgs k;
   k.in = {view(a, {4}), view(b, {1})};
   k.out = {view(out, {4})};
-  launch(OpKind::Div, k, nullptr);
+  launch(OpKind::Div, k, *dev);
   CHECK(out == std::vector<int64_t>{3, -3, 4, 0});  // truncation
-  launch(OpKind::Pow, k, nullptr);
+  launch(OpKind::Pow, k, *dev);
   CHECK(out == std::vector<int64_t>{49, 49, 81, 0});
 
   std::vector<uint8_t> eq(4);
@@ -136,7 +136,7 @@ TEST_CASE("elementwise: ints, Equal, Where, Pow, Clip") {
   KernelArgs e;
   e.in = {view(a, {4}), view(c, {4})};
   e.out = {view(eq, {4})};
-  launch(OpKind::Equal, e, nullptr);
+  launch(OpKind::Equal, e, *dev);
   CHECK(eq == std::vector<uint8_t>{1, 0, 1, 0});
 
   // Where(cond [2,1], x [3], y scalar) -> [2,3]
@@ -145,7 +145,7 @@ TEST_CASE("elementwise: ints, Equal, Where, Pow, Clip") {
   KernelArgs wh;
   wh.in = {view(cond, {2, 1}), view(x, {3}), view(y, {})};
   wh.out = {view(w, {2, 3})};
-  launch(OpKind::Where, wh, nullptr);
+  launch(OpKind::Where, wh, *dev);
   CHECK(w == std::vector<float>{1, 2, 3, -1, -1, -1});
 
   // Clip with bounds from the params (attribute form) and from an input (max only)
@@ -154,16 +154,16 @@ TEST_CASE("elementwise: ints, Equal, Where, Pow, Clip") {
   KernelArgs cl;
   cl.in = {view(v, {4})};
   cl.out = {view(r, {4})};
-  launch(OpKind::Clip, cl, nullptr, &cp);
+  launch(OpKind::Clip, cl, *dev, &cp);
   CHECK(r == std::vector<float>{-1, -0.5f, 0.5f, 2});
   std::any none = ops::ClipParams{};
   cl.in = {view(v, {4}), TensorView{}, view(hi, {})};
-  launch(OpKind::Clip, cl, nullptr, &none);
+  launch(OpKind::Clip, cl, *dev, &none);
   CHECK(r == std::vector<float>{-3, -0.5f, 0.5f, 1});
 }
 
 TEST_CASE("softmax: rows sum to 1 (coerce-to-2D and single-axis semantics)") {
-  ThreadPool pool(4);
+  auto four = make_cpu_device(4);
   const std::vector<int64_t> dims{6, 5, 70, 3};  // inner 210 > one tile of 64 columns
   auto x = random_floats(static_cast<size_t>(numel(dims)), 3, -30, 30);
   std::vector<float> y(x.size()), ylog(x.size());
@@ -175,9 +175,9 @@ TEST_CASE("softmax: rows sum to 1 (coerce-to-2D and single-axis semantics)") {
       KernelArgs k;
       k.in = {view(x, dims)};
       k.out = {view(y, dims)};
-      launch(OpKind::Softmax, k, &pool, &p);
+      launch(OpKind::Softmax, k, *four, &p);
       k.out = {view(ylog, dims)};
-      launch(OpKind::LogSoftmax, k, &pool, &p);
+      launch(OpKind::LogSoftmax, k, *four, &p);
       int64_t outer = numel({dims.begin(), dims.begin() + axis}), n = dims[size_t(axis)], inner = 1;
       if (coerce)
         n = numel({dims.begin() + axis, dims.end()});
@@ -206,7 +206,7 @@ TEST_CASE("softmax: rows sum to 1 (coerce-to-2D and single-axis semantics)") {
   KernelArgs k;
   k.in = {view(xd, {2, 2})};
   k.out = {view(yd, {2, 2})};
-  launch(OpKind::Softmax, k, nullptr, &p);
+  launch(OpKind::Softmax, k, *make_cpu_device(1), &p);
   CHECK(yd[0] == doctest::Approx(1.0));
   CHECK(yd[1] == doctest::Approx(0.0));
   CHECK(yd[2] + yd[3] == doctest::Approx(1.0));
@@ -214,7 +214,7 @@ TEST_CASE("softmax: rows sum to 1 (coerce-to-2D and single-axis semantics)") {
 }
 
 TEST_CASE("dropout: mask statistics, scaling, determinism for a fixed seed") {
-  ThreadPool pool(4), one(1);
+  auto four = make_cpu_device(4), one = make_cpu_device(1);
   const int64_t n = 200000;
   std::vector<float> x(n, 2.0f), y(n), y2(n);
   std::vector<uint8_t> mask(n), mask2(n);
@@ -222,14 +222,14 @@ TEST_CASE("dropout: mask statistics, scaling, determinism for a fixed seed") {
   dp.ratio = 0.3f;
   dp.training = true;
   std::any p = dp;
-  auto run = [&](std::vector<float>& out, std::vector<uint8_t>& m, uint64_t seed, ThreadPool* pl) {
+  auto run = [&](std::vector<float>& out, std::vector<uint8_t>& m, uint64_t seed, Device& pl) {
     KernelArgs k;
     k.in = {view(x, {n})};
     k.out = {view(out, {n}), view(m, {n})};
     k.seed = seed;
     launch(OpKind::Dropout, k, pl, &p);
   };
-  run(y, mask, 42, &pool);
+  run(y, mask, 42, *four);
   int64_t kept = 0, bad = 0;
   for (int64_t i = 0; i < n; ++i) {
     kept += mask[i];
@@ -237,10 +237,10 @@ TEST_CASE("dropout: mask statistics, scaling, determinism for a fixed seed") {
   }
   CHECK(bad == 0);
   CHECK(double(kept) / n == doctest::Approx(0.7).epsilon(0.01));
-  run(y2, mask2, 42, &one);  // same seed, other thread count: the same mask
+  run(y2, mask2, 42, *one);  // same seed, other thread count: the same mask
   CHECK(mask == mask2);
   CHECK(y == y2);
-  run(y2, mask2, 43, &pool);
+  run(y2, mask2, 43, *four);
   CHECK(mask != mask2);
   // neighbouring elements are not correlated: P(both kept) ~ 0.49
   int64_t both = 0;
@@ -252,12 +252,13 @@ TEST_CASE("dropout: mask statistics, scaling, determinism for a fixed seed") {
   KernelArgs k;
   k.in = {view(x, {n})};
   k.out = {view(y, {n}), view(mask, {n})};
-  launch(OpKind::Dropout, k, nullptr, &inf);
+  launch(OpKind::Dropout, k, *one, &inf);
   CHECK(y == x);
   CHECK(std::count(mask.begin(), mask.end(), 1) == n);
 }
 
 TEST_CASE("layernorm: against a hand computation, with Mean and InvStdDev") {
+  auto dev = make_cpu_device(1);
   // X [2,3], axis -1: row 0 = {1,2,3} (mean 2, var 2/3), row 1 = {-1,-1,-1} (var 0)
   std::vector<float> x{1, 2, 3, -1, -1, -1}, scale{1, 2, 0.5f}, bias{0, 1, -1}, y(6), mean(2),
       inv(2);
@@ -265,7 +266,7 @@ TEST_CASE("layernorm: against a hand computation, with Mean and InvStdDev") {
   KernelArgs k;
   k.in = {view(x, {2, 3}), view(scale, {3}), view(bias, {3})};
   k.out = {view(y, {2, 3}), view(mean, {2, 1}), view(inv, {2, 1})};
-  launch(OpKind::LayerNormalization, k, nullptr, &p);
+  launch(OpKind::LayerNormalization, k, *dev, &p);
   double i0 = 1.0 / std::sqrt(2.0 / 3.0 + 1e-5), i1 = 1.0 / std::sqrt(1e-5);
   CHECK(mean[0] == doctest::Approx(2.0));
   CHECK(mean[1] == doctest::Approx(-1.0));
@@ -284,7 +285,7 @@ TEST_CASE("layernorm: against a hand computation, with Mean and InvStdDev") {
   KernelArgs k1;
   k1.in = {view(xd, {2, 2, 2}), view(sd, {2, 1})};
   k1.out = {view(yd, {2, 2, 2})};
-  launch(OpKind::LayerNormalization, k1, nullptr, &p1);
+  launch(OpKind::LayerNormalization, k1, *dev, &p1);
   double s = std::sqrt(1.25);  // row 0: mean 1.5, var 1.25
   CHECK(yd[0] == doctest::Approx(-1.5 / s));
   CHECK(yd[1] == doctest::Approx(-0.5 / s));
@@ -292,8 +293,8 @@ TEST_CASE("layernorm: against a hand computation, with Mean and InvStdDev") {
   CHECK(yd[3] == doctest::Approx(3 * 1.5 / s));
 }
 
-TEST_CASE("reduce: ReduceSum/ReduceMean over any axes, split over the pool") {
-  ThreadPool pool(4);
+TEST_CASE("reduce: ReduceSum/ReduceMean over any axes, split over 4 threads") {
+  auto four = make_cpu_device(4);
   const std::vector<int64_t> dims{16, 9, 40, 30};
   auto x = random_floats(static_cast<size_t>(numel(dims)), 5);
   for (std::vector<int64_t> axes :
@@ -324,9 +325,9 @@ TEST_CASE("reduce: ReduceSum/ReduceMean over any axes, split over the pool") {
     KernelArgs k;
     k.in = {view(x, dims)};
     k.out = {view(sum, od)};
-    launch(OpKind::ReduceSum, k, &pool, &p);
+    launch(OpKind::ReduceSum, k, *four, &p);
     k.out = {view(mean, od)};
-    launch(OpKind::ReduceMean, k, &pool, &p);
+    launch(OpKind::ReduceMean, k, *four, &p);
     double count = double(numel(dims)) / double(want.size());
     int bad = 0;
     for (size_t i = 0; i < want.size(); ++i)
@@ -336,8 +337,8 @@ TEST_CASE("reduce: ReduceSum/ReduceMean over any axes, split over the pool") {
   }
 }
 
-TEST_CASE("data movement: transpose and expand split over the pool match one thread") {
-  ThreadPool pool(4);
+TEST_CASE("data movement: transpose and expand split over 4 threads match a naive loop") {
+  auto four = make_cpu_device(4);
   const std::vector<int64_t> dims{8, 16, 32, 20};
   auto x = random_floats(static_cast<size_t>(numel(dims)), 7);
   std::vector<float> a(x.size()), b(x.size());
@@ -346,7 +347,7 @@ TEST_CASE("data movement: transpose and expand split over the pool match one thr
   KernelArgs k;
   k.in = {view(x, dims)};
   k.out = {view(a, od)};
-  launch(OpKind::Transpose, k, &pool, &p);
+  launch(OpKind::Transpose, k, *four, &p);
   int bad = 0;
   for (int64_t i0 = 0; i0 < 8; ++i0)
     for (int64_t i1 = 0; i1 < 16; ++i1)
@@ -361,7 +362,7 @@ TEST_CASE("data movement: transpose and expand split over the pool match one thr
   KernelArgs ek;
   ek.in = {view(e, {16, 1, 20}), view(shape, {4})};
   ek.out = {view(b, dims)};
-  launch(OpKind::Expand, ek, &pool);
+  launch(OpKind::Expand, ek, *four);
   bad = 0;
   for (int64_t i = 0; i < numel(dims); ++i)
     bad += b[size_t(i)] != e[size_t(bcast_at(dims, {16, 1, 20}, i))];

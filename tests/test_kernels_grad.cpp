@@ -1,8 +1,8 @@
-// CPU gradient/loss kernels called directly through the kernel table (no graph), for what the
-// finite-difference checks (test_gradcheck.cpp, f64 through autodiff) do not cover: the f32
-// SoftmaxCrossEntropyLoss against a hand computation, a bad label as a user error, GatherGrad
-// with repeated indices split over a 4-thread pool against a serial reference, ClipGrad at its
-// bounds, and the softmax gradients in column tiles and with opset < 13's 2-D coercion.
+// CPU gradient/loss kernels launched through a CPU Device (tests/device_util.h; no graph), for
+// what the finite-difference checks (test_gradcheck.cpp, f64 through autodiff) do not cover: the
+// f32 SoftmaxCrossEntropyLoss against a hand computation, a bad label as a user error, GatherGrad
+// with repeated indices split over 4 threads against a serial reference, ClipGrad at its bounds,
+// and the softmax gradients in column tiles and with opset < 13's 2-D coercion.
 #include <doctest/doctest.h>
 
 #include <any>
@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"
-#include "runtime/thread_pool.h"
+#include "tests/device_util.h"
 
 using namespace cb;
 
@@ -25,12 +25,9 @@ TensorView view(std::vector<T>& v, DType t, std::vector<int64_t> dims) {
   return TensorView{v.data(), t, std::move(dims)};
 }
 
-void launch(OpKind op, KernelArgs& a, ThreadPool* pool, const std::any* params) {
-  a.pool = pool;
+void launch(OpKind op, KernelArgs& a, Device& dev, const std::any* params) {
   a.params = params;
-  KernelFn fn = cpu::find_cpu_kernel(op, kernel_dtype(a));
-  REQUIRE(static_cast<bool>(fn));
-  fn(a);
+  test::launch_host(dev, op, a);
 }
 
 // scores [2,3], labels {2, 0}: loss_i = log(sum_k exp(x_ik)) - x_i,label.
@@ -44,6 +41,7 @@ double hand_row_loss(int i, int label) {
 }  // namespace
 
 TEST_CASE("kernels: SoftmaxCrossEntropyLoss f32 against a hand computation") {
+  auto one = make_cpu_device(1);
   std::vector<float> scores = kScores;
   std::vector<int64_t> labels = {2, 0};
   const double l0 = hand_row_loss(0, 2), l1 = hand_row_loss(1, 0);
@@ -56,7 +54,7 @@ TEST_CASE("kernels: SoftmaxCrossEntropyLoss f32 against a hand computation") {
     a.out = {
         view(loss, DType::F32, red == "none" ? std::vector<int64_t>{2} : std::vector<int64_t>{}),
         view(log_prob, DType::F32, {2, 3})};
-    launch(OpKind::SoftmaxCrossEntropyLoss, a, nullptr, &params);
+    launch(OpKind::SoftmaxCrossEntropyLoss, a, *one, &params);
     if (red == "mean") CHECK(loss[0] == doctest::Approx((l0 + l1) / 2).epsilon(1e-6));
     if (red == "sum") CHECK(loss[0] == doctest::Approx(l0 + l1).epsilon(1e-6));
     if (red == "none") {
@@ -77,7 +75,7 @@ TEST_CASE("kernels: SoftmaxCrossEntropyLoss f32 against a hand computation") {
         view(dloss, DType::F32, red == "none" ? std::vector<int64_t>{2} : std::vector<int64_t>{}),
         view(scores, DType::F32, {2, 3}), view(labels, DType::I64, {2})};
     g.out = {view(dscores, DType::F32, {2, 3})};
-    launch(OpKind::SoftmaxCrossEntropyLossGrad, g, nullptr, &params);
+    launch(OpKind::SoftmaxCrossEntropyLossGrad, g, *one, &params);
     const double scale = red == "mean" ? 0.5 : 1.0;
     for (int i = 0; i < 2; ++i)
       for (int k = 0; k < 3; ++k) {
@@ -89,6 +87,7 @@ TEST_CASE("kernels: SoftmaxCrossEntropyLoss f32 against a hand computation") {
 }
 
 TEST_CASE("kernels: SoftmaxCrossEntropyLoss with a label out of range is a user error") {
+  auto one = make_cpu_device(1);
   std::vector<float> scores = kScores, loss(1), dscores(6);
   std::any params = ops::SoftmaxCrossEntropyLossParams{"mean"};
   for (int64_t bad : {int64_t{3}, int64_t{-1}, int64_t{1000}}) {
@@ -99,7 +98,7 @@ TEST_CASE("kernels: SoftmaxCrossEntropyLoss with a label out of range is a user 
     a.out = {view(loss, DType::F32, {}), TensorView{}};
     std::string msg;
     try {
-      launch(OpKind::SoftmaxCrossEntropyLoss, a, nullptr, &params);
+      launch(OpKind::SoftmaxCrossEntropyLoss, a, *one, &params);
     } catch (const Error& e) {
       msg = e.what();
     }
@@ -110,12 +109,12 @@ TEST_CASE("kernels: SoftmaxCrossEntropyLoss with a label out of range is a user 
     g.in = {view(dloss, DType::F32, {}), view(scores, DType::F32, {2, 3}),
             view(labels, DType::I32, {2})};
     g.out = {view(dscores, DType::F32, {2, 3})};
-    CHECK_THROWS_AS(launch(OpKind::SoftmaxCrossEntropyLossGrad, g, nullptr, &params), Error);
+    CHECK_THROWS_AS(launch(OpKind::SoftmaxCrossEntropyLossGrad, g, *one, &params), Error);
   }
 }
 
 TEST_CASE("kernels: GatherGrad with repeated indices on 4 threads equals a serial reference") {
-  ThreadPool pool(4);
+  auto four = make_cpu_device(4);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
   // (data dims, axis, indices dims): an embedding table (axis 0) and a middle axis.
@@ -155,12 +154,13 @@ TEST_CASE("kernels: GatherGrad with repeated indices on 4 threads equals a seria
     a.in = {view(dy, DType::F32, dy_dims), view(idx, DType::I64, c.idx),
             view(shape, DType::I64, {int64_t(shape.size())})};
     a.out = {view(got, DType::F32, c.data)};
-    launch(OpKind::GatherGrad, a, &pool, &params);
+    launch(OpKind::GatherGrad, a, *four, &params);
     CHECK(got == want);  // same summation order per element: bitwise equal
   }
 }
 
 TEST_CASE("kernels: ClipGrad passes the gradient at the bounds (PyTorch's clamp backward)") {
+  auto one = make_cpu_device(1);
   std::vector<float> dy = {1, 2, 3, 4, 5, 6}, x = {-0.5f, 0.5f, 0.0f, 0.51f, -0.51f, 2.0f};
   std::vector<float> lo = {-0.5f}, hi = {0.5f}, dx(6, -7.0f);
   std::any params = ops::ClipParams{};
@@ -168,11 +168,12 @@ TEST_CASE("kernels: ClipGrad passes the gradient at the bounds (PyTorch's clamp 
   a.in = {view(dy, DType::F32, {6}), view(x, DType::F32, {6}), view(lo, DType::F32, {}),
           view(hi, DType::F32, {})};
   a.out = {view(dx, DType::F32, {6})};
-  launch(OpKind::ClipGrad, a, nullptr, &params);
+  launch(OpKind::ClipGrad, a, *one, &params);
   CHECK(dx == std::vector<float>{1, 2, 3, 0, 0, 0});
 }
 
 TEST_CASE("kernels: SoftmaxGrad and LogSoftmaxGrad along an axis and coerced to 2-D") {
+  auto one = make_cpu_device(1);
   // [2,3,70] along axis 1 (inner 70: two column tiles) and coerce_2d at axis 1 (rows of 210).
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> u(-1, 1);
@@ -198,7 +199,7 @@ TEST_CASE("kernels: SoftmaxGrad and LogSoftmaxGrad along an axis and coerced to 
       KernelArgs a;
       a.in = {view(dy, DType::F64, {2, 3, 70}), view(y, DType::F64, {2, 3, 70})};
       a.out = {view(got, DType::F64, {2, 3, 70})};
-      launch(log ? OpKind::LogSoftmaxGrad : OpKind::SoftmaxGrad, a, nullptr, &params);
+      launch(log ? OpKind::LogSoftmaxGrad : OpKind::SoftmaxGrad, a, *one, &params);
       for (size_t i = 0; i < got.size(); ++i)
         CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
     }
