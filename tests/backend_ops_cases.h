@@ -95,7 +95,8 @@ struct Case {
   double tol = 1;          // scales the dtype's tolerance (long reductions); 0: bit-exact values
   uint64_t seed = 0;       // KernelArgs::seed (Dropout)
   bool trunc_ref = false;  // integer results: the f64 reference truncated toward 0 (Div, Mean)
-  // Ops without parse/infer (optimizer and SMA steps): explicit params and outputs, no graph.
+  // Ops without infer() (optimizer and SMA steps): explicit params and outputs, no graph. Ops
+  // without parse() but with infer() get `params` through GraphBuilder::emit_with.
   std::any params = {};
   std::vector<In> outs = {};
   uint32_t written = 0;  // bit i: the kernel updates input i in place; compared like an output
@@ -263,8 +264,7 @@ inline std::vector<Case> cast(OpKind, DType t) {
   return cs;
 }
 
-// ---- data movement (every dtype; values compared exactly)
-// ----------------------------------------
+// ---- data movement (every dtype; values compared exactly) ---------------------------------------
 inline std::vector<Case> concat(OpKind, DType) {
   return {
       {.name = "axis 1 with a zero-size input",
@@ -444,8 +444,7 @@ inline std::vector<Case> transpose(OpKind, DType) {
   };
 }
 
-// ---- constants and sequences
-// ----------------------------------------------------------------------
+// ---- constants and sequences --------------------------------------------------------------------
 void ref_constant(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out);
 void ref_constant_of_shape(const std::any& params, std::vector<Tensor>& in,
                            std::vector<Tensor>& out);
@@ -501,9 +500,8 @@ inline std::vector<Case> range(OpKind, DType t) {
           {.name = "long", .in = {scalar(-1000), scalar(9000), scalar(1)}}};
 }
 
-// ---- reductions
-// ----------------------------------------------------------------------------------- ReduceSum
-// takes axes as an input (opset 13+), ReduceMean as an attribute (before opset 18).
+// ---- reductions ---------------------------------------------------------------------------------
+// ReduceSum takes axes as an input (opset 13+), ReduceMean as an attribute (before opset 18).
 inline std::vector<Case> reduce(OpKind op, DType t) {
   const bool sum = op == OpKind::ReduceSum, narrow = t == DType::I8 || t == DType::U8;
   // int8/uint8 means: sums that do not overflow (the mean divides the wrapped sum)
@@ -551,8 +549,7 @@ inline std::vector<Case> reduce_sum_to(OpKind, DType) {
   };
 }
 
-// ---- softmax, normalization, dropout, loss
-// --------------------------------------------------------
+// ---- softmax, normalization, dropout, loss ------------------------------------------------------
 inline std::vector<Case> softmax(OpKind, DType) {
   std::vector<Case> cs;
   auto c = [&](std::vector<int64_t> d, int64_t axis) {
@@ -748,8 +745,7 @@ inline std::vector<Case> sce_loss_grad(OpKind, DType) {
           c("mean, ignore_index", 16, 5, "mean", 2), c("large", 64, 1000, "mean")};
 }
 
-// ---- elementwise gradients
-// ------------------------------------------------------------------------
+// ---- elementwise gradients ----------------------------------------------------------------------
 inline std::vector<Case> relu_grad(OpKind, DType) {
   std::vector<Case> cs;
   for (std::vector<int64_t> d : {std::vector<int64_t>{13, 7}, {0}, {3, 4099}})
@@ -818,8 +814,7 @@ inline std::vector<Case> slice_grad(OpKind, DType) {
   };
 }
 
-// ---- conv, gemm, matmul, pooling
-// ------------------------------------------------------------------
+// ---- conv, gemm, matmul, pooling ----------------------------------------------------------------
 struct ConvSpec {
   std::string name;
   std::vector<int64_t> x, w;
@@ -1064,11 +1059,11 @@ inline std::vector<Case> average_pool_grad(OpKind, DType) {
   return cs;
 }
 
-// ---- optimizer and SMA steps
-// ---------------------------------------------------------------------- These update buffers
-// passed as inputs (`written`) and have no parse/infer: explicit params and outputs. When every
-// written buffer becomes a declared output, move it from `in`/`written` to `outs` (and drop
-// `params` once the ops get infer()).
+// ---- optimizer and SMA steps --------------------------------------------------------------------
+// These update buffers passed as inputs (`written`) and have no parse/infer: explicit params and
+// outputs, launched without a graph. When every written buffer becomes a declared output, move it
+// from `in`/`written` to `outs` (the reference functions likewise); once the ops have infer(),
+// the harness builds their graphs itself (params through emit_with) and `outs` can go.
 void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out);
 void ref_sma_central_step(const std::any& params, std::vector<Tensor>& in,
                           std::vector<Tensor>& out);
@@ -1155,8 +1150,7 @@ inline std::vector<Case> sma_row_sum(OpKind, DType) {
   return {c("3 rows", 3, 17, 1.0f / 3), c("one row", 1, 5, 1), c("large", 4, 10007, 0.25f)};
 }
 
-// ---- the table: every op with cases, in the catalog's order
-// ----------------------------------------
+// ---- the table: every op with cases, in the catalog's order -------------------------------------
 struct OpCases {
   OpKind op;
   CaseFn cases;

@@ -189,8 +189,7 @@ std::string dims_str(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
-// ---- building a case
-// -----------------------------------------------------------------------------
+// ---- building a case ----------------------------------------------------------------------------
 struct OutSpec {
   DType dtype = DType::F32;
   std::vector<int64_t> dims;
@@ -216,6 +215,11 @@ std::vector<int64_t> static_dims(const Value& v) {
   return d;
 }
 
+// Ops without infer() (the optimizer and SMA steps today) cannot be emitted: their cases give
+// params and outputs explicitly and are launched without a graph. Once an op has infer(), its
+// cases go through GraphBuilder (with `params` through emit_with when it has no parse()).
+bool graphed(OpKind op) { return op_def(op).infer != nullptr; }
+
 // Emits the forward node (if any) and the case's node from the prepared tensors.
 void emit(OpKind op, const Case& c, Prepared& p) {
   p.g = Graph{};
@@ -235,7 +239,8 @@ void emit(OpKind op, const Case& c, Prepared& p) {
     ids.push_back(p.present[k] ? gb.constant(p.in[k]) : kNoValue);
   std::string name(op_def(op).name);
   std::vector<ValueId> outs = c.fwd ? gb.emit_with(name, ids, fwd_params, c.outputs)
-                                    : gb.emit(name, ids, c.attrs, c.outputs);
+                              : c.params.has_value() ? gb.emit_with(name, ids, c.params, c.outputs)
+                                                     : gb.emit(name, ids, c.attrs, c.outputs);
   for (size_t o : c.omit) gb.omit(outs.at(o));
   p.out.clear();
   for (ValueId v : p.g.nodes.back().outputs) {
@@ -286,7 +291,7 @@ Prepared prepare(OpKind op, const Case& c, DType t, uint64_t seed) {
     const auto& dims = in.fwd_out >= 0 ? fwd_out.at(static_cast<size_t>(in.fwd_out)) : in.dims;
     p.in.push_back(generate(in, in.dtype.value_or(t), dims, seed * 7919 + k));
   }
-  if (c.params.has_value()) {  // no graph: outputs as the case declares them
+  if (!graphed(op)) {  // no graph: outputs as the case declares them
     for (const In& o : c.outs) p.out.push_back({o.dtype.value_or(t), o.dims, true});
   } else {
     emit(op, c, p);
@@ -302,7 +307,7 @@ Prepared to_reference(OpKind op, const Case& c, DType t, const Prepared& p) {
     r.fwd_in.push_back(converts(c.fwd->in[k], t) ? to_f64(p.fwd_in[k]) : p.fwd_in[k]);
   for (size_t k = 0; k < p.in.size(); ++k)
     r.in.push_back(p.present[k] && converts(c.in[k], t) ? to_f64(p.in[k]) : p.in[k]);
-  if (c.params.has_value()) {
+  if (!graphed(op)) {
     for (const In& o : c.outs)
       r.out.push_back({converts(o, t) ? DType::F64 : o.dtype.value_or(t), o.dims, true});
   } else {
@@ -461,7 +466,7 @@ struct Devices {
 // Runs case `c` for dtype t; returns "" when it agrees with the reference, else what differed.
 std::string check_case(Devices d, OpKind op, const Case& c, DType t, uint64_t seed) {
   Prepared p = prepare(op, c, t, seed);
-  const std::any* params = c.params.has_value() ? &c.params : &p.g.nodes.back().params;
+  const std::any* params = graphed(op) ? &p.g.nodes.back().params : &c.params;
   Outcome got = run_on(d.dut, op, params, p, c.seed);
   if (got.dispatched != t)
     return fmt::format("the case dispatches on {}, not {}", dtype_name(got.dispatched),
@@ -476,7 +481,7 @@ std::string check_case(Devices d, OpKind op, const Case& c, DType t, uint64_t se
     c.ref(*params, want_in, want_out);
   } else {
     Prepared r = to_reference(op, c, t, p);
-    const std::any* rparams = c.params.has_value() ? &c.params : &r.g.nodes.back().params;
+    const std::any* rparams = graphed(op) ? &r.g.nodes.back().params : &c.params;
     const DType rt = dispatch_dtype(r);
     if (!d.ref.supports(op, rt))
       return fmt::format("no reference: the CPU has no {} kernel; give the case a RefFn",
@@ -590,8 +595,7 @@ TEST_CASE("backend ops: every (op, dtype) a backend claims agrees with the f64 C
   }
 }
 
-// ---- the harness's own check: a device that skips or spoils its work is caught
-// --------------------
+// ---- the harness's own check: a device that skips or spoils its work is caught ------------------
 namespace {
 // Forwards to a CPU device; `mode` 1: launches nothing (the poison must survive), 2: spoils the
 // first element of output 0 after the launch. (A Device subclass: adapt it with the interface.)
@@ -654,8 +658,7 @@ TEST_CASE("backend ops: the harness catches a kernel that skips or spoils its ou
   }
 }
 
-// ---- scalar references
-// ----------------------------------------------------------------------------
+// ---- scalar references --------------------------------------------------------------------------
 namespace cb::test::bops {
 
 TensorPtr tensor_of(DType t, std::vector<int64_t> dims, std::vector<double> v) {
