@@ -1,11 +1,13 @@
 // The op harness (after ggml's test-backend-ops): every (op, dtype) pair a backend claims through
 // Device::supports is run through Device::launch on one-node graphs built with GraphBuilder (so
-// the op's own parse/infer gives the params and the output shapes), with seeded random inputs and
-// NaN / 0xCD-poisoned outputs, and compared with the same op run on a CPU device in f64 (or with a
-// scalar reference). Tolerance by output dtype: f32 1e-5 relative + 1e-5 absolute (times the
-// output's largest magnitude, at least 1), scaled per case for long reductions; integers, bools
-// and data movement exact. A claimed pair without a case fails, unless it is an exclusion (with
-// its reason) in backend_ops_cases.h.
+// the op's own parse/infer gives the params and the output shapes; a gradient op's params come
+// from a forward node emitted before it, as its vjp does), with seeded random inputs and NaN /
+// 0xCD-poisoned outputs, and compared with the same op run on a 1-thread CPU device in f64 (or
+// with a scalar reference). Tolerance by output dtype: f32 1e-5 relative + 1e-5 absolute (times
+// the output's largest magnitude, at least 1), scaled per case for long reductions; integers,
+// bools and data movement exact. Inputs must come back unmodified, except those a case declares
+// written (optimizer steps), which are compared like outputs. A claimed pair without a case
+// fails, unless it is an exclusion (with its reason) in backend_ops_cases.h.
 //
 // How to add an op:
 //   1. give it a case function in tests/backend_ops_cases.h: several shapes (odd sizes such as 7
@@ -23,7 +25,6 @@
 // run_on() below.
 #include <doctest/doctest.h>
 
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
