@@ -328,18 +328,20 @@ int main(int argc, char** argv) {
     const TrainMemory& mem = trainer.memory();
     std::string cores_text;
     for (int d = 0; d < trainer.devices(); ++d)
-      cores_text += fmt::format("{}{} {} cores", d ? ", " : "", trainer.device(d).caps().name,
-                                trainer.device(d).caps().cores);
+      cores_text += fmt::format("{}{} {} core{}", d ? ", " : "", trainer.device(d).caps().name,
+                                trainer.device(d).caps().cores,
+                                trainer.device(d).caps().cores == 1 ? "" : "s");
     fmt::print(
         "sma      {} device{} ({}), {} learner{} per device{}, alpha {}, central momentum "
         "{}, sync every {} step{}\n",
         trainer.devices(), trainer.devices() == 1 ? "" : "s", cores_text,
         trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s",
-        auto_learners ? " to start (auto-tuned)" : "",
+        sro.auto_tune ? " to start (auto-tuned)" : "",
         topts.alpha ? fmt::format("{}", *topts.alpha) : std::string("1/learners"),
         topts.central_momentum, topts.sync_every, topts.sync_every == 1 ? "" : "s");
     fmt::print(
-        "memory   {} per replica ({} arena + 4 flat buffers), {} shared, budget {} per device\n",
+        "memory   {} per replica ({} arena + the flat parameter, gradient, optimizer and snapshot "
+        "buffers), {} shared, budget {} per device\n",
         mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget));
     std::fflush(stdout);
 
