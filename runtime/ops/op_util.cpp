@@ -103,7 +103,7 @@ WindowAttrs parse_window(ParseCtx& c, bool has_ceil_mode, bool has_dilations) {
 
 Shape infer_window(const InferCtx& c, WindowAttrs& w, const Shape& spatial_in) {
   size_t r = spatial_in.size();
-  auto check_len = [&](std::vector<int64_t>& v, size_t n, int64_t def, const char* what) {
+  auto check_len = [&](auto& v, size_t n, int64_t def, const char* what) {
     if (v.empty()) v.assign(n, def);
     if (v.size() != n) c.fail("{} has {} values; {} spatial dims need {}", what, v.size(), r, n);
   };

@@ -27,7 +27,7 @@ std::any parse(ParseCtx& c) {
 }
 void infer(InferCtx& c) {
   const auto& p = c.p<PadParams>();
-  std::vector<int64_t> pads = p.pads ? *p.pads : c.known_ints(1, "pads");
+  std::vector<int64_t> pads = p.pads ? std::vector<int64_t>(*p.pads) : c.known_ints(1, "pads");
   int64_t r = c.rank(0);
   std::vector<int64_t> axes;
   if (c.has_input(3)) {

@@ -7,9 +7,11 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/dtype.h"
+#include "runtime/small_vec.h"
 #include "runtime/tensor.h"
 
 namespace cb::ops {
@@ -18,7 +20,8 @@ namespace cb::ops {
 enum class AutoPad : uint8_t { NotSet, SameUpper, SameLower, Valid };
 struct WindowAttrs {
   AutoPad auto_pad = AutoPad::NotSet;
-  std::vector<int64_t> kernel_shape, strides, dilations, pads;  // pads: begins then ends
+  DimList kernel_shape, strides, dilations;
+  PadList pads;  // begins then ends
   bool ceil_mode = false;
 };
 
@@ -88,7 +91,7 @@ struct LayerNormalizationParams {
 // pad.cpp
 struct PadParams {
   enum class Mode : uint8_t { Constant, Reflect, Edge } mode = Mode::Constant;
-  std::optional<std::vector<int64_t>> pads;  // attribute form
+  std::optional<PadList> pads;  // attribute form
   float value = 0;
 };
 
@@ -101,12 +104,12 @@ struct PoolParams {
 
 // reduce.cpp
 struct ReduceParams {
-  std::optional<std::vector<int64_t>> axes;  // from the attribute form
+  std::optional<DimList> axes;  // from the attribute form
   bool keepdims = true;
   bool noop_with_empty_axes = false;
   int64_t axes_input_since;  // first opset with axes as an input
-  std::vector<bool>
-      reduced;  // completed by infer(): per input dim, is it reduced (all false: noop)
+  // Completed by infer(): per input dim, is it reduced (all false: noop).
+  SmallVec<bool, kMaxRank> reduced;
 };
 
 // reshape.cpp
@@ -122,9 +125,9 @@ struct ShapeParams {
 
 // slice.cpp
 struct SliceParams {
-  std::optional<std::vector<int64_t>> starts, ends, axes;  // attribute form (opset < 10)
+  std::optional<DimList> starts, ends, axes;  // attribute form (opset < 10)
   // Completed by infer(): per input dim, the first index taken and the step (0, 1 if untouched).
-  std::vector<int64_t> dim_start, dim_step;
+  DimList dim_start, dim_step;
 };
 
 // softmax.cpp
@@ -136,18 +139,18 @@ struct SoftmaxParams {
 // split.cpp
 struct SplitParams {
   int64_t axis = 0;
-  std::optional<std::vector<int64_t>> split;  // attribute form
-  std::optional<int64_t> num_outputs;         // opset 18
+  std::optional<SplitList> split;      // attribute form
+  std::optional<int64_t> num_outputs;  // opset 18
 };
 
 // squeeze.cpp
 struct SqueezeParams {
-  std::optional<std::vector<int64_t>> axes;  // attribute form
+  std::optional<DimList> axes;  // attribute form
 };
 
 // transpose.cpp
 struct TransposeParams {
-  std::vector<int64_t> perm;  // empty: reverse; completed by infer()
+  DimList perm;  // empty: reverse; completed by infer()
 };
 
 // softmax_cross_entropy_loss.cpp: scores [N,C], labels [N] -> loss (mean/sum: scalar, none: [N])
@@ -182,5 +185,38 @@ struct SmaCentralStepParams {
 struct SmaRowSumParams {
   float scale = 1;  // out = sum over rows of (scale * row)
 };
+
+// Every params struct a kernel reads is trivially copyable (no strings, no heap): a backend can
+// hand it to a device kernel by value. ConstantParams is the exception: Constant's value is host
+// data, folded into a constant buffer at plan time.
+#define CB_PARAMS_POD(T) \
+  static_assert(std::is_trivially_copyable_v<T>, #T " must be trivially copyable");
+CB_PARAMS_POD(BatchNormalizationParams)
+CB_PARAMS_POD(CastParams)
+CB_PARAMS_POD(ClipParams)
+CB_PARAMS_POD(ConcatParams)
+CB_PARAMS_POD(ConvParams)
+CB_PARAMS_POD(DropoutParams)
+CB_PARAMS_POD(LeakyReluParams)
+CB_PARAMS_POD(GatherParams)
+CB_PARAMS_POD(GemmParams)
+CB_PARAMS_POD(LayerNormalizationParams)
+CB_PARAMS_POD(PadParams)
+CB_PARAMS_POD(PoolParams)
+CB_PARAMS_POD(ReduceParams)
+CB_PARAMS_POD(ReshapeParams)
+CB_PARAMS_POD(ShapeParams)
+CB_PARAMS_POD(SliceParams)
+CB_PARAMS_POD(SoftmaxParams)
+CB_PARAMS_POD(SplitParams)
+CB_PARAMS_POD(SqueezeParams)
+CB_PARAMS_POD(TransposeParams)
+CB_PARAMS_POD(SoftmaxCrossEntropyLossParams)
+CB_PARAMS_POD(SgdParams)
+CB_PARAMS_POD(AdamWParams)
+CB_PARAMS_POD(SmaStepParams)
+CB_PARAMS_POD(SmaCentralStepParams)
+CB_PARAMS_POD(SmaRowSumParams)
+#undef CB_PARAMS_POD
 
 }  // namespace cb::ops
