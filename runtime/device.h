@@ -27,6 +27,7 @@ using Stream = int;
 constexpr Stream kSyncStream = 0;
 
 // A point in one stream's work; ids are unique within a device, so any of its streams can wait.
+// Event{} (id 0) is a point that is always complete.
 struct Event {
   uint64_t id = 0;
 };

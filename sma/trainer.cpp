@@ -60,6 +60,7 @@ struct Trainer::Learner {
   InputStaging staging;
   const Batch* batch = nullptr;
   double loss = 0;
+  Event done;  // its forward and backward of this step, on its stream
   std::exception_ptr error;
   Worker worker;  // last: joined before the rest is destroyed
 };
@@ -72,6 +73,7 @@ struct Trainer::Group {
   DeviceBuffer z, z_prev, sum, mean, state_avg, flag;          // [P] x 4, [S], [1]
   std::any step_params, central_params, state_sum_params, param_sum_params;
   KernelArgs sync_args, local_args, central_args, state_sum_args, param_sum_args;
+  Event updated;  // the last SMA update of the rows, on the synchronisation stream
   std::exception_ptr error;
   Worker driver;  // last: joined before the rest is destroyed
 };
@@ -212,6 +214,7 @@ void Trainer::set_learners(int k) {
       copy(params.f32(r * P), g.z.get(), P);
       copy(state.f32(r * S), g.state_avg.get(), S);
     }
+    g.updated = dev.record_event(kSyncStream);
     dev.synchronize();
     g.params = std::move(params);
     g.grads = std::move(grads);
@@ -286,12 +289,15 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
     l.error = nullptr;
     l.worker.post([this, &l] {
       try {
-        Device& dev = *groups_[static_cast<size_t>(l.device)]->dev;
+        Group& g = *groups_[static_cast<size_t>(l.device)];
+        Device& dev = *g.dev;
+        dev.wait_event(l.stream, g.updated);  // its rows as the last SMA update left them
         model_.feed(*l.ex, true, l.batch->images, l.batch->labels, l.staging);
         l.ex->run();
         l.loss = model_.read_loss(dev, *l.ex);
         if (std::isfinite(l.loss))
           for (KernelArgs& a : l.copies) dev.launch(OpKind::Identity, a, l.stream);
+        l.done = dev.record_event(l.stream);
         dev.synchronize(l.stream);
       } catch (...) {
         l.error = std::current_exception();
@@ -323,6 +329,8 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
         auto& sp = std::any_cast<ops::SmaStepParams&>(g.step_params);
         sp.lr = static_cast<float>(lr);
         sp.alpha = static_cast<float>(alpha_);
+        for (int j = 0; j < k_; ++j)  // after every learner's gradients (their streams)
+          g.dev->wait_event(kSyncStream, learners_[static_cast<size_t>(g.index * k_ + j)]->done);
         g.dev->launch(OpKind::SmaStep, sync ? g.sync_args : g.local_args);
         if (sync) {
           g.coll->allreduce_sum(*g.dev, kSyncStream, g.sum.f32(), P);
@@ -333,6 +341,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
           g.coll->agree(b, ReduceOp::Max);
           st[2] = b[0];
         }
+        g.updated = g.dev->record_event(kSyncStream);
         g.dev->synchronize();
       } catch (...) {
         g.error = std::current_exception();
@@ -411,6 +420,7 @@ bool Trainer::reset_to_central() {
     if (g.opt2.get()) g.dev->upload(g.opt2.get(), zeros.data(), zeros.size() * sizeof(float));
     const std::vector<int64_t> steps(static_cast<size_t>(k_), 0);
     g.dev->upload(g.steps.get(), steps.data(), steps.size() * sizeof(int64_t));
+    g.updated = g.dev->record_event(kSyncStream);
     g.dev->synchronize();
   });
   return true;
@@ -568,6 +578,7 @@ void Trainer::restore(const ModelState& s) {
       steps.push_back(l.steps);
     }
     dev.upload(g.steps.get(), steps.data(), steps.size() * sizeof(int64_t));
+    g.updated = dev.record_event(kSyncStream);
     dev.synchronize();
   });
   for (auto& lp : learners_) {  // each learner's Dropout stream continues at the restored step
