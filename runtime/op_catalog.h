@@ -7,8 +7,10 @@
 
 #include <any>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/error.h"
@@ -19,7 +21,8 @@ namespace cb {
 // Ops whose contract lives in runtime/ops/. Alphabetical.
 #define CB_OPS(X)                                                                                \
   X(Abs)                                                                                         \
-  X(Add) X(AveragePool) X(BatchNormalization) X(Cast) X(Ceil) X(Clip) X(Concat) X(Constant)      \
+  X(Add)                                                                                         \
+  X(AveragePool) X(BatchNormalization) X(Cast) X(Ceil) X(Clip) X(Concat) X(Constant)             \
       X(ConstantOfShape) X(Conv) X(Div) X(Dropout) X(Equal) X(Erf) X(Exp) X(Expand) X(Flatten)   \
           X(Floor) X(Gather) X(Gemm) X(GlobalAveragePool) X(Identity) X(LayerNormalization)      \
               X(LeakyRelu) X(Log) X(LogSoftmax) X(MatMul) X(MaxPool) X(Mul) X(Neg) X(Pad) X(Pow) \
@@ -29,12 +32,13 @@ namespace cb {
                               CB_INTERNAL_OPS(X)
 
 // Ops crossbow emits itself (gradients, optimizer and SMA steps); OpDef::internal, never imported.
-#define CB_INTERNAL_OPS(X)                                                                      \
-  X(AdamWStep)                                                                                  \
-  X(AveragePoolGrad) X(BatchNormalizationGrad) X(ClipGrad) X(ConvGrad) X(DropoutGrad)           \
-      X(GatherGrad) X(LayerNormalizationGrad) X(LeakyReluGrad) X(LogSoftmaxGrad) X(MaxPoolGrad) \
-          X(ReduceSumTo) X(ReluGrad) X(SgdStep) X(SliceGrad) X(SmaCentralStep) X(SmaRowSum)     \
-              X(SmaStep) X(SoftmaxCrossEntropyLossGrad) X(SoftmaxGrad)
+#define CB_INTERNAL_OPS(X)                                                                       \
+  X(AdamWStep)                                                                                   \
+  X(AveragePoolGrad)                                                                             \
+  X(BatchNormalizationGrad) X(ClipGrad) X(ConvGrad) X(DropoutGrad) X(GatherGrad)                 \
+      X(LayerNormalizationGrad) X(LeakyReluGrad) X(LogSoftmaxGrad) X(MaxPoolGrad) X(ReduceSumTo) \
+          X(ReluGrad) X(SgdStep) X(SliceGrad) X(SmaCentralStep) X(SmaRowSum) X(SmaStep)          \
+              X(SoftmaxCrossEntropyLossGrad) X(SoftmaxGrad)
 
 enum class OpKind : uint16_t {
 #define CB_OP_ENUM(n) n,
@@ -100,6 +104,19 @@ class ParseCtx {
   float f(const std::string& name, float def);
   std::optional<float> opt_f(const std::string& name);
   std::string s(const std::string& name, const std::string& def);
+  // A string attribute that names one of `choices` (absent: `def`), as its enum value; any other
+  // string fails naming the attribute and the choices.
+  template <typename E>
+  E choice(const std::string& name, std::string_view def,
+           std::initializer_list<std::pair<std::string_view, E>> choices) {
+    const std::string v = s(name, std::string(def));
+    std::string all;
+    for (const auto& [text, e] : choices) {
+      if (v == text) return e;
+      all += fmt::format("{}{}", all.empty() ? "" : ", ", text);
+    }
+    fail("{} '{}' is not one of {}", name, v, all);
+  }
   std::vector<int64_t> ints(const std::string& name, std::vector<int64_t> def = {});
   std::optional<std::vector<int64_t>> opt_ints(const std::string& name);
   TensorPtr tensor(const std::string& name);  // nullptr when absent

@@ -82,17 +82,11 @@ int64_t window_output(const InferCtx& c, int64_t in, const Window& w, bool ceil_
 
 WindowAttrs parse_window(ParseCtx& c, bool has_ceil_mode, bool has_dilations) {
   WindowAttrs w;
-  const std::string auto_pad = c.s("auto_pad", "NOTSET");
-  if (auto_pad == "NOTSET")
-    w.auto_pad = AutoPad::NotSet;
-  else if (auto_pad == "SAME_UPPER")
-    w.auto_pad = AutoPad::SameUpper;
-  else if (auto_pad == "SAME_LOWER")
-    w.auto_pad = AutoPad::SameLower;
-  else if (auto_pad == "VALID")
-    w.auto_pad = AutoPad::Valid;
-  else
-    c.fail("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", auto_pad);
+  w.auto_pad = c.choice<AutoPad>("auto_pad", "NOTSET",
+                                 {{"NOTSET", AutoPad::NotSet},
+                                  {"SAME_UPPER", AutoPad::SameUpper},
+                                  {"SAME_LOWER", AutoPad::SameLower},
+                                  {"VALID", AutoPad::Valid}});
   w.kernel_shape = c.ints("kernel_shape");
   w.strides = c.ints("strides");
   if (has_dilations) w.dilations = c.ints("dilations");

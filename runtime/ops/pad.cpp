@@ -9,15 +9,9 @@ namespace cb::ops {
 namespace {
 std::any parse(ParseCtx& c) {
   PadParams p;
-  const std::string mode = c.s("mode", "constant");
-  if (mode == "constant")
-    p.mode = PadParams::Mode::Constant;
-  else if (mode == "reflect")
-    p.mode = PadParams::Mode::Reflect;
-  else if (mode == "edge")
-    p.mode = PadParams::Mode::Edge;
-  else
-    c.fail("mode '{}' is not one of constant, reflect, edge", mode);
+  using M = PadParams::Mode;
+  p.mode = c.choice<M>("mode", "constant",
+                       {{"constant", M::Constant}, {"reflect", M::Reflect}, {"edge", M::Edge}});
   if (c.opset() < 11) {
     p.pads = c.opt_ints(c.opset() < 2 ? "paddings" : "pads");
     p.value = c.f("value", 0);

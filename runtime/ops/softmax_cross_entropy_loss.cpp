@@ -12,15 +12,8 @@ namespace {
 std::any parse(ParseCtx& c) {
   SoftmaxCrossEntropyLossParams p;
   using R = SoftmaxCrossEntropyLossParams::Reduction;
-  const std::string reduction = c.s("reduction", "mean");
-  if (reduction == "mean")
-    p.reduction = R::Mean;
-  else if (reduction == "sum")
-    p.reduction = R::Sum;
-  else if (reduction == "none")
-    p.reduction = R::None;
-  else
-    c.fail("reduction '{}' is not one of mean, sum, none", reduction);
+  p.reduction =
+      c.choice<R>("reduction", "mean", {{"mean", R::Mean}, {"sum", R::Sum}, {"none", R::None}});
   p.ignore_index = c.opt_i("ignore_index");
   return p;
 }
