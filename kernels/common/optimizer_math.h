@@ -24,14 +24,14 @@ struct SgdUpdate {
   bool momentum, nesterov, decay, first;
 
   CB_HOST_DEVICE T operator()(T theta, T g, T& v) const {
-    T d = decay ? g + wd * theta : g;  // d_p = d_p.add(param, alpha=weight_decay)
-    if (momentum) {
-      const T vm = v * mu + damp1 * d;  // buf.mul_(momentum).add_(d_p, alpha=1-dampening)
-      const T nv = first ? d : vm;      // first step: buf = d_p
-      v = nv;
-      d = nesterov ? d + mu * nv : nv;
-    }
-    return theta + (-lr) * d;  // param.add_(d_p, alpha=-lr)
+    // Selects, not branches, so that a loop over elements vectorises; each value still takes
+    // exactly PyTorch's operations.
+    const T d = decay ? g + wd * theta : g;  // d_p = d_p.add(param, alpha=weight_decay)
+    const T vm = v * mu + damp1 * d;         // buf.mul_(momentum).add_(d_p, alpha=1-dampening)
+    const T nv = first ? d : vm;             // first step: buf = d_p
+    const T dm = nesterov ? d + mu * nv : nv;
+    v = momentum ? nv : v;
+    return theta + (-lr) * (momentum ? dm : d);  // param.add_(d_p, alpha=-lr)
   }
 };
 
@@ -79,9 +79,9 @@ struct AdamWUpdate {
   }
 };
 
-// SMA's correction of one learner element (sma/trainer.h has the whole algorithm): c = alpha (theta - z) from
-// the pre-step theta; the learner's new value is its optimizer step minus c (alpha 0: exactly the
-// optimizer step), and c is added to the device's sum of corrections.
+// SMA's correction of one learner element (sma/trainer.h has the whole algorithm): c = alpha (theta
+// - z) from the pre-step theta; the learner's new value is its optimizer step minus c (alpha 0:
+// exactly the optimizer step), and c is added to the device's sum of corrections.
 struct SmaPull {
   float alpha;
   CB_HOST_DEVICE float correction(float theta, float z) const { return alpha * (theta - z); }

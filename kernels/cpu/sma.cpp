@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <vector>
 
 #include "kernels/common/optimizer_math.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -27,19 +28,22 @@ constexpr int64_t kBlock = 1024;
 // (__restrict) and the functors' flags are selects, so the loop vectorises while every element
 // sees the same operations in the same order as SgdStep / AdamWStep. Not CB_CPU_CLONES: the FMA
 // targets would contract a * b + c into one rounding and break that identity.
-template <bool kPull, class Update>
+template <bool kPull, bool kState, class Update>
 void step_row(float* __restrict w, float* __restrict sn, const float* __restrict g,
               float* __restrict o1, float* __restrict o2, const float* __restrict z,
-              float* __restrict sum, int64_t n, const Update& up, math::SmaPull pull) {
-  float dummy1 = 0, dummy2 = 0;
+              float* __restrict sum, int64_t n, const Update& update, math::SmaPull pull) {
+  const Update up = update;  // a local copy: stores through w, o1... cannot change its fields
   for (int64_t i = 0; i < n; ++i) {
     const float th = w[i];
     sn[i] = th;
     float nw;
-    if constexpr (std::is_same_v<Update, math::SgdUpdate<float>>)
-      nw = up(th, g[i], o1 ? o1[i] : dummy1);
-    else
-      nw = up(th, g[i], o1[i], o2 ? o2[i] : dummy2);
+    if constexpr (std::is_same_v<Update, math::SgdUpdate<float>>) {
+      float v = kState ? o1[i] : 0.0f;  // no velocity without momentum
+      nw = up(th, g[i], v);
+      if constexpr (kState) o1[i] = v;
+    } else {
+      nw = up(th, g[i], o1[i], o2[i]);
+    }
     if constexpr (kPull) {
       const float c = pull.correction(th, z[i]);
       nw = pull.apply(nw, c);
@@ -76,8 +80,14 @@ void SmaStep(const KernelArgs& a) {
   float* sum = pull ? sv.ptr<float>() : nullptr;
   int64_t* row_steps = steps.ptr<int64_t>();
   // Per-row functors (the first SGD step, AdamW's bias correction), prepared once per launch.
-  std::vector<math::SgdUpdate<float>> sgd;
-  std::vector<math::AdamWUpdate<float>> adam;
+  // (Reused per thread: no allocation in the steady state.)
+  // The pool's threads must see this thread's vectors: local references, not the thread_locals.
+  thread_local std::vector<math::SgdUpdate<float>> sgd_rows;
+  thread_local std::vector<math::AdamWUpdate<float>> adam_rows;
+  std::vector<math::SgdUpdate<float>>& sgd = sgd_rows;
+  std::vector<math::AdamWUpdate<float>>& adam = adam_rows;
+  sgd.clear();
+  adam.clear();
   for (int64_t r = 0; r < rows; ++r) {
     if (adamw)
       adam.push_back(math::AdamWUpdate<float>::from(math::AdamWScalars::make(
@@ -100,14 +110,19 @@ void SmaStep(const KernelArgs& a) {
         const auto r_ = static_cast<size_t>(r);
         if (adamw) {
           if (pull)
-            step_row<true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl);
+            step_row<true, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl);
           else
-            step_row<false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl);
+            step_row<false, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl);
+        } else if (p1) {
+          if (pull)
+            step_row<true, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
+          else
+            step_row<false, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
         } else {
           if (pull)
-            step_row<true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
+            step_row<true, false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
           else
-            step_row<false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
+            step_row<false, false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
         }
       }
     }
