@@ -59,8 +59,13 @@ class CpuDevice final : public Device {
     return p;
   }
   void release(void* p) noexcept override { std::free(p); }
-  void upload(void* dst, const void* src, size_t n, Stream) override { std::memcpy(dst, src, n); }
-  void download(void* dst, const void* src, size_t n, Stream) override { std::memcpy(dst, src, n); }
+  // n == 0 may come with null pointers (an empty tensor), which memcpy must not be given.
+  void upload(void* dst, const void* src, size_t n, Stream) override {
+    if (n > 0) std::memcpy(dst, src, n);
+  }
+  void download(void* dst, const void* src, size_t n, Stream) override {
+    if (n > 0) std::memcpy(dst, src, n);
+  }
   Stream create_stream(int slot, int slots) override {
     CB_CHECK(slots >= 1 && slot >= 0 && slot < slots);
     std::vector<int> cores;
