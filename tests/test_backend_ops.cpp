@@ -176,7 +176,7 @@ Tensor to_f64(const Tensor& t) {
 // An output buffer before the launch: NaN with a payload for floats, 0xCD bytes otherwise.
 Tensor poison(DType t, const std::vector<int64_t>& dims) {
   Tensor r = make_tensor(t, dims);
-  std::memset(r.bytes.data(), 0xCD, r.bytes.size());
+  if (!r.bytes.empty()) std::memset(r.bytes.data(), 0xCD, r.bytes.size());  // empty: no pointer
   for (int64_t i = 0; i < r.numel(); ++i) {
     if (t == DType::F32) r.data<uint32_t>()[i] = 0x7fcdcdcdu;
     if (t == DType::F64) r.data<uint64_t>()[i] = 0x7ffdcdcdcdcdcdcdull;

@@ -292,7 +292,8 @@ void Shape(const KernelArgs& a) {
 // Constant: the params' tensor. ConstantOfShape: [shape] filled with the params' one value.
 void Constant(const KernelArgs& a) {
   const Tensor& v = *a.p<ops::ConstantParams>().value;
-  std::memcpy(a.out[0].data, v.bytes.data(), std::min(v.bytes.size(), a.out[0].bytes()));
+  const size_t n = std::min(v.bytes.size(), a.out[0].bytes());
+  if (n > 0) std::memcpy(a.out[0].data, v.bytes.data(), n);  // empty: pointers may be null
 }
 void ConstantOfShape(const KernelArgs& a) {
   const Tensor& v = *a.p<ops::ConstantParams>().value;
