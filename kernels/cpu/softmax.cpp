@@ -89,7 +89,9 @@ View view_of(const ops::SoftmaxParams& p, const std::vector<int64_t>& d) {
 template <bool Log>
 void softmax(const KernelArgs& a) {
   const TensorView &in = a.in[0], &out = a.out[0];
-  const auto [outer, n, inner] = view_of(a.p<ops::SoftmaxParams>(), in.dims);
+  // Plain variables, not a structured binding: clang < 16 cannot capture those in a lambda.
+  const View view = view_of(a.p<ops::SoftmaxParams>(), in.dims);
+  const int64_t outer = view.outer, n = view.n, inner = view.inner;
   if (in.numel() == 0) return;
   const int64_t tiles = (inner + kTile - 1) / kTile;
   dispatch_float(in.dtype, [&]<class T>(Tag<T>) {
@@ -139,7 +141,8 @@ void grad_block(const T* dy, const T* y, T* dx, int64_t n, int64_t inner, int64_
 template <bool Log>
 void softmax_grad(const KernelArgs& a) {
   const TensorView &dy = a.in[0], &y = a.in[1], &dx = a.out[0];
-  const auto [outer, n, inner] = view_of(a.p<ops::SoftmaxParams>(), y.dims);
+  const View view = view_of(a.p<ops::SoftmaxParams>(), y.dims);
+  const int64_t outer = view.outer, n = view.n, inner = view.inner;
   if (y.numel() == 0) return;
   const int64_t tiles = (inner + kTile - 1) / kTile;
   dispatch_float(y.dtype, [&]<class T>(Tag<T>) {
