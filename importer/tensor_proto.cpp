@@ -115,7 +115,7 @@ TensorPtr tensor_from_proto(const onnx::TensorProto& t, const std::string& what,
   if (t.has_raw_data()) {
     if (t.raw_data().size() != expected) mismatch("raw_data", t.raw_data().size());
     out->bytes.resize(expected);
-    std::memcpy(out->bytes.data(), t.raw_data().data(), expected);
+    if (expected > 0) std::memcpy(out->bytes.data(), t.raw_data().data(), expected);
     return out;
   }
   auto typed_count = [&](int n, std::string_view field) {

@@ -41,8 +41,13 @@ class CpuDevice final : public Device {
     return p;
   }
   void release(void* p) noexcept override { std::free(p); }
-  void upload(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
-  void download(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
+  // n == 0 may come with null pointers (an empty tensor), which memcpy must not be given.
+  void upload(void* dst, const void* src, size_t n) override {
+    if (n > 0) std::memcpy(dst, src, n);
+  }
+  void download(void* dst, const void* src, size_t n) override {
+    if (n > 0) std::memcpy(dst, src, n);
+  }
   void synchronize() override {}
   uint64_t record_event() override { return ++events_; }
   void wait_event(uint64_t) override {}
