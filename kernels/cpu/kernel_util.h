@@ -93,8 +93,10 @@ void dispatch_bytes(DType t, F&& f) {
 // loops get the machine's vector width. Put it on a function that holds a whole loop nest (the
 // clones are reached through an indirect call, so never on small helpers in a loop). The FMA
 // clones contract a * b + c into one rounding: not for code that must match another kernel bit
-// for bit (sma.cpp's SmaStep vs SgdStep).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+// for bit (sma.cpp's SmaStep vs SgdStep). CMake's CB_CPU_CLONES=OFF (the tsan preset) defines
+// CB_NO_CPU_CLONES: the ifunc resolvers run before ThreadSanitizer is initialised and crash it.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(CB_NO_CPU_CLONES)
 #define CB_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CB_CPU_CLONES
