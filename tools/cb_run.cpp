@@ -104,8 +104,9 @@ int main(int argc, char** argv) {
     }
     std::map<std::string, TensorPtr> files;
     for (const auto& [name, src] : spec) {
+      // An init-capture, not the binding itself: clang < 16 cannot capture a structured binding.
       bool known = std::any_of(g.inputs.begin(), g.inputs.end(),
-                               [&](ValueId v) { return g.value(v).name == name; });
+                               [&, &n = name](ValueId v) { return g.value(v).name == n; });
       if (!known) {
         std::string names;
         for (ValueId v : g.inputs) names += (names.empty() ? "" : ", ") + g.value(v).name;
