@@ -309,7 +309,8 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
   // the cross-device sum, the central update, and agree that z is finite everywhere.
   const bool sync = (steps_ + 1) % opts_.sync_every == 0;
   const int64_t P = model_.flat_elems();
-  std::vector<double> status(groups_.size() * 3);  // per device: [failed rank+1, diverged, bad z]
+  std::vector<double>& status = status_;   // per device: [failed rank+1, diverged, bad z]
+  status.assign(groups_.size() * 3, 0.0);  // sized once: no allocation per step
   for (auto& gp : groups_) {
     Group& g = *gp;
     g.error = nullptr;
@@ -557,7 +558,7 @@ void Trainer::restore(const ModelState& s) {
         l.opt2.size() != (adamw ? static_cast<size_t>(P) : 0) ||
         l.state.size() != static_cast<size_t>(S))
       fail("the saved state's learner buffers do not fit this model and optimizer");
-  steps_ = s.steps;
+  steps_ = s.steps;  // start_learners() sets each learner's Dropout stream at this step
   if (s.learners_per_device != k_) {
     set_learners(s.learners_per_device);
   } else {
@@ -581,12 +582,6 @@ void Trainer::restore(const ModelState& s) {
     g.updated = dev.record_event(kSyncStream);
     dev.synchronize();
   });
-  for (auto& lp : learners_) {  // each learner's Dropout stream continues at the restored step
-    Learner& l = *lp;
-    l.worker.run([&] {
-      l.ex->set_rng(learner_stream(global_learner(l.local)), static_cast<uint64_t>(steps_));
-    });
-  }
 }
 
 }  // namespace cb

@@ -201,6 +201,7 @@ class Trainer {
   std::unique_ptr<Evaluator> eval_z_, eval_mean_;
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<std::unique_ptr<Learner>> learners_;  // local, device-major
+  std::vector<double> status_;                      // step(): per device agreement results
 };
 
 }  // namespace cb
