@@ -1,29 +1,43 @@
-// The auto-tuner's decision logic, kept free of timing so that tests
-// can drive it with synthetic throughput: the training loop warms up after every change, measures
-// images/s over a fixed window of steps and reports it here; the tuner answers with the next
-// number of learners per device. It adds one learner per device while the gain over the best
-// window so far exceeds the threshold and the memory plan says one more replica fits, and backs
-// off one on the first addition that does not pay; then it is done.
+// The auto-tuner's decision logic, kept free of timing so that tests can drive it with synthetic
+// throughput. The training loop warms up after every change, then measures images/s over
+// `windows` windows of `window_steps` steps each and reports every window here; once a number of
+// learners has all its windows, the tuner compares the MEDIAN of them with the best median so far.
+// A machine's throughput is noisy (other processes, frequency scaling, the scheduler), so the tuner
+// also measures that noise: the spread (max - min) / median between the identical windows of the
+// two numbers compared. It adds one learner per device only while the gain exceeds both the
+// threshold and noise_factor x that spread, and the memory plan says one more replica fits; the
+// first addition that does not clearly pay is backed off, and the tuner is done.
+//
+// On a CPU device the learners share its cores (sma/trainer.h): one learner runs on all of them,
+// two on half each, and so on. Adding a learner is therefore also the choice between one learner
+// on more threads and more learners on fewer, measured for the model at hand.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace cb {
 
 struct TunerOptions {
-  double threshold = 0.05;  // add while images/s grow by more than this fraction
-  long warmup_steps = 20;   // steps after each change that are not measured
-  long window_steps = 100;  // steps per measurement window
-  int max_learners = 64;    // per device
+  double threshold = 0.05;    // add only while the median images/s grow by more than this ...
+  double noise_factor = 1.0;  // ... and by more than this many times the measured spread
+  long warmup_steps = 20;     // steps after each change that are not measured
+  long window_steps = 50;     // steps per measurement window
+  int windows = 5;            // windows per number of learners (their median is compared)
+  int max_learners = 64;      // per device
 };
 
 struct TunerDecision {
-  enum class Action { Add, BackOff, Settle };
-  Action action = Action::Settle;
-  int measured = 0;         // learners per device during the window
-  int learners = 0;         // learners per device from now on
-  double images_per_s = 0;  // the window's throughput
-  double gain = 0;          // over the best window before it (0 for the first window)
+  enum class Action { Measure, Add, BackOff, Settle };
+  Action action = Action::Measure;  // Measure: more windows at this number are needed
+  int measured = 0;                 // learners per device during the windows
+  int learners = 0;                 // learners per device from now on
+  std::vector<double> windows;      // images/s of each window at `measured`
+  double images_per_s = 0;          // their median
+  double spread = 0;                // (max - min) / median of those windows
+  double noise = 0;                 // the larger spread of the two numbers compared
+  double required = 0;              // the gain an addition needed: max(threshold, factor x noise)
+  double gain = 0;                  // median over the best median before it (0 for the first)
   std::string reason;
 };
 
@@ -39,9 +53,12 @@ class AutoTuner {
  private:
   TunerOptions o_;
   int k_;
+  std::vector<double> windows_;  // at k_
   int best_k_ = 0;
-  double best_ = -1;
+  double best_ = -1, best_spread_ = 0;
   bool done_ = false;
 };
+
+double median(std::vector<double> v);
 
 }  // namespace cb

@@ -101,7 +101,8 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
         st.tune_s += dt;
         st.tune_images += L * batch;
       }
-      if (st.since_change == o.tuner.warmup_steps + o.tuner.window_steps) {
+      const int64_t measured = st.since_change - o.tuner.warmup_steps;
+      if (measured > 0 && measured % o.tuner.window_steps == 0) {  // a window ends
         const int before = t.learners_per_device();
         // Global: images/s summed over processes, and one more learner fits only if it fits on
         // every device of every process.
@@ -110,11 +111,13 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
         double no_fit[1] = {t.fits(before + 1) ? 0.0 : 1.0};
         t.agree(no_fit, ReduceOp::Max);
         TunerDecision dec = st.tuner->observe(ips[0], no_fit[0] == 0);
-        if (cb.on_tune) cb.on_tune(dec, t.memory());
-        if (dec.learners != before) t.set_learners(dec.learners);
-        st.since_change = 0;
         st.tune_s = 0;
         st.tune_images = 0;
+        if (dec.action != TunerDecision::Action::Measure) {
+          if (cb.on_tune) cb.on_tune(dec, t.memory());
+          if (dec.learners != before) t.set_learners(dec.learners);
+          st.since_change = 0;
+        }
       }
     }
 
@@ -125,7 +128,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
       p.step = st.step;
       p.images_per_s = prog_train_s > 0 ? static_cast<double>(prog_images) / prog_train_s : 0;
       p.loss = prog_loss / static_cast<double>(prog_steps);
-      p.lr = lr;
+      p.lr = lr * t.lr_factor();
       p.learners = t.total_learners();
       if (p.images_per_s > 0) {
         const double left =
@@ -146,7 +149,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
       r.epoch = static_cast<double>(st.consumed) / static_cast<double>(spe);
       r.step = st.step;
       r.train_loss = eval_loss / static_cast<double>(eval_steps);
-      r.lr = lr;
+      r.lr = lr * t.lr_factor();
       r.images_per_s = eval_train_s > 0 ? static_cast<double>(eval_images) / eval_train_s : 0;
       r.learners = t.total_learners();
       r.test = t.evaluate(test);

@@ -13,9 +13,10 @@
 // epoch-based schedules mean the same with any number of learners. When a step/multistep schedule
 // drops the rate, every replica is reset to z.
 //
-// Auto-tuner: after each change of the learners, `warmup_steps` unmeasured steps, then a window
-// of `window_steps` steps whose images/s (training time only, summed over processes) goes to
-// AutoTuner; its decision is applied at once (set_learners) and reported through on_tune. Every
+// Auto-tuner: after each change of the learners, `warmup_steps` unmeasured steps, then windows
+// of `window_steps` steps whose images/s (training time only, summed over processes) go to
+// AutoTuner one by one; once it has all of a number's windows, its decision is applied at once
+// (set_learners) and reported through on_tune. Every
 // rank sees the same measurements and memory verdict (agreed over the collective), so every rank
 // takes the same decision.
 #pragma once

@@ -6,6 +6,7 @@
 #include "sma/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -44,6 +45,9 @@ void wait_all(const Range& r, Get get) {
   if (first) std::rethrow_exception(first);
 }
 
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
 std::string loss_text(double loss) { return std::isnan(loss) ? "NaN" : loss > 0 ? "+Inf" : "-Inf"; }
 
 }  // namespace
@@ -75,17 +79,51 @@ struct Trainer::Group {
   KernelArgs sync_args, local_args, central_args, state_sum_args, param_sum_args;
   Event updated;  // the last SMA update of the rows, on the synchronisation stream
   std::exception_ptr error;
-  Worker driver;  // last: joined before the rest is destroyed
+  double bad_z = 0;  // the last z update: non-finite values of z (agreed over the job)
+  Worker driver;     // last: joined before the rest is destroyed
 };
 
 template <class F>
 void Trainer::on_drivers(F&& f) {
+  settle();
   for (auto& gp : groups_) {
     Group& g = *gp;
     g.driver.post([&f, &g] { f(g); });
   }
   wait_all(groups_, [](const auto& g) -> Worker& { return g->driver; });
 }
+
+const char* lr_scaling_name(LrScaling s) {
+  switch (s) {
+    case LrScaling::None:
+      return "none";
+    case LrScaling::Sqrt:
+      return "sqrt";
+    case LrScaling::Linear:
+      return "linear";
+  }
+  return "?";
+}
+
+LrScaling parse_lr_scaling(const std::string& s) {
+  for (LrScaling v : {LrScaling::None, LrScaling::Sqrt, LrScaling::Linear})
+    if (s == lr_scaling_name(v)) return v;
+  fail("--lr-scaling '{}': expected none, sqrt or linear", s);
+}
+
+double lr_scale(LrScaling s, int K) {
+  switch (s) {
+    case LrScaling::None:
+      return 1;
+    case LrScaling::Sqrt:
+      return std::sqrt(static_cast<double>(K));
+    case LrScaling::Linear:
+      return K;
+  }
+  return 1;
+}
+
+double default_alpha(int K) { return 1.0 / K; }
 
 Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOptions& opts,
                  Placement where)
@@ -160,6 +198,10 @@ Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOption
 }
 
 Trainer::~Trainer() {
+  try {
+    settle();      // a z update still running reads the buffers freed below
+  } catch (...) {  // its failure has no one left to report to
+  }
   learners_.clear();  // their streams first
   groups_.clear();
 }
@@ -172,6 +214,7 @@ int Trainer::global_learner(int local) const {
 }
 
 void Trainer::set_learners(int k) {
+  settle();
   if (k < 1) fail("--learners must be at least 1, got {}", k);
   if (k == k_) return;
   if (!fits(k))
@@ -246,7 +289,7 @@ void Trainer::set_learners(int k) {
     g.param_sum_args.out = {flat_f32(g.mean.get(), P)};
   });
   k_ = k;
-  alpha_ = opts_.alpha.value_or(1.0 / total_learners());
+  alpha_ = alpha_for(k_);
   start_learners();
 }
 
@@ -283,6 +326,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
     fail("a step takes one batch per learner: {} learners, {} batches", L, batches.size());
   // Phase A: every learner's forward and backward on its own stream, concurrently. Failures are
   // kept, not thrown: every rank must first agree that this step stops.
+  const auto t_a = Clock::now();
   for (auto& lp : learners_) {
     Learner& l = *lp;
     l.batch = &batches[static_cast<size_t>(l.local)];
@@ -305,17 +349,22 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
     });
   }
   for (auto& lp : learners_) lp->worker.wait();  // never throws: errors are in l.error
-  // Phase B, per device: agree that everyone succeeded, the fused update and intra-device sum,
-  // the cross-device sum, the central update, and agree that z is finite everywhere.
+  const auto t_b = Clock::now();
+  timing_.phase_a_s += seconds(t_b - t_a);
+  // The previous step's z update ran on the drivers while this phase A ran; its failure (a
+  // collective error, a non-finite z) throws here, before anything of this step is updated.
+  settle();
+  // Phase B1, per device: agree that everyone succeeded, then the fused update and intra-device
+  // sum. The learners' next phase A needs only this (their own rows: the correction uses the
+  // pre-step replica and the current z), so `updated` is recorded right after it.
   const bool sync = (steps_ + 1) % opts_.sync_every == 0;
-  const int64_t P = model_.flat_elems();
-  std::vector<double>& status = status_;   // per device: [failed rank+1, diverged, bad z]
-  status.assign(groups_.size() * 3, 0.0);  // sized once: no allocation per step
+  std::vector<double>& status = status_;   // per device: [failed rank+1, diverged]
+  status.assign(groups_.size() * 2, 0.0);  // sized once: no allocation per step
   for (auto& gp : groups_) {
     Group& g = *gp;
     g.error = nullptr;
-    g.driver.post([this, &g, lr, sync, P, &status] {
-      double* st = &status[static_cast<size_t>(g.index) * 3];
+    g.driver.post([this, &g, lr, sync, &status] {
+      double* st = &status[static_cast<size_t>(g.index) * 2];
       try {
         double v[2] = {0, 0};
         for (int j = 0; j < k_; ++j) {
@@ -328,20 +377,11 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
         st[1] = v[1];
         if (v[0] > 0 || v[1] > 0) return;  // nobody updates anything at this step
         auto& sp = std::any_cast<ops::SmaStepParams&>(g.step_params);
-        sp.lr = static_cast<float>(lr);
+        sp.lr = static_cast<float>(lr * lr_factor());
         sp.alpha = static_cast<float>(alpha_);
         for (int j = 0; j < k_; ++j)  // after every learner's gradients (their streams)
           g.dev->wait_event(kSyncStream, learners_[static_cast<size_t>(g.index * k_ + j)]->done);
         g.dev->launch(OpKind::SmaStep, sync ? g.sync_args : g.local_args);
-        if (sync) {
-          g.coll->allreduce_sum(*g.dev, kSyncStream, g.sum.f32(), P);
-          g.dev->launch(OpKind::SmaCentralStep, g.central_args);
-          float bad = 0;
-          g.dev->download(&bad, g.flag.get(), sizeof bad);
-          double b[1] = {bad};
-          g.coll->agree(b, ReduceOp::Max);
-          st[2] = b[0];
-        }
         g.updated = g.dev->record_event(kSyncStream);
         g.dev->synchronize();
       } catch (...) {
@@ -350,6 +390,8 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
     });
   }
   for (auto& gp : groups_) gp->driver.wait();
+  timing_.phase_b_s += seconds(Clock::now() - t_b);
+  ++timing_.steps;
   for (auto& lp : learners_)
     if (lp->error) std::rethrow_exception(lp->error);
   for (auto& gp : groups_)
@@ -363,7 +405,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
           "rate {:g}); no replica and not z were updated at this step. Lower --lr (or add "
           "--warmup-steps)",
           steps_ + 1, global_learner(lp->local), groups_[static_cast<size_t>(lp->device)]->index,
-          lp->row, loss_text(loss), lr);
+          lp->row, loss_text(loss), lr * lr_factor());
     losses.push_back(loss);
   }
   if (status[0] > 0)
@@ -374,25 +416,60 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
         "training diverged at step {}: a learner of rank {} has a non-finite loss (learning rate "
         "{:g}); no replica and not z were updated at this step. Lower --lr (or add "
         "--warmup-steps)",
-        steps_ + 1, static_cast<int>(status[1]) - 1, lr);
+        steps_ + 1, static_cast<int>(status[1]) - 1, lr * lr_factor());
   ++steps_;
-  if (sync && status[2] > 0) {
-    std::string who;
-    for (int l = 0; l < L; ++l) {
-      std::vector<float> r = replica(l);
-      if (std::any_of(r.begin(), r.end(), [](float x) { return !std::isfinite(x); }))
-        who += fmt::format("{}{}", who.empty() ? "" : ", ", global_learner(l));
+  if (sync) {
+    // Phase B2, per device: the cross-device sum, the central update, and the agreement that z is
+    // finite everywhere. With overlap it runs while the caller goes on to the next step's phase
+    // A; settle() (next step, or anything that reads z) waits for it.
+    const int64_t P = model_.flat_elems();
+    for (auto& gp : groups_) {
+      Group& g = *gp;
+      g.bad_z = 0;
+      g.driver.post([&g, P] {
+        g.coll->allreduce_sum(*g.dev, kSyncStream, g.sum.f32(), P);
+        g.dev->launch(OpKind::SmaCentralStep, g.central_args);
+        float bad = 0;
+        g.dev->download(&bad, g.flag.get(), sizeof bad);
+        double b[1] = {bad};
+        g.coll->agree(b, ReduceOp::Max);
+        g.bad_z = b[0];
+        g.dev->synchronize();
+      });
     }
-    fail(
-        "training diverged at step {}: the central model z has {} non-finite values after the "
-        "SMA update ({}; learning rate {:g}). Lower --lr (or add --warmup-steps)",
-        steps_, static_cast<int64_t>(status[2]),
-        who.empty() ? std::string("every learner's replica is finite: z itself overflowed")
-                    : fmt::format("non-finite replicas: learner{} {}",
-                                  who.find(',') == std::string::npos ? "" : "s", who),
-        lr);
+    pending_ = true;
+    pending_step_ = steps_;
+    pending_lr_ = lr * lr_factor();
+    if (!opts_.overlap_sync) {
+      const auto t_c = Clock::now();
+      settle();
+      timing_.phase_b_s += seconds(Clock::now() - t_c);
+    }
   }
   return losses;
+}
+
+void Trainer::settle() const {
+  if (!pending_) return;
+  pending_ = false;
+  wait_all(groups_, [](const auto& g) -> Worker& { return g->driver; });
+  double bad = 0;
+  for (const auto& g : groups_) bad = std::max(bad, g->bad_z);
+  if (bad == 0) return;
+  std::string who;
+  for (int l = 0; l < local_learners(); ++l) {
+    std::vector<float> r = replica(l);
+    if (std::any_of(r.begin(), r.end(), [](float x) { return !std::isfinite(x); }))
+      who += fmt::format("{}{}", who.empty() ? "" : ", ", global_learner(l));
+  }
+  fail(
+      "training diverged at step {}: the central model z has {} non-finite values after the "
+      "SMA update ({}; learning rate {:g}). Lower --lr (or add --warmup-steps)",
+      pending_step_, static_cast<int64_t>(bad),
+      who.empty() ? std::string("every learner's replica is finite: z itself overflowed")
+                  : fmt::format("non-finite replicas: learner{} {}",
+                                who.find(',') == std::string::npos ? "" : "s", who),
+      pending_lr_);
 }
 
 double Trainer::step(const Tensor& images, const Tensor& labels, double lr) {
@@ -485,6 +562,7 @@ void Trainer::check_labels(const ImageSet& set, const std::string& what) const {
 }
 
 std::vector<float> Trainer::central(int device) const {
+  settle();
   const Group& g = *groups_.at(static_cast<size_t>(device));
   std::vector<float> f(static_cast<size_t>(model_.flat_elems()));
   g.dev->download(f.data(), g.z.get(), f.size() * sizeof(float));
@@ -492,6 +570,7 @@ std::vector<float> Trainer::central(int device) const {
 }
 
 std::vector<float> Trainer::row(Rows which, int learner) const {
+  settle();
   CB_CHECK(learner >= 0 && learner < local_learners());
   const Group& g = *groups_[static_cast<size_t>(learner / k_)];
   const DeviceBuffer& b = which == Rows::Params     ? g.params
@@ -509,6 +588,7 @@ std::vector<float> Trainer::velocity(int learner) const { return row(Rows::Veloc
 std::vector<float> Trainer::snapshot(int learner) const { return row(Rows::Snapshot, learner); }
 
 std::map<std::string, Tensor> Trainer::gradients(int learner) const {
+  settle();
   CB_CHECK(learner >= 0 && learner < local_learners());
   const Group& g = *groups_[static_cast<size_t>(learner / k_)];
   return model_.copy_slots(*g.dev, model_.param_slots(),
@@ -516,6 +596,7 @@ std::map<std::string, Tensor> Trainer::gradients(int learner) const {
 }
 
 ModelState Trainer::state() const {
+  settle();
   ModelState s;
   s.learners_per_device = k_;
   s.steps = steps_;
@@ -544,6 +625,7 @@ ModelState Trainer::state() const {
 }
 
 void Trainer::restore(const ModelState& s) {
+  settle();
   const int64_t P = model_.flat_elems(), S = model_.state_elems();
   const bool adamw = opts_.optimizer == OptimizerKind::AdamW;
   if (s.learners_per_device < 1 ||

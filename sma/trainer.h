@@ -59,6 +59,14 @@ namespace cb {
 
 using ops::OptimizerKind;
 
+// How the learning rate a user gives for one learner becomes the learners' gamma with K learners.
+enum class LrScaling { None, Sqrt, Linear };
+const char* lr_scaling_name(LrScaling s);
+LrScaling parse_lr_scaling(const std::string& s);  // none | sqrt | linear; cb::Error otherwise
+double lr_scale(LrScaling s, int total_learners);
+// alpha with K learners in all when it is not set (the rule is in the comment at the top).
+double default_alpha(int total_learners);
+
 struct TrainerOptions {
   int64_t batch = 16;      // per learner
   int64_t eval_batch = 0;  // 0: the training batch size
@@ -69,8 +77,10 @@ struct TrainerOptions {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
   int learners = 1;                               // per device, to start with
   std::optional<double> alpha;                    // empty: 1 / K, recomputed whenever K changes
+  LrScaling lr_scaling = LrScaling::None;         // gamma = lr x s(K), recomputed with K
   double central_momentum = 0.9;                  // mu_z
   int64_t sync_every = 1;     // SMA correction every N steps; local steps in between
+  bool overlap_sync = true;   // the z update runs while the learners start their next step
   int64_t memory_budget = 0;  // bytes per device; 0: the device's free memory (shared host
                               // memory: divided among this process's devices)
 
@@ -116,6 +126,17 @@ struct ModelState {
   int64_t steps = 0;                   // trainer steps (also each learner's Dropout position)
   std::vector<float> z, z_prev;        // identical on every device
   std::vector<LearnerState> learners;  // this process's, device-major
+};
+
+// Where a step's time went (wall time of the calling thread): phase A is every learner's forward
+// and backward, phase B what the step then waited for on the drivers (the fused update, and the
+// z update where it is not overlapped or still running when the next step needs the drivers).
+struct StepTiming {
+  double phase_a_s = 0, phase_b_s = 0;
+  int64_t steps = 0;
+  double phase_b_share() const {
+    return phase_a_s + phase_b_s > 0 ? phase_b_s / (phase_a_s + phase_b_s) : 0;
+  }
 };
 
 class Trainer {
@@ -178,14 +199,22 @@ class Trainer {
   int total_learners() const { return k_ * ranks(); }  // K
   int global_learner(int local) const;                 // its index among all K
   double alpha() const { return alpha_; }
+  double alpha_for(int per_device) const {
+    return opts_.alpha.value_or(default_alpha(per_device * ranks()));
+  }
+  // gamma / lr: what step() multiplies the given learning rate by at the current K.
+  double lr_factor() const { return lr_scale(opts_.lr_scaling, total_learners()); }
   int64_t steps_done() const { return steps_; }
   const TrainMemory& memory() const { return mem_; }
+  const StepTiming& timing() const { return timing_; }
   bool fits(int per_device) const { return mem_.need(per_device) <= mem_.budget; }
 
  private:
   struct Learner;
   struct Group;
   void start_learners();
+  // Waits for a z update still running on the drivers (overlap) and throws its failure.
+  void settle() const;
   void average_for_eval();
   enum class Rows { Params, Velocity, Snapshot, Grads };
   std::vector<float> row(Rows which, int learner) const;
@@ -202,6 +231,10 @@ class Trainer {
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<std::unique_ptr<Learner>> learners_;  // local, device-major
   std::vector<double> status_;                      // step(): per device agreement results
+  StepTiming timing_;
+  mutable bool pending_ = false;  // a z update was posted to the drivers and not waited for
+  int64_t pending_step_ = 0;
+  double pending_lr_ = 0;
 };
 
 }  // namespace cb

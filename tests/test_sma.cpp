@@ -529,11 +529,63 @@ TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp3
   CHECK(za != two.replica(0));
 }
 
+TEST_CASE("sma: overlapping the z update with the next step is bit-identical to not overlapping") {
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return;
+  Dataset data = load_idx_dataset(kFashion);
+  data.train = data.train.head(192);  // 12 batches an epoch: the drop at epoch 1 comes mid-run
+  ImportResult r = import_model(kLenet);
+  const LossSpec loss = detect_loss(r.graph);
+  struct Config {
+    int devices, learners;
+    int64_t sync_every;
+  };
+  for (const Config c : {Config{1, 3, 1}, Config{2, 2, 2}}) {
+    CAPTURE(c.devices);
+    CAPTURE(c.learners);
+    std::vector<std::vector<float>> z, reps;
+    std::vector<std::vector<double>> losses;
+    std::vector<double> accuracy;
+    for (const bool overlap : {false, true}) {
+      CpuSetup s = lenet_options({0, 1}, c.devices, c.learners);
+      s.opts.sync_every = c.sync_every;
+      s.opts.overlap_sync = overlap;
+      CpuTrainer t(r.graph, loss, s);
+      RunOptions ro;
+      ro.steps = 12;
+      ro.seed = 4;
+      ro.eval_every = 5;  // evaluations read z between overlapped steps
+      ro.test_limit = 200;
+      ro.schedule.kind = LrScheduleKind::MultiStep;  // the drop resets the replicas to z
+      ro.schedule.milestones = {1};
+      RunSummary sum = train(t, data, ro);
+      z.push_back(t.central(c.devices - 1));
+      std::vector<float> all;
+      for (int l = 0; l < t.local_learners(); ++l) {
+        std::vector<float> v = t.replica(l), m = t.velocity(l);
+        all.insert(all.end(), v.begin(), v.end());
+        all.insert(all.end(), m.begin(), m.end());
+      }
+      reps.push_back(all);
+      losses.push_back(sum.losses);
+      accuracy.push_back(sum.test.accuracy);
+      CHECK(t.timing().steps == 12);
+      CHECK(t.timing().phase_b_share() > 0);
+    }
+    CHECK(z[0] == z[1]);
+    CHECK(reps[0] == reps[1]);
+    CHECK(losses[0] == losses[1]);
+    CHECK(accuracy[0] == accuracy[1]);
+  }
+}
+
 // ---- the auto-tuner ----------------------------------------------------------------------------
 
 TEST_CASE("auto-tuner: adds learners while they pay, backs off one on the first that does not") {
   TunerOptions o;
   o.threshold = 0.05;
+  o.windows = 1;  // one window per number: the median is the window
   AutoTuner t(o, 1);
   TunerDecision d = t.observe(1000, true);
   CHECK(d.action == TunerDecision::Action::Add);
@@ -583,6 +635,51 @@ TEST_CASE("auto-tuner: adds learners while they pay, backs off one on the first 
   CHECK(d.learners == 2);
 }
 
+TEST_CASE("auto-tuner: compares medians of several windows and needs a gain above their spread") {
+  TunerOptions o;
+  o.threshold = 0.05;
+  o.windows = 5;
+  AutoTuner t(o, 1);
+  // k = 1: windows 900 1000 1000 1050 1150: median 1000, spread (1150 - 900) / 1000 = 25%.
+  for (double w : {1000.0, 900.0, 1150.0, 1000.0}) {
+    TunerDecision m = t.observe(w, true);
+    CHECK(m.action == TunerDecision::Action::Measure);
+    CHECK(m.learners == 1);
+  }
+  TunerDecision d = t.observe(1050, true);
+  CHECK(d.action == TunerDecision::Action::Add);
+  CHECK(d.images_per_s == 1000);
+  CHECK(d.spread == doctest::Approx(0.25));
+  CHECK(d.windows.size() == 5);
+  // k = 2: median 1200 (+20%), spread 100 / 1200. The noise is the larger spread of the two, 25%,
+  // so a 20% gain is not clearly a gain: back to one learner.
+  for (double w : {1200.0, 1150.0, 1250.0, 1200.0}) t.observe(w, true);
+  d = t.observe(1180, true);
+  CHECK(d.images_per_s == 1200);
+  CHECK(d.gain == doctest::Approx(0.2));
+  CHECK(d.noise == doctest::Approx(0.25));
+  CHECK(d.required == doctest::Approx(0.25));
+  CHECK(d.action == TunerDecision::Action::BackOff);
+  CHECK(d.learners == 1);
+  CHECK(t.done());
+
+  // On a quiet machine (spread 2%) the threshold decides, and one wild window moves the median
+  // of five not at all (but counts as noise).
+  AutoTuner quiet(o, 1);
+  for (double w : {1000.0, 990.0, 1010.0, 1000.0, 1000.0}) d = quiet.observe(w, true);
+  CHECK(d.action == TunerDecision::Action::Add);
+  CHECK(d.spread == doctest::Approx(0.02));
+  for (double w : {1143.0, 1140.0, 1145.0, 1150.0, 1143.0}) d = quiet.observe(w, true);
+  CHECK(d.action == TunerDecision::Action::Add);
+  CHECK(d.required == doctest::Approx(0.05));
+  CHECK(d.learners == 3);
+  for (double w : {1400.0, 1390.0, 90.0, 1410.0, 1400.0}) d = quiet.observe(w, true);
+  CHECK(d.images_per_s == 1400);
+  CHECK(d.noise == doctest::Approx(1320.0 / 1400));
+  CHECK(d.action == TunerDecision::Action::BackOff);
+  CHECK(d.learners == 2);
+}
+
 TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") {
   if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
                   "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
@@ -619,6 +716,7 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   ro.auto_tune = true;
   ro.tuner.warmup_steps = 2;
   ro.tuner.window_steps = 5;
+  ro.tuner.windows = 2;
   std::vector<TunerDecision> decisions;
   Callbacks cb;
   cb.on_tune = [&](const TunerDecision& d, const TrainMemory& m) {
@@ -629,6 +727,7 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   RunSummary s = train(tuned, data, ro, cb);
   REQUIRE(!decisions.empty());
   CHECK(decisions.front().measured == 1);
+  CHECK(decisions.front().windows.size() == 2);
   CHECK(decisions.back().action != TunerDecision::Action::Add);
   CHECK(s.learners == decisions.back().learners);
   CHECK(s.learners <= 2);
@@ -663,26 +762,38 @@ TEST_CASE("sma: divergence stops naming the step and the learner; nothing is upd
 
   // Finite losses but a z that overflows: y = x W^T (no bias), W0 = 0, mu = 0, mu_z = 0.9. Step 1
   // (x = 100 e_0, label 0) moves W[0][0] of both replicas to a = lr * 200/3 = 2.5e38; steps 2 and
-  // 3 feed x = 0 (loss 1/3 whatever W): z goes 0 -> a -> 1.4 a, which overflows.
-  CpuSetup o;
-  o.opts.batch = 2;
-  o.opts.momentum = 0;
-  o.cores = {0};
-  o.opts.learners = 2;
-  CpuTrainer g(gemm_graph(std::vector<float>(kOut * kIn, 0), {}, false),
-               {LossKind::MeanSquaredError, ""}, o);
-  std::vector<float> x1(8, 0);
-  x1[0] = x1[4] = 100;
-  const Batch first = gemm_batch(x1, {0, 0}), zero = gemm_batch(std::vector<float>(8, 0), {1, 1});
-  const float lr = 3.75e36f;
-  g.step({first, first}, lr);
-  CHECK(g.replica(0)[0] == doctest::Approx(2.5e38));
-  g.step({zero, zero}, lr);
-  CHECK(g.central()[0] == doctest::Approx(2.5e38));
-  e = error_of([&] { g.step({zero, zero}, lr); });
-  CHECK(contains(e, "diverged at step 3"));
-  CHECK(contains(e, "central model z has 1 non-finite value"));
-  CHECK(contains(e, "every learner's replica is finite"));
+  // 3 feed x = 0 (loss 1/3 whatever W): z goes 0 -> a -> 1.4 a, which overflows. Without overlap
+  // step 3 throws; with overlap its z update is still running when step 3 returns, and the next
+  // call that needs it (here step 4, before updating anything) throws naming step 3.
+  for (const bool overlap : {false, true}) {
+    CAPTURE(overlap);
+    CpuSetup o;
+    o.opts.batch = 2;
+    o.opts.momentum = 0;
+    o.opts.overlap_sync = overlap;
+    o.cores = {0};
+    o.opts.learners = 2;
+    CpuTrainer g(gemm_graph(std::vector<float>(kOut * kIn, 0), {}, false),
+                 {LossKind::MeanSquaredError, ""}, o);
+    std::vector<float> x1(8, 0);
+    x1[0] = x1[4] = 100;
+    const Batch first = gemm_batch(x1, {0, 0}), zero = gemm_batch(std::vector<float>(8, 0), {1, 1});
+    const float lr = 3.75e36f;
+    g.step({first, first}, lr);
+    CHECK(g.replica(0)[0] == doctest::Approx(2.5e38));
+    g.step({zero, zero}, lr);
+    CHECK(g.central()[0] == doctest::Approx(2.5e38));
+    if (overlap) {
+      g.step({zero, zero}, lr);
+      e = error_of([&] { g.step({zero, zero}, lr); });
+    } else {
+      e = error_of([&] { g.step({zero, zero}, lr); });
+    }
+    CHECK(contains(e, "diverged at step 3"));
+    CHECK(contains(e, "central model z has 1 non-finite value"));
+    CHECK(contains(e, "every learner's replica is finite"));
+    CHECK(g.steps_done() == 3);  // step 4 updated nothing
+  }
 }
 
 // ---- the collective and failures across devices -------------------------------------------------
@@ -801,7 +912,7 @@ TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergenc
           "--target-accuracy 0.3");
   CAPTURE(text);
   CHECK(rc == 0);
-  CHECK(contains(text, "tuner    1 learner/device: "));
+  CHECK(contains(text, "tuner    1 learner/device ("));
   CHECK(contains(text, "target   test accuracy 30.00% reached after"));
 
   // Divergence: exit 1 naming the step and the learner; the last evaluation's model stays.

@@ -122,6 +122,7 @@ int main(int argc, char** argv) {
   std::string learners = "auto", devices = "cpu", memory_budget, metrics;
   RunOptions& sro = ropts;
   std::optional<double> alpha;
+  std::string lr_scaling = lr_scaling_name(TrainerOptions{}.lr_scaling);
   app.add_option("model", model, "ONNX model file (exported in training mode)")->required();
   app.add_option("--data", data_dir,
                  "data folder, format detected from its files: MNIST-style IDX "
@@ -169,6 +170,14 @@ int main(int argc, char** argv) {
                  "cpu (one device of --threads cores) or cpu:G (G devices, the cores split among "
                  "them, each with its own learners and copy of the central model)")
       ->capture_default_str();
+  bool no_overlap = false;
+  app.add_flag("--no-overlap", no_overlap,
+               "run the z update (cross-device sum and central step) before the learners' next "
+               "step instead of alongside it (same result, bit for bit)");
+  app.add_option("--lr-scaling", lr_scaling,
+                 "how --lr (one learner's learning rate at --batch-size) becomes the learners' "
+                 "with K learners in all: none | sqrt | linear (x sqrt(K), x K)")
+      ->capture_default_str();
   app.add_option("--alpha", alpha, "SMA's pull toward the central model (default 1/learners)");
   app.add_option("--central-momentum", topts.central_momentum, "SMA's central momentum mu_z")
       ->capture_default_str();
@@ -180,6 +189,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--tuner-window", sro.tuner.window_steps,
                  "auto-tuner: steps per throughput measurement")
+      ->capture_default_str();
+  app.add_option("--tuner-windows", sro.tuner.windows,
+                 "auto-tuner: windows per number of learners (their median is compared, and "
+                 "their spread is the noise a gain must exceed)")
       ->capture_default_str();
   app.add_option("--tuner-warmup", sro.tuner.warmup_steps,
                  "auto-tuner: steps after each change before measuring")
@@ -305,6 +318,8 @@ int main(int argc, char** argv) {
     }
     topts.learners = nlearners;
     topts.alpha = alpha;
+    topts.lr_scaling = parse_lr_scaling(lr_scaling);
+    topts.overlap_sync = !no_overlap;
     if (!sma) {  // AdamW: one learner, no central model (exactly torch.optim.AdamW)
       topts.alpha = 0;
       topts.central_momentum = 0;
@@ -352,14 +367,22 @@ int main(int argc, char** argv) {
       const char* what = d.action == TunerDecision::Action::Add       ? "add one"
                          : d.action == TunerDecision::Action::BackOff ? "back off one"
                                                                       : "keep";
+      std::string windows;
+      for (double w : d.windows) windows += fmt::format("{}{:.0f}", windows.empty() ? "" : " ", w);
+      const int cores = trainer.device(0).caps().cores;
       fmt::print(
-          "tuner    {} learner{}/device: {:.0f} images/s{}: {} -> {}/device (alpha {}; {} of "
-          "{} budget) [{}]\n",
-          d.measured, d.measured == 1 ? "" : "s", d.images_per_s,
-          d.gain != 0 ? fmt::format(" ({:+.1f}%)", 100 * d.gain) : std::string(), what, d.learners,
-          alpha ? fmt::format("{}", *alpha)
-                : fmt::format("{:.4g}", 1.0 / (d.learners * trainer.devices())),
-          mib(m.need(d.learners)), mib(m.budget), d.reason);
+          "tuner    {} learner{}/device ({}): {:.0f} images/s, median of [{}], spread {:.1f}%{}: "
+          "{} -> {}/device (alpha {:.4g}; {} of {} budget) [{}]\n",
+          d.measured, d.measured == 1 ? "" : "s",
+          d.measured <= cores ? fmt::format("{} thread{} each", cores / d.measured,
+                                            cores / d.measured == 1 ? "" : "s")
+                              : fmt::format("{} on {} cores", d.measured, cores),
+          d.images_per_s, windows, 100 * d.spread,
+          d.gain != 0
+              ? fmt::format(", gain {:+.1f}% (needed {:.1f}%)", 100 * d.gain, 100 * d.required)
+              : std::string(),
+          what, d.learners, trainer.alpha_for(d.learners), mib(m.need(d.learners)), mib(m.budget),
+          d.reason);
       std::fflush(stdout);
     };
     cbs.on_reset = [&](int64_t step, double new_lr) {
@@ -407,6 +430,12 @@ int main(int argc, char** argv) {
         "test accuracy {} on {} images, {:.2f} epochs, {} learner{}\n",
         s.steps, s.images, s.seconds, s.train_seconds, s.images_per_s, accuracy_text(s.test),
         s.test.count, s.epochs, s.learners, s.learners == 1 ? "" : "s");
+    const StepTiming& tm = trainer.timing();
+    fmt::print(
+        "steps    forward/backward (phase A) {:.1f}%, waiting for the SMA update (phase B) "
+        "{:.1f}% of step time, z update {}\n",
+        100 * (1 - tm.phase_b_share()), 100 * tm.phase_b_share(),
+        topts.overlap_sync ? "overlapped with the next step" : "not overlapped (--no-overlap)");
     if (sro.target_accuracy > 0) {
       if (s.reached_target)
         fmt::print(
