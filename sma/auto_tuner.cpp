@@ -36,8 +36,12 @@ TunerDecision AutoTuner::observe(double ips, bool next_fits) {
   d.windows = windows_;
   if (static_cast<int>(windows_.size()) < o_.windows) return d;  // Measure
   d.images_per_s = median(windows_);
-  const auto [lo, hi] = std::minmax_element(windows_.begin(), windows_.end());
-  d.spread = d.images_per_s > 0 ? (*hi - *lo) / d.images_per_s : 0;
+  // The spread of the windows, without the fastest and the slowest when there are 5 or more: one
+  // window that another process disturbed moves neither the median nor the noise estimate.
+  std::vector<double> w = windows_;
+  std::sort(w.begin(), w.end());
+  const size_t trim = w.size() >= 5 ? 1 : 0;
+  d.spread = d.images_per_s > 0 ? (w[w.size() - 1 - trim] - w[trim]) / d.images_per_s : 0;
   windows_.clear();
   auto grow = [&](const std::string& why) {
     if (k_ + 1 > o_.max_learners) {

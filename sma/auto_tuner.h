@@ -4,9 +4,10 @@
 // learners has all its windows, the tuner compares the MEDIAN of them with the best median so far.
 // A machine's throughput is noisy (other processes, frequency scaling, the scheduler), so the tuner
 // also measures that noise: the spread (max - min) / median between the identical windows of the
-// two numbers compared. It adds one learner per device only while the gain exceeds both the
-// threshold and noise_factor x that spread, and the memory plan says one more replica fits; the
-// first addition that does not clearly pay is backed off, and the tuner is done.
+// two numbers compared (with 5 or more windows, without the fastest and the slowest). It adds one
+// learner per device only while the gain exceeds both the threshold and noise_factor x that spread,
+// and the memory plan says one more replica fits; the first addition that does not clearly pay is
+// backed off, and the tuner is done.
 //
 // On a CPU device the learners share its cores (sma/trainer.h): one learner runs on all of them,
 // two on half each, and so on. Adding a learner is therefore also the choice between one learner
@@ -34,7 +35,7 @@ struct TunerDecision {
   int learners = 0;                 // learners per device from now on
   std::vector<double> windows;      // images/s of each window at `measured`
   double images_per_s = 0;          // their median
-  double spread = 0;                // (max - min) / median of those windows
+  double spread = 0;                // (max - min) / median of those windows (5+: trimmed by one)
   double noise = 0;                 // the larger spread of the two numbers compared
   double required = 0;              // the gain an addition needed: max(threshold, factor x noise)
   double gain = 0;                  // median over the best median before it (0 for the first)

@@ -28,6 +28,8 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   if (o.steps < 0) fail("--steps must not be negative, got {}", o.steps);
   if (o.steps == 0 && o.epochs <= 0) fail("--epochs must be positive, got {}", o.epochs);
   if (o.eval_every < 0) fail("--eval-every must not be negative, got {}", o.eval_every);
+  if (o.evals_per_epoch < 1)
+    fail("--evals-per-epoch must be at least 1, got {}", o.evals_per_epoch);
   if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
     fail("--target-accuracy must be in [0, 1], got {}", o.target_accuracy);
   t.check_labels(data.train, "training");
@@ -142,8 +144,9 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
       prog_steps = prog_images = 0;
     }
 
+    const int64_t parts = o.evals_per_epoch;  // evaluation points per epoch, in batches
     const bool due = o.eval_every > 0 ? st.step % o.eval_every == 0
-                                      : st.consumed / spe > (st.consumed - K) / spe;
+                                      : st.consumed * parts / spe > (st.consumed - K) * parts / spe;
     if (due || last) {
       EvalReport r;
       r.epoch = static_cast<double>(st.consumed) / static_cast<double>(spe);

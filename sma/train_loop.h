@@ -32,8 +32,9 @@ namespace cb {
 
 struct RunOptions {
   int64_t epochs = 1;
-  int64_t steps = 0;       // > 0: stop after this many steps (overrides epochs)
-  int64_t eval_every = 0;  // > 0: evaluate every N steps (and at the end); 0: at each epoch's end
+  int64_t steps = 0;        // > 0: stop after this many steps (overrides epochs)
+  int64_t eval_every = 0;   // > 0: evaluate every N steps (and at the end); 0: see below
+  int evals_per_epoch = 1;  // eval_every 0: evaluate each time another 1/N epoch is done
   bool shuffle = true;
   uint64_t seed = 0;
   LrSchedule schedule;

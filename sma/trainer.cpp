@@ -123,7 +123,7 @@ double lr_scale(LrScaling s, int K) {
   return 1;
 }
 
-double default_alpha(int K) { return 1.0 / K; }
+double default_alpha(int K) { return std::min(2.0 / K, 0.5); }
 
 Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOptions& opts,
                  Placement where)

@@ -3,18 +3,24 @@
 // with alpha 0 and mu_z 0 it is torch.optim.SGD (or AdamW) bit for bit.
 //
 // k learners per device, K in all (every device of every process has the same k), replica
-// theta_j, velocity v_j, central model z (one identical copy per device), learning rate gamma,
-// weight decay lambda, learner momentum mu, central momentum mu_z, alpha = 1/K unless set
-// (recomputed whenever K changes). One step:
+// theta_j, velocity v_j, central model z (one identical copy per device), the learning rate lr
+// the user gives (one learner's, at its batch size), weight decay lambda, learner momentum mu,
+// central momentum mu_z. From K, unless set, recomputed whenever K changes:
+//
+//   alpha = min(2 / K, 1/2)              (the pull; --alpha sets it)
+//   gamma = lr x s(K), s(K) = sqrt(K)    (the learners' rate; --lr-scaling none | sqrt | linear)
+//
+// chosen by tools/bench/sma_epochs.py (README: "SMA against large-batch SGD"). One step:
 //
 //   g_j   = grad loss(theta_j; batch_j) + lambda theta_j
 //   v_j   = mu v_j + g_j                   (first step of a learner: v_j = g_j)
 //   c_j   = alpha (theta_j - z)            (theta_j before this step: the snapshot)
 //   theta_j <- theta_j - gamma v_j - c_j
-//   z     <- z + sum_j c_j + mu_z (z - z_prev)
+//   z     <- z + sum_j c_j + mu_z (z - z_prev)   (= v_z <- sum_j c_j + mu_z v_z; z <- z + v_z)
 //
-// The velocity takes PyTorch's form (no gamma inside v, first step v = g), exactly
-// torch.optim.SGD's. With AdamW the learner's step is torch.optim.AdamW's and the pull is the same.
+// and every replica is reset to z when a step schedule drops the rate. The velocity takes
+// PyTorch's form (no gamma inside v, first step v = g), exactly torch.optim.SGD's. With AdamW the
+// learner's step is torch.optim.AdamW's and the pull is the same.
 //
 // Where it runs: the trainer is GIVEN its devices and one Collective endpoint per device (the tool
 // makes them: CPU core groups and an in-process group today; GPUs, NCCL and MPI plug into the same
@@ -23,13 +29,21 @@
 // BatchNorm statistics, a [k] step count per learner, and z, z_prev and the sum of the
 // corrections, [P]. Each learner has a persistent host thread driving its own stream of its
 // device (CPU: a thread pool over its share of the device's cores) with an executor bound to its
-// rows; each device has a driver thread on its synchronisation stream. A step: every learner's
-// forward and backward on its stream, concurrently; then per device (its driver) the agreement
-// over the collective that every learner of every rank succeeded (a failure anywhere stops every
-// rank before any update, so no rank is left waiting in a sum), ONE fused SmaStep over [k][P]
-// (every learner's update and the intra-device sum), the cross-device sum (Collective), one
-// SmaCentralStep, and the agreement that z is finite everywhere. With --sync-every N the
-// correction (and the z update) happens every N-th step only; local steps in between.
+// rows; each device has a driver thread on its synchronisation stream. A step:
+//   A.  every learner's forward and backward on its stream, concurrently;
+//   B1. per device (its driver): the agreement over the collective that every learner of every
+//       rank succeeded (a failure anywhere stops every rank before any update, so no rank is left
+//       waiting in a sum), then ONE fused SmaStep over [k][P] (every learner's update and the
+//       intra-device sum of the corrections);
+//   B2. per device: the cross-device sum (Collective), one SmaCentralStep, and the agreement that
+//       z is finite everywhere.
+// The correction uses the pre-step replica and the current z, so a learner's next phase A needs
+// only B1 (its own rows), not the new z: B2 runs on the drivers while the caller starts the next
+// step, and the next B1 (the first thing that reads z) waits for it. The result is bit-identical
+// to running B2 before returning (overlap_sync = false, --no-overlap). A failure found in B2 (a
+// non-finite z, a rank that never arrives) is thrown by the next call that needs the drivers,
+// before anything of that call is updated. With --sync-every N the correction (and B2) happens
+// every N-th step only; local steps in between.
 //
 // Choices the algorithm leaves open:
 //   - Evaluation and export use z, with BatchNorm running statistics averaged over all learners.
@@ -76,8 +90,8 @@ struct TrainerOptions {
   double weight_decay = 0;                        // SGD: added to the gradient; AdamW: decoupled
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
   int learners = 1;                               // per device, to start with
-  std::optional<double> alpha;                    // empty: 1 / K, recomputed whenever K changes
-  LrScaling lr_scaling = LrScaling::None;         // gamma = lr x s(K), recomputed with K
+  std::optional<double> alpha;                    // empty: default_alpha(K), recomputed with K
+  LrScaling lr_scaling = LrScaling::Sqrt;         // gamma = lr x s(K), recomputed with K
   double central_momentum = 0.9;                  // mu_z
   int64_t sync_every = 1;     // SMA correction every N steps; local steps in between
   bool overlap_sync = true;   // the z update runs while the learners start their next step
@@ -151,7 +165,8 @@ class Trainer {
   // d * learners_per_device() + j); size local_learners(). Returns each local learner's loss. A
   // NaN/Inf loss or an error on any learner of any rank throws cb::Error (naming the step and the
   // learner) on every rank before anything is updated; a non-finite z throws naming the step and
-  // the learners whose replicas went non-finite.
+  // the learners whose replicas went non-finite (with overlap_sync: from the next call that needs
+  // the z update, naming the step that made it).
   std::vector<double> step(const std::vector<Batch>& batches, double lr);
   // One learner in all: its step.
   double step(const Tensor& images, const Tensor& labels, double lr);

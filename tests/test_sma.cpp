@@ -133,9 +133,10 @@ TEST_CASE("sma: k = 3 identical replicas fed identical data stay bit-identical t
     CAPTURE(coupled);
     CpuSetup o3 = lenet_options({0}, 1, 3), o1 = lenet_options({0}, 1, 1);
     if (!coupled) o3.opts.alpha = o1.opts.alpha = 0.0;
+    o3.opts.lr_scaling = LrScaling::None;  // the same learning rate as the single learner
     CpuTrainer t3(r.graph, loss, o3), t1(r.graph, loss, o1);
     CHECK(t3.total_learners() == 3);
-    CHECK(t3.alpha() == (coupled ? 1.0 / 3 : 0.0));
+    CHECK(t3.alpha() == (coupled ? 0.5 : 0.0));  // min(2 / 3, 1/2)
     for (int s = 0; s < 6; ++s) {
       std::vector<Batch> one = file_batches(data.train, s, 1, 16);
       std::vector<Batch> three = {one[0], one[0], one[0]};
@@ -294,101 +295,108 @@ TEST_CASE("train: a run stopped mid-way and restored into a new trainer continue
   CHECK(checked == 4);
 }
 
-TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand (one Gemm, 2 learners)") {
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> w0(kOut * kIn), b0(kOut);
-  for (float& v : w0) v = u(rng);
-  for (float& v : b0) v = u(rng);
-  Graph g = gemm_graph(w0, b0);
-  CpuSetup o;
-  o.opts.batch = 2;
-  o.opts.momentum = 0.9;
-  o.opts.weight_decay = 0.01;
-  o.cores = {0};
-  o.opts.learners = 2;
-  o.opts.central_momentum = 0.5;
-  CpuTrainer t(g, {LossKind::MeanSquaredError, ""}, o);
-  REQUIRE(t.model().flat_elems() == 32);
-  CHECK(t.alpha() == 0.5);
+TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand, with the default rules") {
+  // The defaults for K learners: alpha = min(2 / K, 1/2), gamma = lr x sqrt(K).
+  for (const int K : {2, 8}) {
+    CAPTURE(K);
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> w0(kOut * kIn), b0(kOut);
+    for (float& v : w0) v = u(rng);
+    for (float& v : b0) v = u(rng);
+    Graph g = gemm_graph(w0, b0);
+    CpuSetup o;
+    o.opts.batch = 2;
+    o.opts.momentum = 0.9;
+    o.opts.weight_decay = 0.01;
+    o.cores = {0};
+    o.opts.learners = K;
+    o.opts.central_momentum = 0.5;
+    CpuTrainer t(g, {LossKind::MeanSquaredError, ""}, o);
+    REQUIRE(t.model().flat_elems() == 32);
+    const double alpha = K == 2 ? 0.5 : 0.25;
+    CHECK(t.alpha() == alpha);
+    CHECK(t.lr_factor() == std::sqrt(static_cast<double>(K)));
 
-  // Reference in double: theta_j, v_j, z, z_prev as [W | b] vectors of 15.
-  const int n = kOut * kIn + kOut;
-  auto pack = [&](const std::vector<float>& flat) {
-    std::vector<double> v(n);
-    for (int i = 0; i < kOut * kIn; ++i) v[i] = flat[kWOff + i];
-    for (int i = 0; i < kOut; ++i) v[kOut * kIn + i] = flat[kBOff + i];
-    return v;
-  };
-  std::vector<double> init(n);
-  for (int i = 0; i < kOut * kIn; ++i) init[i] = w0[i];
-  for (int i = 0; i < kOut; ++i) init[kOut * kIn + i] = b0[i];
-  std::vector<std::vector<double>> th = {init, init}, vel(2, std::vector<double>(n, 0));
-  std::vector<double> z = init, zp = init;
-  const double lr = 0.1, mu = 0.9, wd = 0.01, alpha = 0.5, muz = 0.5;
+    // Reference in double: theta_j, v_j, z, z_prev as [W | b] vectors of 15.
+    const int n = kOut * kIn + kOut;
+    auto pack = [&](const std::vector<float>& flat) {
+      std::vector<double> v(n);
+      for (int i = 0; i < kOut * kIn; ++i) v[i] = flat[kWOff + i];
+      for (int i = 0; i < kOut; ++i) v[kOut * kIn + i] = flat[kBOff + i];
+      return v;
+    };
+    std::vector<double> init(n);
+    for (int i = 0; i < kOut * kIn; ++i) init[i] = w0[i];
+    for (int i = 0; i < kOut; ++i) init[kOut * kIn + i] = b0[i];
+    std::vector<std::vector<double>> th(K, init), vel(K, std::vector<double>(n, 0));
+    std::vector<double> z = init, zp = init;
+    const double lr = 0.1, gamma = lr * std::sqrt(static_cast<double>(K)), mu = 0.9, wd = 0.01,
+                 muz = 0.5;
 
-  for (int s = 0; s < 3; ++s) {
-    std::vector<Batch> batches;
-    std::vector<std::vector<float>> xs;
-    std::vector<std::vector<int64_t>> ls;
-    for (int j = 0; j < 2; ++j) {
-      std::vector<float> x(2 * kIn);
-      for (float& v : x) v = u(rng);
-      std::vector<int64_t> l = {static_cast<int64_t>(rng() % kOut),
-                                static_cast<int64_t>(rng() % kOut)};
-      batches.push_back(gemm_batch(x, l));
-      xs.push_back(x);
-      ls.push_back(l);
-    }
-    std::vector<double> losses = t.step(batches, lr);
-    std::vector<double> sum_c(n, 0);
-    for (int j = 0; j < 2; ++j) {
-      // Known gradients: L = mean over [2,3] of (y - onehot)^2, dL/dy = 2 (y - t) / 6.
-      std::vector<double> grad(n, 0);
-      double loss = 0;
-      for (int e = 0; e < 2; ++e)
-        for (int c = 0; c < kOut; ++c) {
-          double y = th[j][kOut * kIn + c];
-          for (int i = 0; i < kIn; ++i) y += xs[j][e * kIn + i] * th[j][c * kIn + i];
-          const double d = y - (ls[j][e] == c ? 1.0 : 0.0);
-          loss += d * d / 6;
-          const double dy = 2 * d / 6;
-          for (int i = 0; i < kIn; ++i) grad[c * kIn + i] += dy * xs[j][e * kIn + i];
-          grad[kOut * kIn + c] += dy;
+    for (int s = 0; s < 3; ++s) {
+      std::vector<Batch> batches;
+      std::vector<std::vector<float>> xs;
+      std::vector<std::vector<int64_t>> ls;
+      for (int j = 0; j < K; ++j) {
+        std::vector<float> x(2 * kIn);
+        for (float& v : x) v = u(rng);
+        std::vector<int64_t> l = {static_cast<int64_t>(rng() % kOut),
+                                  static_cast<int64_t>(rng() % kOut)};
+        batches.push_back(gemm_batch(x, l));
+        xs.push_back(x);
+        ls.push_back(l);
+      }
+      std::vector<double> losses = t.step(batches, lr);
+      std::vector<double> sum_c(n, 0);
+      for (int j = 0; j < K; ++j) {
+        // Known gradients: L = mean over [2,3] of (y - onehot)^2, dL/dy = 2 (y - t) / 6.
+        std::vector<double> grad(n, 0);
+        double loss = 0;
+        for (int e = 0; e < 2; ++e)
+          for (int c = 0; c < kOut; ++c) {
+            double y = th[j][kOut * kIn + c];
+            for (int i = 0; i < kIn; ++i) y += xs[j][e * kIn + i] * th[j][c * kIn + i];
+            const double d = y - (ls[j][e] == c ? 1.0 : 0.0);
+            loss += d * d / 6;
+            const double dy = 2 * d / 6;
+            for (int i = 0; i < kIn; ++i) grad[c * kIn + i] += dy * xs[j][e * kIn + i];
+            grad[kOut * kIn + c] += dy;
+          }
+        CHECK(losses[j] == doctest::Approx(loss).epsilon(1e-5));
+        for (int i = 0; i < n; ++i) {
+          const double d = grad[i] + wd * th[j][i];
+          vel[j][i] = s == 0 ? d : mu * vel[j][i] + d;
+          const double c = alpha * (th[j][i] - z[i]);
+          th[j][i] = th[j][i] - gamma * vel[j][i] - c;
+          sum_c[i] += c;
         }
-      CHECK(losses[j] == doctest::Approx(loss).epsilon(1e-5));
+      }
       for (int i = 0; i < n; ++i) {
-        const double d = grad[i] + wd * th[j][i];
-        vel[j][i] = s == 0 ? d : mu * vel[j][i] + d;
-        const double c = alpha * (th[j][i] - z[i]);
-        th[j][i] = th[j][i] - lr * vel[j][i] - c;
-        sum_c[i] += c;
+        const double nz = z[i] + sum_c[i] + muz * (z[i] - zp[i]);
+        zp[i] = z[i];
+        z[i] = nz;
+      }
+      if (s == 0) {
+        // Step 1: z' = z + sum of c_j with theta_j = z before the step: z does not move.
+        CHECK(pack(t.central()) == init);
+        CHECK(pack(t.snapshot(1)) == init);  // the pre-step replica
       }
     }
+    std::vector<double> got = pack(t.central());
+    double scale = 0;
+    for (double v : z) scale = std::max(scale, std::abs(v));
     for (int i = 0; i < n; ++i) {
-      const double nz = z[i] + sum_c[i] + muz * (z[i] - zp[i]);
-      zp[i] = z[i];
-      z[i] = nz;
+      CAPTURE(i);
+      CHECK(std::abs(got[i] - z[i]) <= 1e-5 * scale);
+      for (int j = 0; j < K; ++j) CHECK(std::abs(pack(t.replica(j))[i] - th[j][i]) <= 1e-5 * scale);
     }
-    if (s == 0) {
-      // Step 1: z' = z + sum of c_j with theta_j = z before the step: z does not move.
-      CHECK(pack(t.central()) == init);
-      CHECK(pack(t.snapshot(1)) == init);  // the pre-step replica
-    }
+    CHECK(got != init);
+    // Padding stays zero.
+    std::vector<float> flat = t.central();
+    for (int i = kOut * kIn; i < kBOff; ++i) CHECK(flat[i] == 0.0f);
+    for (int i = kBOff + kOut; i < 32; ++i) CHECK(flat[i] == 0.0f);
   }
-  std::vector<double> got = pack(t.central());
-  double scale = 0;
-  for (double v : z) scale = std::max(scale, std::abs(v));
-  for (int i = 0; i < n; ++i) {
-    CAPTURE(i);
-    CHECK(std::abs(got[i] - z[i]) <= 1e-5 * scale);
-    for (int j = 0; j < 2; ++j) CHECK(std::abs(pack(t.replica(j))[i] - th[j][i]) <= 1e-5 * scale);
-  }
-  CHECK(got != init);
-  // Padding stays zero.
-  std::vector<float> flat = t.central();
-  for (int i = kOut * kIn; i < kBOff; ++i) CHECK(flat[i] == 0.0f);
-  for (int i = kBOff + kOut; i < 32; ++i) CHECK(flat[i] == 0.0f);
 }
 
 TEST_CASE("sma: --sync-every 3 is local SGD for two steps, then the correction and z update") {
@@ -507,8 +515,9 @@ TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp3
   CHECK(two.device(0).caps().cores == 1);
   CHECK(two.device(1).caps().name == "cpu:1");
   CHECK(two.total_learners() == 4);
-  CHECK(two.alpha() == 0.25);
-  CHECK(one.alpha() == 0.25);
+  CHECK(two.alpha() == 0.5);  // min(2 / 4, 1/2)
+  CHECK(one.alpha() == 0.5);
+  CHECK(two.lr_factor() == 2);  // sqrt(4)
   RunOptions ro;
   ro.steps = 15;
   ro.seed = 9;
@@ -640,22 +649,24 @@ TEST_CASE("auto-tuner: compares medians of several windows and needs a gain abov
   o.threshold = 0.05;
   o.windows = 5;
   AutoTuner t(o, 1);
-  // k = 1: windows 900 1000 1000 1050 1150: median 1000, spread (1150 - 900) / 1000 = 25%.
-  for (double w : {1000.0, 900.0, 1150.0, 1000.0}) {
+  // k = 1: windows 800 900 1000 1150 1250: median 1000; the spread without the slowest and the
+  // fastest is (1150 - 900) / 1000 = 25%.
+  for (double w : {1000.0, 800.0, 1250.0, 900.0}) {
     TunerDecision m = t.observe(w, true);
     CHECK(m.action == TunerDecision::Action::Measure);
     CHECK(m.learners == 1);
   }
-  TunerDecision d = t.observe(1050, true);
+  TunerDecision d = t.observe(1150, true);
   CHECK(d.action == TunerDecision::Action::Add);
   CHECK(d.images_per_s == 1000);
   CHECK(d.spread == doctest::Approx(0.25));
   CHECK(d.windows.size() == 5);
-  // k = 2: median 1200 (+20%), spread 100 / 1200. The noise is the larger spread of the two, 25%,
+  // k = 2: median 1200 (+20%), spread 20 / 1200. The noise is the larger spread of the two, 25%,
   // so a 20% gain is not clearly a gain: back to one learner.
   for (double w : {1200.0, 1150.0, 1250.0, 1200.0}) t.observe(w, true);
   d = t.observe(1180, true);
   CHECK(d.images_per_s == 1200);
+  CHECK(d.spread == doctest::Approx(20.0 / 1200));
   CHECK(d.gain == doctest::Approx(0.2));
   CHECK(d.noise == doctest::Approx(0.25));
   CHECK(d.required == doctest::Approx(0.25));
@@ -663,21 +674,26 @@ TEST_CASE("auto-tuner: compares medians of several windows and needs a gain abov
   CHECK(d.learners == 1);
   CHECK(t.done());
 
-  // On a quiet machine (spread 2%) the threshold decides, and one wild window moves the median
-  // of five not at all (but counts as noise).
+  // On a quiet machine (spread 1%) the threshold decides, and one wild window moves neither the
+  // median of five nor the spread.
   AutoTuner quiet(o, 1);
-  for (double w : {1000.0, 990.0, 1010.0, 1000.0, 1000.0}) d = quiet.observe(w, true);
+  for (double w : {1000.0, 990.0, 1010.0, 1005.0, 995.0}) d = quiet.observe(w, true);
   CHECK(d.action == TunerDecision::Action::Add);
-  CHECK(d.spread == doctest::Approx(0.02));
+  CHECK(d.spread == doctest::Approx(0.01));
   for (double w : {1143.0, 1140.0, 1145.0, 1150.0, 1143.0}) d = quiet.observe(w, true);
   CHECK(d.action == TunerDecision::Action::Add);
   CHECK(d.required == doctest::Approx(0.05));
   CHECK(d.learners == 3);
   for (double w : {1400.0, 1390.0, 90.0, 1410.0, 1400.0}) d = quiet.observe(w, true);
   CHECK(d.images_per_s == 1400);
-  CHECK(d.noise == doctest::Approx(1320.0 / 1400));
-  CHECK(d.action == TunerDecision::Action::BackOff);
-  CHECK(d.learners == 2);
+  CHECK(d.spread == doctest::Approx(10.0 / 1400));
+  CHECK(d.action == TunerDecision::Action::Add);
+  CHECK(d.learners == 4);
+  // Fewer than 5 windows: the whole range counts.
+  o.windows = 3;
+  AutoTuner three(o, 1);
+  for (double w : {1000.0, 900.0, 1100.0}) d = three.observe(w, true);
+  CHECK(d.spread == doctest::Approx(0.2));
 }
 
 TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") {
@@ -690,7 +706,8 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   t.step(file_batches(data.train, 0, 1, 16), 0.01);
   t.step(file_batches(data.train, 1, 1, 16), 0.01);
   t.set_learners(3);
-  CHECK(t.alpha() == doctest::Approx(1.0 / 3));
+  CHECK(t.alpha() == 0.5);
+  CHECK(t.lr_factor() == doctest::Approx(std::sqrt(3.0)));
   CHECK(t.replica(1) == t.central());
   CHECK(t.replica(2) == t.central());
   CHECK(t.replica(0) != t.central());
@@ -771,6 +788,7 @@ TEST_CASE("sma: divergence stops naming the step and the learner; nothing is upd
     o.opts.batch = 2;
     o.opts.momentum = 0;
     o.opts.overlap_sync = overlap;
+    o.opts.lr_scaling = LrScaling::None;
     o.cores = {0};
     o.opts.learners = 2;
     CpuTrainer g(gemm_graph(std::vector<float>(kOut * kIn, 0), {}, false),
@@ -841,7 +859,7 @@ TEST_CASE("sma: a failure on one device stops every device before the update (no
   o.cores = {0, 0};
   CpuTrainer t(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, o);
   CHECK(t.total_learners() == 4);
-  CHECK(t.alpha() == 0.25);
+  CHECK(t.alpha() == 0.5);
   const Batch good = gemm_batch(x, {0, 1});
   t.step({good, good, good, good}, 0.1);
   const std::vector<float> z = t.central(0), r0 = t.replica(0);

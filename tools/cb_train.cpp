@@ -153,6 +153,10 @@ int main(int argc, char** argv) {
                  "linear warm-up over the first N steps");
   app.add_option("--seed", ropts.seed, "seed of the shuffle")->capture_default_str();
   app.add_flag("--no-shuffle", no_shuffle, "visit the training examples in file order");
+  app.add_option("--evals-per-epoch", ropts.evals_per_epoch,
+                 "without --eval-every: evaluate N times per epoch (at every 1/N of the training "
+                 "set, whatever the number of learners)")
+      ->capture_default_str();
   app.add_option("--eval-every", ropts.eval_every,
                  "evaluate every N steps (default: at the end of each epoch)");
   app.add_option("--test-limit", ropts.test_limit, "evaluate on the first N test examples only");
@@ -178,7 +182,9 @@ int main(int argc, char** argv) {
                  "how --lr (one learner's learning rate at --batch-size) becomes the learners' "
                  "with K learners in all: none | sqrt | linear (x sqrt(K), x K)")
       ->capture_default_str();
-  app.add_option("--alpha", alpha, "SMA's pull toward the central model (default 1/learners)");
+  app.add_option(
+      "--alpha", alpha,
+      "SMA's pull toward the central model (default min(2/K, 1/2) for K learners in all)");
   app.add_option("--central-momentum", topts.central_momentum, "SMA's central momentum mu_z")
       ->capture_default_str();
   app.add_option("--sync-every", topts.sync_every,
@@ -346,14 +352,22 @@ int main(int argc, char** argv) {
       cores_text += fmt::format("{}{} {} core{}", d ? ", " : "", trainer.device(d).caps().name,
                                 trainer.device(d).caps().cores,
                                 trainer.device(d).caps().cores == 1 ? "" : "s");
+    const int K = trainer.total_learners();
     fmt::print(
-        "sma      {} device{} ({}), {} learner{} per device{}, alpha {}, central momentum "
-        "{}, sync every {} step{}\n",
+        "sma      {} device{} ({}), {} learner{} per device{}, alpha {:.4g} ({}), learners' lr "
+        "{:.5g} ({}), central momentum {}, sync every {} step{}, z update {}\n",
         trainer.devices(), trainer.devices() == 1 ? "" : "s", cores_text,
         trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s",
-        sro.auto_tune ? " to start (auto-tuned)" : "",
-        topts.alpha ? fmt::format("{}", *topts.alpha) : std::string("1/learners"),
-        topts.central_momentum, topts.sync_every, topts.sync_every == 1 ? "" : "s");
+        sro.auto_tune ? " to start (auto-tuned)" : "", trainer.alpha(),
+        topts.alpha ? std::string("--alpha") : fmt::format("min(2/K, 1/2) at K = {}", K),
+        lr * trainer.lr_factor(),
+        topts.lr_scaling == LrScaling::None
+            ? std::string("--lr, --lr-scaling none")
+            : fmt::format("--lr {} x {} at K = {}; --lr-scaling {}", lr,
+                          topts.lr_scaling == LrScaling::Sqrt ? "sqrt(K)" : "K", K,
+                          lr_scaling_name(topts.lr_scaling)),
+        topts.central_momentum, topts.sync_every, topts.sync_every == 1 ? "" : "s",
+        topts.overlap_sync ? "overlapped" : "not overlapped");
     fmt::print(
         "memory   {} per replica ({} arena + the flat parameter, gradient, optimizer and snapshot "
         "buffers), {} shared, budget {} per device\n",
@@ -372,7 +386,7 @@ int main(int argc, char** argv) {
       const int cores = trainer.device(0).caps().cores;
       fmt::print(
           "tuner    {} learner{}/device ({}): {:.0f} images/s, median of [{}], spread {:.1f}%{}: "
-          "{} -> {}/device (alpha {:.4g}; {} of {} budget) [{}]\n",
+          "{} -> {}/device (alpha {:.4g}, learners' lr {:.5g}; {} of {} budget) [{}]\n",
           d.measured, d.measured == 1 ? "" : "s",
           d.measured <= cores ? fmt::format("{} thread{} each", cores / d.measured,
                                             cores / d.measured == 1 ? "" : "s")
@@ -381,8 +395,9 @@ int main(int argc, char** argv) {
           d.gain != 0
               ? fmt::format(", gain {:+.1f}% (needed {:.1f}%)", 100 * d.gain, 100 * d.required)
               : std::string(),
-          what, d.learners, trainer.alpha_for(d.learners), mib(m.need(d.learners)), mib(m.budget),
-          d.reason);
+          what, d.learners, trainer.alpha_for(d.learners),
+          lr * lr_scale(topts.lr_scaling, d.learners * trainer.ranks()), mib(m.need(d.learners)),
+          mib(m.budget), d.reason);
       std::fflush(stdout);
     };
     cbs.on_reset = [&](int64_t step, double new_lr) {

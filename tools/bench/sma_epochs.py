@@ -66,7 +66,7 @@ def run(args, side, k, lr, seed):
            "--learners", str(learners), "--threads", str(args.threads),
            "--eval-every", str(max(1, steps_per_epoch // args.evals_per_epoch)),
            "--metrics", metrics, "--tuner-window", "1000000"] + schedule_args(args.schedule)
-    if side == "sgd" or k == 1:
+    if side == "sgd":
         cmd += ["--alpha", "0", "--central-momentum", "0"]
     else:
         if args.alpha:
@@ -121,6 +121,8 @@ def main():
     ap.add_argument("--sides", default="sma,sgd")
     ap.add_argument("--alpha", default="", help="SMA's alpha as an expression in k (default: "
                                                 "cb-train's)")
+    ap.add_argument("--sma-k1", action="store_true",
+                    help="also run SMA with one learner (z pulled toward it with the defaults)")
     ap.add_argument("--sma-args", default="", help="more cb-train flags for the SMA side")
     ap.add_argument("--schedule", default="constant")
     ap.add_argument("--target", type=float, default=0.89)
@@ -145,9 +147,12 @@ def main():
     sides = args.sides.split(",")
     grid = args.lr_grid.split(",")
 
+    def sides_of(k):  # k = 1: one learner at batch 16 (plain SGD), and SMA's k = 1 if asked
+        return [s for s in sides if s == "sgd" or args.sma_k1] if k == 1 else sides
+
     jobs = []  # (side, k, lr, seed)
     for k in ks:
-        for side in (["sgd"] if k == 1 else sides):
+        for side in sides_of(k):
             lrs = sorted({round(args.lr * eval_k(f, k), 10) for f in grid})
             for lr in (lrs if k > 1 else [args.lr]):
                 for seed in seeds:
@@ -182,7 +187,7 @@ def main():
     lines = []
     for k in ks:
         row = []
-        for side in (["sgd"] if k == 1 else sides):
+        for side in sides_of(k):
             lrs = sorted({lr for (s, kk, lr, _) in results if s == side and kk == k})
             scored = [(summarise(side, k, lr), lr) for lr in lrs]
             (med, acc, hits), lr = min(scored, key=lambda t: (t[0][0], -t[0][1]))
@@ -196,7 +201,7 @@ def main():
         print(line)
     if "sma" in sides and "sgd" in sides:
         for k in ks:
-            if k == 1:
+            if ("sma", k) not in best or ("sgd", k) not in best:
                 continue
             (sm, sa), (gm, ga) = best[("sma", k)], best[("sgd", k)]
             verdict = ("SMA needs no more epochs" if sm <= gm and sm != math.inf else
