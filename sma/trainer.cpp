@@ -123,7 +123,7 @@ double lr_scale(LrScaling s, int K) {
   return 1;
 }
 
-double default_alpha(int K) { return std::min(2.0 / K, 0.5); }
+double default_alpha(int K) { return K == 1 ? 0.0 : std::min(2.0 / K, 0.5); }
 
 Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOptions& opts,
                  Placement where)
@@ -228,9 +228,12 @@ void Trainer::set_learners(int k) {
   if (k_ > 0) average_for_eval();  // new learners take the averaged BN statistics
   learners_.clear();
   const int old = k_;
+  // From alpha 0 (one learner by default) to a pull: z never moved, so it starts as the learners'
+  // average (computed by average_for_eval() above), and so do the new learners.
+  const bool seed_z = old > 0 && alpha_ == 0 && alpha_for(k) != 0;
   const int64_t P = model_.flat_elems(), S = model_.state_elems();
   const bool adamw = opts_.optimizer == OptimizerKind::AdamW;
-  on_drivers([&, P, S, k, old, adamw](Group& g) {
+  on_drivers([&, P, S, k, old, adamw, seed_z](Group& g) {
     Device& dev = *g.dev;
     auto copy = [&](void* dst, const void* src, int64_t elems) {
       if (elems == 0) return;
@@ -252,6 +255,10 @@ void Trainer::set_learners(int k) {
       std::vector<int64_t> s(static_cast<size_t>(keep));
       dev.download(s.data(), g.steps.get(), s.size() * sizeof(int64_t));
       dev.upload(steps.get(), s.data(), s.size() * sizeof(int64_t));
+    }
+    if (seed_z) {
+      copy(g.z.get(), g.mean.get(), P);
+      copy(g.z_prev.get(), g.mean.get(), P);
     }
     for (int r = keep; r < k; ++r) {
       copy(params.f32(r * P), g.z.get(), P);

@@ -7,10 +7,12 @@
 // the user gives (one learner's, at its batch size), weight decay lambda, learner momentum mu,
 // central momentum mu_z. From K, unless set, recomputed whenever K changes:
 //
-//   alpha = min(2 / K, 1/2)              (the pull; --alpha sets it)
+//   alpha = min(2 / K, 1/2), 0 for K = 1 (the pull; --alpha sets it)
 //   gamma = lr x s(K), s(K) = sqrt(K)    (the learners' rate; --lr-scaling none | sqrt | linear)
 //
-// chosen by tools/bench/sma_epochs.py (README: "SMA against large-batch SGD"). One step:
+// chosen by tools/bench/sma_epochs.py (README: "SMA against large-batch SGD"): one learner alone is
+// plain SGD (PyTorch's), and z starts as the learners' average when a second learner arrives.
+// One step:
 //
 //   g_j   = grad loss(theta_j; batch_j) + lambda theta_j
 //   v_j   = mu v_j + g_j                   (first step of a learner: v_j = g_j)
@@ -52,7 +54,7 @@
 //   - reset_to_central() (when the learning rate drops): every replica <- z, optimizer state and
 //     step counts zeroed; z and z_prev kept. With alpha 0 there is nothing to reset to.
 //   - New learners (set_learners) start from z with zero optimizer state and the averaged BN
-//     statistics.
+//     statistics. Coming from alpha 0 (one learner), z is first set to the learners' average.
 //   - Evaluation runs on device 0's synchronisation stream.
 #pragma once
 

@@ -703,18 +703,25 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   CpuTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 1));
+  CHECK(t.alpha() == 0);  // one learner: plain SGD, z does not move
+  const std::vector<float> z0 = t.central();
   t.step(file_batches(data.train, 0, 1, 16), 0.01);
   t.step(file_batches(data.train, 1, 1, 16), 0.01);
-  t.set_learners(3);
+  CHECK(t.central() == z0);
+  const std::vector<float> r0 = t.replica(0);
+  t.set_learners(3);  // a pull from now on: z starts as the learners' average (the one replica)
   CHECK(t.alpha() == 0.5);
   CHECK(t.lr_factor() == doctest::Approx(std::sqrt(3.0)));
+  CHECK(t.central() == r0);
+  CHECK(t.replica(0) == r0);
   CHECK(t.replica(1) == t.central());
   CHECK(t.replica(2) == t.central());
+  t.step(file_batches(data.train, 2, 3, 16), 0.01);
   CHECK(t.replica(0) != t.central());
   t.set_learners(2);
   CHECK(t.total_learners() == 2);
   CHECK(t.alpha() == 0.5);
-  t.step(file_batches(data.train, 2, 2, 16), 0.01);
+  t.step(file_batches(data.train, 5, 2, 16), 0.01);
 
   // Over budget: named in bytes.
   CpuSetup tight = lenet_options({0, 1}, 1, 1);

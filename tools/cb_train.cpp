@@ -182,9 +182,9 @@ int main(int argc, char** argv) {
                  "how --lr (one learner's learning rate at --batch-size) becomes the learners' "
                  "with K learners in all: none | sqrt | linear (x sqrt(K), x K)")
       ->capture_default_str();
-  app.add_option(
-      "--alpha", alpha,
-      "SMA's pull toward the central model (default min(2/K, 1/2) for K learners in all)");
+  app.add_option("--alpha", alpha,
+                 "SMA's pull toward the central model (default min(2/K, 1/2) for K >= 2 learners "
+                 "in all, 0 for one learner: plain SGD)");
   app.add_option("--central-momentum", topts.central_momentum, "SMA's central momentum mu_z")
       ->capture_default_str();
   app.add_option("--sync-every", topts.sync_every,
@@ -359,7 +359,9 @@ int main(int argc, char** argv) {
         trainer.devices(), trainer.devices() == 1 ? "" : "s", cores_text,
         trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s",
         sro.auto_tune ? " to start (auto-tuned)" : "", trainer.alpha(),
-        topts.alpha ? std::string("--alpha") : fmt::format("min(2/K, 1/2) at K = {}", K),
+        topts.alpha ? std::string("--alpha")
+        : K == 1    ? std::string("one learner: plain SGD; min(2/K, 1/2) from K = 2")
+                    : fmt::format("min(2/K, 1/2) at K = {}", K),
         lr * trainer.lr_factor(),
         topts.lr_scaling == LrScaling::None
             ? std::string("--lr, --lr-scaling none")
