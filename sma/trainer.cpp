@@ -364,7 +364,9 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
   // Phase B1, per device: agree that everyone succeeded, then the fused update and intra-device
   // sum. The learners' next phase A needs only this (their own rows: the correction uses the
   // pre-step replica and the current z), so `updated` is recorded right after it.
-  const bool sync = (steps_ + 1) % opts_.sync_every == 0;
+  // With alpha 0 nothing pulls and nothing moves z: local steps only (the same values, without
+  // the pull's pass, the sum and the z update).
+  const bool sync = alpha_ != 0 && (steps_ + 1) % opts_.sync_every == 0;
   std::vector<double>& status = status_;   // per device: [failed rank+1, diverged]
   status.assign(groups_.size() * 2, 0.0);  // sized once: no allocation per step
   for (auto& gp : groups_) {
