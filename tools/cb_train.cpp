@@ -134,7 +134,9 @@ int main(int argc, char** argv) {
                  "examples per evaluation batch (default: --batch-size)");
   app.add_option("--epochs", ropts.epochs, "passes over the training set")->capture_default_str();
   app.add_option("--steps", ropts.steps, "stop after N steps (overrides --epochs)");
-  app.add_option("--lr", lr, "learning rate")->capture_default_str();
+  app.add_option("--lr", lr,
+                 "learning rate of one learner at --batch-size (K learners: see --lr-scaling)")
+      ->capture_default_str();
   app.add_option("--momentum", topts.momentum, "SGD momentum")->capture_default_str();
   app.add_flag("--nesterov", topts.nesterov, "Nesterov momentum (SGD)");
   app.add_option("--weight-decay", topts.weight_decay,
