@@ -589,6 +589,33 @@ TEST_CASE("sma: overlapping the z update with the next step is bit-identical to 
   }
 }
 
+TEST_CASE("train: --evals-per-epoch evaluates at every 1/N of the training set, whatever K") {
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return;
+  Dataset data = load_idx_dataset(kFashion);
+  data.train = data.train.head(192);  // 12 batches of 16 an epoch
+  ImportResult r = import_model(kLenet);
+  CpuTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 2));
+  RunOptions ro;
+  ro.epochs = 1;
+  ro.evals_per_epoch = 4;  // every 3 batches; a step of 2 learners takes 2
+  ro.test_limit = 50;
+  std::vector<double> at;
+  Callbacks cb;
+  cb.on_eval = [&](const EvalReport& e) { at.push_back(e.epoch); };
+  train(t, data, ro, cb);
+  // Batches consumed after each step: 2 4 6 8 10 12; the quarter marks 3, 6, 9, 12 are passed at
+  // steps 2, 3, 5 and 6.
+  REQUIRE(at.size() == 4);
+  CHECK(at[0] == doctest::Approx(4.0 / 12));
+  CHECK(at[1] == doctest::Approx(6.0 / 12));
+  CHECK(at[2] == doctest::Approx(10.0 / 12));
+  CHECK(at[3] == doctest::Approx(1.0));
+  ro.evals_per_epoch = 0;
+  CHECK(contains(error_of([&] { train(t, data, ro); }), "--evals-per-epoch must be at least 1"));
+}
+
 // ---- the auto-tuner ----------------------------------------------------------------------------
 
 TEST_CASE("auto-tuner: adds learners while they pay, backs off one on the first that does not") {
