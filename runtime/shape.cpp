@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 namespace cb {
 
 std::string to_string(const Dim& d) {
@@ -18,6 +20,8 @@ std::optional<Dim> dim_mul(Dim a, Dim b) {
 }
 
 std::optional<Dim> dim_div(Dim a, Dim b) {
+  // INT64_MIN / -1 (and its remainder) trap in hardware: not folded (the kernel wraps it).
+  if (b.value == -1 && a.value == std::numeric_limits<int64_t>::min()) return std::nullopt;
   if (b.batch) {
     if (a.batch && b.value != 0 && a.value % b.value == 0) return Dim::of(a.value / b.value);
     return std::nullopt;

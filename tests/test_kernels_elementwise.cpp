@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <any>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -131,6 +132,23 @@ TEST_CASE("elementwise: ints, Equal, Where, Pow, Clip") {
   CHECK(out == std::vector<int64_t>{3, -3, 4, 0});  // truncation
   launch(OpKind::Pow, k, *dev);
   CHECK(out == std::vector<int64_t>{49, 49, 81, 0});
+  // The one quotient that traps in hardware: INT_MIN / -1 wraps to INT_MIN (numpy's answer).
+  for (int bits : {32, 64}) {
+    CAPTURE(bits);
+    auto check_min = [&](auto lo) {
+      using T = decltype(lo);
+      std::vector<T> n{lo, T(7), T(-7), T(0)}, d{T(-1)}, q(4);
+      KernelArgs kd;
+      kd.in = {view(n, {4}), view(d, {1})};
+      kd.out = {view(q, {4})};
+      launch(OpKind::Div, kd, *dev);
+      CHECK(q == std::vector<T>{lo, T(-7), T(7), T(0)});
+    };
+    if (bits == 32)
+      check_min(std::numeric_limits<int32_t>::min());
+    else
+      check_min(std::numeric_limits<int64_t>::min());
+  }
 
   std::vector<uint8_t> eq(4);
   std::vector<int64_t> c{7, 0, 9, 1};

@@ -158,13 +158,19 @@ struct MulOp {
     return T(a * b);
   }
 };
-struct DivOp {  // integer division truncates (ONNX, C); x / 0 is 0 for integers
+// Integer division truncates (ONNX, C); x / 0 is 0 for integers, and x / -1 is the negation that
+// wraps (INT_MIN / -1 = INT_MIN, as numpy), never the hardware trap of that one quotient.
+struct DivOp {
   template <class T>
   CB_HOST_DEVICE T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>)
+    if constexpr (kIsFloat<T>) {
       return a / b;
-    else
+    } else if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return T(-static_cast<std::make_unsigned_t<T>>(a));
       return b == T(0) ? T(0) : T(a / b);
+    } else {
+      return b == T(0) ? T(0) : T(a / b);
+    }
   }
 };
 struct EqualOp {

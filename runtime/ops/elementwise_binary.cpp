@@ -1,6 +1,8 @@
 // Binary elementwise ops with numpy broadcasting: Add, Sub, Mul, Div, Pow, Equal.
 // On integer inputs whose contents are known (shape arithmetic), the result is computed at import
 // time, in terms of N where the batch size enters, so Reshape targets fold to constants.
+#include <limits>
+
 #include "runtime/ops/op_util.h"
 #include "runtime/vjp.h"
 
@@ -22,6 +24,7 @@ void infer_arith(InferCtx& c, DimFn fold) {
 std::optional<Dim> int_div(Dim a, Dim b) {
   if (auto d = dim_div(a, b)) return d;
   if (a.batch || b.batch || b.value == 0) return std::nullopt;
+  if (b.value == -1 && a.value == std::numeric_limits<int64_t>::min()) return std::nullopt;
   return Dim::of(a.value / b.value);  // ONNX integer Div truncates
 }
 
