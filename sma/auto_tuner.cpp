@@ -9,12 +9,13 @@
 
 namespace cb {
 
-double median(std::vector<double> v) {
+namespace {
+double median_of_sorted(const std::vector<double>& v) {
   CB_CHECK(!v.empty());
-  std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+}  // namespace
 
 AutoTuner::AutoTuner(const TunerOptions& o, int learners) : o_(o), k_(learners) {
   CB_CHECK(learners >= 1);
@@ -35,11 +36,11 @@ TunerDecision AutoTuner::observe(double ips, bool next_fits) {
   d.measured = d.learners = k_;
   d.windows = windows_;
   if (static_cast<int>(windows_.size()) < o_.windows) return d;  // Measure
-  d.images_per_s = median(windows_);
-  // The spread of the windows, without the fastest and the slowest when there are 5 or more: one
-  // window that another process disturbed moves neither the median nor the noise estimate.
+  // The median and the spread of the windows, the spread without the fastest and the slowest when
+  // there are 5 or more: one window that another process disturbed moves neither.
   std::vector<double> w = windows_;
   std::sort(w.begin(), w.end());
+  d.images_per_s = median_of_sorted(w);
   const size_t trim = w.size() >= 5 ? 1 : 0;
   d.spread = d.images_per_s > 0 ? (w[w.size() - 1 - trim] - w[trim]) / d.images_per_s : 0;
   windows_.clear();

@@ -60,6 +60,4 @@ class AutoTuner {
   bool done_ = false;
 };
 
-double median(std::vector<double> v);
-
 }  // namespace cb
