@@ -11,8 +11,9 @@
 //  - CMYK (Adobe-inverted, as JPEG files store it) -> RGB as PIL's JPEG decoder + convert("RGB").
 //
 // Resampling is PIL's Image.resize with BILINEAR: separable, antialiased when shrinking (a triangle
-// filter widened by the scale), horizontal pass first, rounded to 8 bits between the passes. Our
-// weights are float where PIL's are 22-bit fixed point, so a value may differ from PIL's by 1.
+// filter widened by the scale), horizontal pass first, rounded to 8 bits between the passes, with
+// PIL's 22-bit fixed-point weights: the bytes are PIL's exactly (tests/test_image.cpp compares).
+// An axis whose size does not change is not resampled, as in PIL.
 //
 // Bad data never throws and never crashes: decode_image returns false with the reason.
 #pragma once
@@ -48,10 +49,13 @@ struct DecodeOptions {
   int min_side = 0;
 };
 
-// Decodes a JPEG or PNG file's bytes. False (and `why`, e.g. "truncated JPEG data", "not a JPEG
-// or PNG file") for anything it cannot decode completely: a corrupt, truncated, empty or
-// non-image input, an unsupported pixel format, or a picture over 2^28 pixels (a decompression
-// bomb). libjpeg warnings (premature end of data, corrupt segments) count as failures.
+// Decodes a JPEG or PNG file's bytes. PIL ignores PNG gamma (gAMA) and so do we; a 16-bit PNG
+// keeps the high byte of each sample, as PIL does for RGB(A) and LA (for 16-bit grey PIL's
+// convert("L") clips at 255 instead). False (and `why`, e.g. "bad JPEG data: Premature end of
+// JPEG file", "not a JPEG or PNG file") for anything it cannot decode completely: a corrupt,
+// truncated, empty or non-image input, an unsupported pixel format, or a picture over 2^28 pixels
+// (a decompression bomb). libjpeg warnings (premature end of data, corrupt segments) count as
+// failures.
 bool decode_image(const uint8_t* data, size_t n, const DecodeOptions& o, Image& out,
                   std::string& why);
 
@@ -66,8 +70,8 @@ struct CropBox {
 };
 
 // torchvision's RandomResizedCrop.get_params with scale [scale_lo, scale_hi] and ratio
-// [ratio_lo, ratio_hi]: up to 10 draws of an area fraction (uniform) and a log-uniform aspect ratio,
-// width = round(sqrt(area * ratio)), height = round(sqrt(area / ratio)), the first that fits
+// [ratio_lo, ratio_hi]: up to 10 draws of an area fraction (uniform) and a log-uniform aspect
+// ratio, width = round(sqrt(area * ratio)), height = round(sqrt(area / ratio)), the first that fits
 // taken at a uniform position; otherwise the centre crop at the ratio clamped to the range. The
 // random numbers come from `rng` (std::uniform_real_distribution / uniform_int_distribution), so
 // the box is deterministic for a seeded rng; it is not torch's random stream.
