@@ -10,8 +10,9 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
   libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libopenblas-dev libdnnl-dev
+  libturbojpeg0-dev libpng-dev  # JPEG (libjpeg-turbo) and PNG images
   ocl-icd-opencl-dev  # libdnnl-dev's CMake config needs OpenCL (only a Recommends of libdnnl-dev)
-  python3-torch python3-torchvision python3-onnx dataset-fashion-mnist
+  python3-torch python3-torchvision python3-onnx python3-pil dataset-fashion-mnist
 )
 
 missing=()

@@ -32,6 +32,29 @@ int64_t output_index(const Graph& g, const std::string& name) {
   return -1;
 }
 
+// Inputs: one data input (float images, or integer token ids); labels are the loss's target, or
+// (a model with its own loss) the model's i64 [N] input.
+void pick_inputs(const Graph& forward, LossKind kind, int64_t* image, int64_t* label) {
+  *image = *label = -1;
+  for (size_t i = 0; i < forward.inputs.size(); ++i) {
+    const Value& v = forward.value(forward.inputs[i]);
+    if (kind == LossKind::ModelOutput && v.dtype == DType::I64 && v.shape == Shape{Dim::N()} &&
+        *label < 0) {
+      *label = static_cast<int64_t>(i);
+    } else if (*image < 0 && (dtype_is_float(v.dtype) || dtype_is_int(v.dtype))) {
+      *image = static_cast<int64_t>(i);
+    } else {
+      fail("cannot feed the model's inputs ({}): the trainer feeds one data input{}",
+           input_list(forward),
+           kind == LossKind::ModelOutput ? " and one i64 [N] labels input" : "");
+    }
+  }
+  if (*image < 0) fail("the model has no input to feed data to (inputs: {})", input_list(forward));
+  if (kind == LossKind::ModelOutput && *label < 0)
+    fail("the model computes its own loss but has no i64 [N] labels input (inputs: {})",
+         input_list(forward));
+}
+
 }  // namespace
 
 TrainModel::TrainModel(const Graph& forward, const LossSpec& loss)
@@ -39,26 +62,8 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss)
   set_training(eval_graph_, false);
   const Graph& g = tg_.graph;
 
-  // Inputs: one data input (float images, or integer token ids); labels are the loss's target,
-  // or (a model with its own loss) the model's i64 [N] input.
   int64_t image = -1;
-  for (size_t i = 0; i < forward.inputs.size(); ++i) {
-    const Value& v = forward.value(forward.inputs[i]);
-    if (tg_.loss_kind == LossKind::ModelOutput && v.dtype == DType::I64 &&
-        v.shape == Shape{Dim::N()} && label_input_ < 0) {
-      label_input_ = static_cast<int64_t>(i);
-    } else if (image < 0 && (dtype_is_float(v.dtype) || dtype_is_int(v.dtype))) {
-      image = static_cast<int64_t>(i);
-    } else {
-      fail("cannot feed the model's inputs ({}): the trainer feeds one data input{}",
-           input_list(forward),
-           tg_.loss_kind == LossKind::ModelOutput ? " and one i64 [N] labels input" : "");
-    }
-  }
-  if (image < 0) fail("the model has no input to feed data to (inputs: {})", input_list(forward));
-  if (tg_.loss_kind == LossKind::ModelOutput && label_input_ < 0)
-    fail("the model computes its own loss but has no i64 [N] labels input (inputs: {})",
-         input_list(forward));
+  pick_inputs(forward, tg_.loss_kind, &image, &label_input_);
   image_input_ = static_cast<size_t>(image);
   if (forward.value(forward.inputs[image_input_]).shape.empty() ||
       forward.value(forward.inputs[image_input_]).shape[0] != Dim::N())
@@ -187,21 +192,36 @@ std::vector<KernelArgs> TrainModel::state_copies(const Executor& train) const {
   return copies;
 }
 
-void TrainModel::check_labels(const ImageSet& set, const std::string& what) const {
-  if (classes_ > 0 && set.label_max() >= classes_)
+void TrainModel::check_labels(const Examples& set, const std::string& what) const {
+  const int64_t top = set.label_max();
+  if (classes_ > 0 && top >= classes_)
     fail(
         "the {} labels go up to {} but the model's output has {} classes; this model does not fit "
         "this data set",
-        what, set.label_max(), classes_);
-  for (int64_t l : set.labels)
-    if (l < 0) fail("the {} data has a negative label {}", what, l);
-  const Value& in = eval_graph_.value(eval_graph_.inputs[image_input_]);
-  auto per_example = shape_numel(in.shape);
-  if (!per_example || !per_example->batch || per_example->value != set.image_elems())
-    fail(
-        "model input '{}' is {} but the {} images are {} ({} values each); this model does not "
-        "fit this data set",
-        in.name, to_string(in.shape), what, set.image_shape(), set.image_elems());
+        what, top, classes_);
+  for (int64_t i = 0; i < set.size(); ++i)
+    if (set.label(i) < 0)
+      fail("the {} data has a negative label {} ({})", what, set.label(i), set.name(i));
+}
+
+ModelInput TrainModel::data_input() const {
+  const Value& v = eval_graph_.value(eval_graph_.inputs[image_input_]);
+  return model_input_of(v);
+}
+
+ModelInput model_input_of(const Value& v) {
+  ModelInput in;
+  in.name = v.name;
+  in.dtype = v.dtype;
+  for (size_t i = 1; i < v.shape.size(); ++i)
+    in.dims.push_back(v.shape[i].is_static() ? v.shape[i].value : -1);
+  return in;
+}
+
+ModelInput model_input(const Graph& forward, const LossSpec& loss) {
+  int64_t image = -1, label = -1;
+  pick_inputs(forward, loss.kind, &image, &label);
+  return model_input_of(forward.value(forward.inputs[static_cast<size_t>(image)]));
 }
 
 void TrainModel::feed(Executor& ex, bool train, const Tensor& images, const Tensor& labels,
@@ -288,15 +308,15 @@ Executor& Evaluator::executor(int64_t batch) {
   return *ex_.emplace(batch, std::move(ex)).first->second;
 }
 
-EvalResult Evaluator::evaluate(const ImageSet& set) {
+EvalResult Evaluator::evaluate(const NextBatch& next) {
   EvalResult r;
   Tensor img, lab;
   double loss_sum = 0;
   const LossKind kind = m_.tg_.loss_kind;
-  for (int64_t begin = 0; begin < set.count; begin += batch_) {
-    const int64_t n = std::min(batch_, set.count - begin);
+  while (next(img, lab)) {
+    const int64_t n = lab.numel();
+    CB_CHECK(n > 0 && n <= batch_);
     Executor& ex = executor(n);
-    set.slice(begin, n, img, lab);
     m_.feed(ex, false, img, lab, staging_);
     ex.run();
     const int64_t* l = lab.data<int64_t>();

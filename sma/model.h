@@ -9,6 +9,7 @@
 // are [k][P] and [k][S], row r at r * P (P and S are multiples of kAlignElems).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "autodiff/autodiff.h"
 #include "runtime/data/dataset.h"
+#include "runtime/data/pipeline.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 
@@ -41,6 +43,10 @@ constexpr int64_t kAlignElems = 64 / sizeof(float);
 struct InputStaging {
   Tensor images, target;
 };
+
+// The data input of a model trained with `loss` (the one TrainModel feeds images to).
+ModelInput model_input(const Graph& forward, const LossSpec& loss);
+ModelInput model_input_of(const Value& v);
 
 class TrainModel {
  public:
@@ -69,7 +75,9 @@ class TrainModel {
   std::vector<KernelArgs> state_copies(const Executor& train) const;
 
   // Throws cb::Error when a label of `set` is not a class of the model's output.
-  void check_labels(const ImageSet& set, const std::string& what) const;
+  void check_labels(const Examples& set, const std::string& what) const;
+  // The input the images are fed to.
+  ModelInput data_input() const;
   // Feeds a batch to an executor of the training graph (train) or of the eval graph.
   void feed(Executor& ex, bool train, const Tensor& images, const Tensor& labels,
             InputStaging& st) const;
@@ -98,10 +106,13 @@ class TrainModel {
 // Evaluation of one (parameters [P], state [S]) pair of flat buffers: the eval graph (BN on
 // running statistics, Dropout the identity) over every example of a set, one executor per batch
 // size in use (the last partial batch gets its own), all bound to the same two buffers.
+// Fills the next evaluation batch (images, i64 labels); false when there is none.
+using NextBatch = std::function<bool(Tensor& images, Tensor& labels)>;
+
 class Evaluator {
  public:
   Evaluator(const TrainModel& m, Device& dev, const void* params, const void* state, int64_t batch);
-  EvalResult evaluate(const ImageSet& set);
+  EvalResult evaluate(const NextBatch& next);
 
  private:
   Executor& executor(int64_t batch);

@@ -32,13 +32,32 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     fail("--evals-per-epoch must be at least 1, got {}", o.evals_per_epoch);
   if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
     fail("--target-accuracy must be in [0, 1], got {}", o.target_accuracy);
-  t.check_labels(data.train, "training");
-  const ImageSet test = data.test.head(o.test_limit);
-  t.check_labels(test, "test");
+  if (o.workers < 0) fail("--workers must not be negative, got {}", o.workers);
+  const TransformSpec spec = plan_transforms(data, t.data_input(), o.transforms);
+  t.check_labels(*data.train, "training");
+  t.check_labels(*data.test, "test");
   const int64_t batch = t.options().batch;
-  BatchIterator it(data.train, batch, o.shuffle, o.seed);
-  const int64_t spe = it.batches_per_epoch();
+  const int64_t eval_batch = t.options().eval_batch > 0 ? t.options().eval_batch : batch;
+  int cores = 0;
+  for (int d = 0; d < t.devices(); ++d) cores += t.device(d).caps().cores;
+  const int workers = o.workers > 0 ? o.workers : default_workers(cores);
+  const int64_t spe = BatchOrder(data.train->size(), batch, o.shuffle, o.seed).batches_per_epoch();
   const int64_t total_batches = o.steps > 0 ? 0 : o.epochs * spe;
+  size_t skip_cursor = 0;
+  auto report_skipped = [&] {
+    if (!cb.on_skipped) return;
+    std::vector<SkipLog::Entry> fresh = data.skipped->since(&skip_cursor);
+    if (!fresh.empty()) cb.on_skipped(fresh, data.skipped->count());
+  };
+  auto evaluate = [&] {
+    PipelineOptions po;
+    po.batch = eval_batch;
+    po.train = false;
+    po.workers = workers;
+    po.limit = o.test_limit;
+    BatchPipeline ev(data.test, spec, po, data.skipped);
+    return t.evaluate([&](Tensor& img, Tensor& lab) { return ev.next(img, lab); });
+  };
 
   LoopState fresh;
   LoopState& st = loop_in ? *loop_in : fresh;
@@ -48,7 +67,14 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     st.decays = o.schedule.decays(0, spe);
     if (o.auto_tune) st.tuner.emplace(o.tuner, t.learners_per_device());
   }
-  it.seek(st.consumed);
+  report_skipped();
+  PipelineOptions po;
+  po.batch = batch;
+  po.shuffle = o.shuffle;
+  po.seed = o.seed;
+  po.start = st.consumed;
+  po.workers = workers;
+  BatchPipeline pipe(data.train, spec, po, data.skipped);
 
   RunSummary sum;
   std::vector<Batch> all, local;
@@ -56,6 +82,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   auto last_progress = t_run;
   // Windows: since the last evaluation (eval) and the last progress report (prog).
   double eval_loss = 0, eval_train_s = 0, prog_loss = 0, prog_train_s = 0;
+  double eval_wait_s = 0, prog_wait_s = 0;
   int64_t eval_steps = 0, eval_images = 0, prog_steps = 0, prog_images = 0;
   auto finished = [&] { return o.steps > 0 ? st.step >= o.steps : st.consumed >= total_batches; };
   while (!finished()) {
@@ -69,7 +96,12 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     st.decays = d;
     st.prev_lr = lr;
     all.resize(static_cast<size_t>(K));
-    for (Batch& b : all) it.next(b.images, b.labels);
+    const double waited = pipe.wait_seconds();
+    for (Batch& b : all) pipe.next(b.images, b.labels);
+    const double wait = pipe.wait_seconds() - waited;
+    sum.data_wait_s += wait;
+    eval_wait_s += wait;
+    prog_wait_s += wait;
     const std::vector<Batch>* mine = &all;
     if (L != K) {  // several processes: this one feeds its own learners
       local.resize(static_cast<size_t>(L));
@@ -132,6 +164,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
       p.loss = prog_loss / static_cast<double>(prog_steps);
       p.lr = lr * t.lr_factor();
       p.learners = t.total_learners();
+      p.data_wait = prog_train_s + prog_wait_s > 0 ? prog_wait_s / (prog_train_s + prog_wait_s) : 0;
       if (p.images_per_s > 0) {
         const double left =
             o.steps > 0 ? static_cast<double>((o.steps - st.step) * t.total_learners() * batch)
@@ -140,7 +173,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
       }
       cb.on_progress(p);
       last_progress = Clock::now();
-      prog_loss = prog_train_s = 0;
+      prog_loss = prog_train_s = prog_wait_s = 0;
       prog_steps = prog_images = 0;
     }
 
@@ -155,11 +188,13 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
       r.lr = lr * t.lr_factor();
       r.images_per_s = eval_train_s > 0 ? static_cast<double>(eval_images) / eval_train_s : 0;
       r.learners = t.total_learners();
-      r.test = t.evaluate(test);
+      r.data_wait_s = eval_wait_s;
+      r.test = evaluate();
       r.time_s = seconds_since(t_run);
       sum.test = r.test;
       if (cb.on_eval) cb.on_eval(r);
-      eval_loss = eval_train_s = 0;
+      report_skipped();
+      eval_loss = eval_train_s = eval_wait_s = 0;
       eval_steps = eval_images = 0;
       if (o.target_accuracy > 0 && r.test.accuracy >= o.target_accuracy) {
         sum.reached_target = true;

@@ -4,14 +4,17 @@
 // stop and continue: TrainState = the trainer's ModelState + the LoopState (a checkpoint is its
 // serialisation).
 //
-// Data: one seeded per-epoch order of batches (runtime/data BatchIterator: shuffled per epoch,
-// last partial batch dropped); at each step global learner g of K takes the next batch in learner
-// order, so learner j takes every K-th batch and the K learners together see each example once
-// per epoch (each process draws the same order and feeds its own learners). Positions are counted
-// in batches (one learner's steps): an epoch is batches_per_epoch batches whatever K, and the
-// schedule is evaluated at the batch position of the step (warm-up and cosine in batches too), so
-// epoch-based schedules mean the same with any number of learners. When a step/multistep schedule
-// drops the rate, every replica is reset to z.
+// Data: the transforms are matched to the model's input (runtime/data/pipeline.h plan_transforms,
+// before anything else); one seeded per-epoch order of batches (BatchOrder: shuffled per epoch,
+// last partial batch dropped) made ahead by a BatchPipeline's worker threads; at each step global
+// learner g of K takes the next batch in learner order, so learner j takes every K-th batch and
+// the K learners together see each example once per epoch (each process draws the same order and
+// feeds its own learners). The time the step waits for its batches is the data wait (reported
+// in Progress, EvalReport and RunSummary). Each evaluation is one pass of its own pipeline.
+// Positions are counted in batches (one learner's steps): an epoch is batches_per_epoch batches
+// whatever K, and the schedule is evaluated at the batch position of the step (warm-up and cosine
+// in batches too), so epoch-based schedules mean the same with any number of learners. When a
+// step/multistep schedule drops the rate, every replica is reset to z.
 //
 // Auto-tuner: after each change of the learners, `warmup_steps` unmeasured steps, then windows
 // of `window_steps` steps whose images/s (training time only, summed over processes) go to
@@ -36,7 +39,9 @@ struct RunOptions {
   int64_t eval_every = 0;   // > 0: evaluate every N steps (and at the end); 0: see below
   int evals_per_epoch = 1;  // eval_every 0: evaluate each time another 1/N epoch is done
   bool shuffle = true;
-  uint64_t seed = 0;
+  uint64_t seed = 0;  // data order and augmentation
+  TransformOptions transforms;
+  int workers = 0;  // data pipeline threads; 0: the cores the learners leave free, at least 1
   LrSchedule schedule;
   int64_t test_limit = 0;  // > 0: evaluate on the first N test examples only
   bool auto_tune = false;  // --learners auto
@@ -51,8 +56,9 @@ struct Progress {
   double images_per_s = 0;  // training throughput since the previous report
   double loss = 0;          // mean learner loss since the previous report
   double lr = 0;
-  int learners = 0;   // in all
-  double eta_s = -1;  // training time left at this throughput (evaluation excluded)
+  int learners = 0;      // in all
+  double eta_s = -1;     // training time left at this throughput (evaluation excluded)
+  double data_wait = 0;  // share of the time since the previous report spent waiting for data
 };
 
 struct EvalReport {
@@ -63,6 +69,7 @@ struct EvalReport {
   double lr = 0;
   double images_per_s = 0;  // since the previous evaluation
   int learners = 0;
+  double data_wait_s = 0;  // waiting for training data since the previous evaluation
   EvalResult test;
 };
 
@@ -70,8 +77,9 @@ struct RunSummary {
   int64_t steps = 0, images = 0;  // steps: in all (a resumed run counts from its start)
   double epochs = 0;
   double seconds = 0, train_seconds = 0, images_per_s = 0;  // this call's
-  int learners = 0;                                         // at the end
-  EvalResult test;                                          // the last evaluation
+  double data_wait_s = 0;  // this call's time waiting for training batches
+  int learners = 0;        // at the end
+  EvalResult test;         // the last evaluation
   bool reached_target = false;
   double target_seconds = 0, target_epoch = 0;  // when the target accuracy was first reached
   int64_t target_step = 0;
@@ -83,6 +91,9 @@ struct Callbacks {
   std::function<void(const EvalReport&)> on_eval;
   std::function<void(const TunerDecision&, const TrainMemory&)> on_tune;
   std::function<void(int64_t step, double lr)> on_reset;  // replicas reset to z at a rate drop
+  // Files skipped (not images, or failing to decode) that were not reported yet: at the start and
+  // after each evaluation; `total` counts all of them so far.
+  std::function<void(const std::vector<SkipLog::Entry>& fresh, int64_t total)> on_skipped;
 };
 
 // Where the loop is: everything besides the model that a run needs to continue.

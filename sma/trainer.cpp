@@ -543,6 +543,18 @@ void Trainer::average_for_eval() {
 }
 
 EvalResult Trainer::evaluate(const ImageSet& set) {
+  int64_t begin = 0;
+  const int64_t eb = opts_.eval_batch > 0 ? opts_.eval_batch : opts_.batch;
+  return evaluate([&](Tensor& img, Tensor& lab) {
+    if (begin >= set.count) return false;
+    const int64_t n = std::min(eb, set.count - begin);
+    set.slice(begin, n, img, lab);
+    begin += n;
+    return true;
+  });
+}
+
+EvalResult Trainer::evaluate(const NextBatch& next) {
   average_for_eval();
   Group& g = *groups_[0];
   std::unique_ptr<Evaluator>& e = alpha_ == 0 ? eval_mean_ : eval_z_;
@@ -553,7 +565,7 @@ EvalResult Trainer::evaluate(const ImageSet& set) {
       e = std::make_unique<Evaluator>(model_, *g.dev, alpha_ == 0 ? g.mean.get() : g.z.get(),
                                       g.state_avg.get(), eb);
     }
-    r = e->evaluate(set);
+    r = e->evaluate(next);
   });
   return r;
 }
@@ -566,7 +578,7 @@ std::map<std::string, Tensor> Trainer::trained_tensors() {
   return m;
 }
 
-void Trainer::check_labels(const ImageSet& set, const std::string& what) const {
+void Trainer::check_labels(const Examples& set, const std::string& what) const {
   model_.check_labels(set, what);
 }
 

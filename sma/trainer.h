@@ -180,11 +180,14 @@ class Trainer {
   // to: does nothing and returns false.
   bool reset_to_central();
 
-  // z (or, with alpha 0, the learners' average) with the averaged BN statistics, over `set`.
+  // z (or, with alpha 0, the learners' average) with the averaged BN statistics, over the batches
+  // `next` gives (an evaluation pass of runtime/data/pipeline.h), or over an in-memory set.
+  EvalResult evaluate(const NextBatch& next);
   EvalResult evaluate(const ImageSet& set);
   // The same model, host copies by value name (for export).
   std::map<std::string, Tensor> trained_tensors();
-  void check_labels(const ImageSet& set, const std::string& what) const;
+  void check_labels(const Examples& set, const std::string& what) const;
+  ModelInput data_input() const { return model_.data_input(); }
 
   // The whole model state (host copies) and its restoration (same model, options and placement
   // shape; the learners per device are set from the state). restore() then step() continues bit

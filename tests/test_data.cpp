@@ -18,6 +18,7 @@
 #include "runtime/data/cifar_dataset.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/idx_dataset.h"
+#include "runtime/data/pipeline.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "sma/train_loop.h"
@@ -94,28 +95,28 @@ void write_cifar10(const std::string& dir) {
 
 // Example `i` of `set` holds the pixels of example `id`.
 void check_example(const ImageSet& set, int64_t i, int id) {
-  const float* img = set.images.data() + static_cast<size_t>(i) * kPixels;
+  const uint8_t* img = set.pixels.data() + static_cast<size_t>(i) * kPixels;
   for (int c = 0; c < 3; ++c)
     for (auto [y, x] : {std::pair{0, 0}, {5, 7}, {31, 31}, {17, 2}}) {
       INFO("example ", i, " channel ", c, " at ", y, ",", x);
-      CHECK(img[(c * 32 + y) * 32 + x] == static_cast<float>(pixel(id, c, y, x)) / 255.0f);
+      CHECK(img[(c * 32 + y) * 32 + x] == pixel(id, c, y, x));
     }
 }
 
 void check_cifar10(const Dataset& d) {
-  CHECK(d.train.count == 5);
-  CHECK(d.test.count == 2);
-  for (const ImageSet* s : {&d.train, &d.test}) {
+  CHECK(test::mem(d.train).count == 5);
+  CHECK(test::mem(d.test).count == 2);
+  for (const ImageSet* s : {&test::mem(d.train), &test::mem(d.test)}) {
     CHECK(s->channels == 3);
     CHECK(s->rows == 32);
     CHECK(s->cols == 32);
     CHECK(s->image_shape() == "3x32x32");
-    CHECK(s->images.size() == static_cast<size_t>(s->count) * kPixels);
+    CHECK(s->pixels.size() == static_cast<size_t>(s->count) * kPixels);
   }
-  CHECK(d.train.labels == std::vector<int64_t>{0, 1, 2, 3, 4});
-  CHECK(d.test.labels == std::vector<int64_t>{0, 1});
-  for (int i = 0; i < 5; ++i) check_example(d.train, i, i);
-  check_example(d.test, 1, 101);
+  CHECK(test::mem(d.train).labels == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(test::mem(d.test).labels == std::vector<int64_t>{0, 1});
+  for (int i = 0; i < 5; ++i) check_example(test::mem(d.train), i, i);
+  check_example(test::mem(d.test), 1, 101);
 }
 
 // Where setup.sh put the CIFAR-shaped Fashion-MNIST: this build's data/, else build/data/ of the
@@ -134,15 +135,15 @@ TEST_CASE("cifar: CIFAR-10 records: each plane in its channel, labels, batches i
   Dataset data = load_cifar_dataset(d.str());
   CHECK(data.dir == d.str());
   check_cifar10(data);
-  // The pixel bytes are x / 255, the same convention as the IDX reader.
-  CHECK(data.train.images[0] == 0.0f);
-  CHECK(data.train.images[kPixels - 1] == static_cast<float>(pixel(0, 2, 31, 31)) / 255.0f);
+  // The pixel bytes are kept as they are (uint8), as the IDX reader keeps its.
+  CHECK(test::mem(data.train).pixels[0] == 0);
+  CHECK(test::mem(data.train).pixels[kPixels - 1] == pixel(0, 2, 31, 31));
 
   // A subset of the batches is fine.
   fs::remove(d / "data_batch_2.bin");
   Dataset one = load_cifar_dataset(d.str());
-  CHECK(one.train.count == 3);
-  CHECK(one.test.count == 2);
+  CHECK(test::mem(one.train).count == 3);
+  CHECK(test::mem(one.test).count == 2);
 }
 
 TEST_CASE("cifar: the tarballs' subfolders are found, by load_cifar_dataset and load_dataset") {
@@ -156,9 +157,9 @@ TEST_CASE("cifar: the tarballs' subfolders are found, by load_cifar_dataset and 
   write_file(e / "cifar-100-binary/train.bin", cifar100(0, 4));
   write_file(e / "cifar-100-binary/test.bin", cifar100(50, 3));
   Dataset c = load_dataset(e.str());
-  CHECK(c.train.count == 4);
-  CHECK(c.test.count == 3);
-  CHECK(c.train.labels == std::vector<int64_t>{0, 7, 14, 21});  // the fine label
+  CHECK(test::mem(c.train).count == 4);
+  CHECK(test::mem(c.test).count == 3);
+  CHECK(test::mem(c.train).labels == std::vector<int64_t>{0, 7, 14, 21});  // the fine label
 }
 
 TEST_CASE("cifar: CIFAR-100 uses the fine label, skips both label bytes") {
@@ -166,16 +167,17 @@ TEST_CASE("cifar: CIFAR-100 uses the fine label, skips both label bytes") {
   write_file(d / "train.bin", cifar100(0, 16));
   write_file(d / "test.bin", cifar100(40, 2));
   Dataset data = load_cifar_dataset(d.str());
-  CHECK(data.train.count == 16);
-  CHECK(data.test.count == 2);
-  CHECK(data.train.channels == 3);
-  CHECK(data.train.rows == 32);
-  CHECK(data.train.cols == 32);
-  for (int i = 0; i < 16; ++i) CHECK(data.train.labels[static_cast<size_t>(i)] == (i * 7) % 100);
-  CHECK(data.train.label_max() == 98);  // i = 14
-  CHECK(data.test.labels == std::vector<int64_t>{80, 87});
-  for (int i : {0, 9, 15}) check_example(data.train, i, i);
-  check_example(data.test, 1, 41);
+  CHECK(test::mem(data.train).count == 16);
+  CHECK(test::mem(data.test).count == 2);
+  CHECK(test::mem(data.train).channels == 3);
+  CHECK(test::mem(data.train).rows == 32);
+  CHECK(test::mem(data.train).cols == 32);
+  for (int i = 0; i < 16; ++i)
+    CHECK(test::mem(data.train).labels[static_cast<size_t>(i)] == (i * 7) % 100);
+  CHECK(test::mem(data.train).label_max() == 98);  // i = 14
+  CHECK(test::mem(data.test).labels == std::vector<int64_t>{80, 87});
+  for (int i : {0, 9, 15}) check_example(test::mem(data.train), i, i);
+  check_example(test::mem(data.test), 1, 41);
 }
 
 TEST_CASE("cifar: every problem names the file and what is wrong") {
@@ -280,10 +282,10 @@ TEST_CASE("dataset: the format is detected from the folder's content") {
              idx({0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 3}, 9));
   write_file(d / "idx/t10k-labels-idx1-ubyte", idx({0, 0, 8, 1, 0, 0, 0, 1}, 1));
   Dataset small = load_dataset(d / "idx");
-  CHECK(small.train.count == 2);
-  CHECK(small.train.channels == 1);
-  CHECK(small.train.image_shape() == "1x3x3");
-  CHECK(small.test.count == 1);
+  CHECK(test::mem(small.train).count == 2);
+  CHECK(test::mem(small.train).channels == 1);
+  CHECK(test::mem(small.train).image_shape() == "1x3x3");
+  CHECK(test::mem(small.test).count == 1);
   // A partial IDX folder is IDX, and the IDX reader names the missing file.
   fs::remove(d / "idx/t10k-labels-idx1-ubyte");
   std::string e = error_of([&] { load_dataset(d / "idx"); });
@@ -292,21 +294,20 @@ TEST_CASE("dataset: the format is detected from the folder's content") {
 
   if (need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) {
     Dataset f = load_dataset(kFashion);
-    CHECK(f.train.count == 60000);
-    CHECK(f.test.count == 10000);
-    CHECK(f.train.image_shape() == "1x28x28");
+    CHECK(test::mem(f.train).count == 60000);
+    CHECK(f.test->size() == 10000);
+    CHECK(test::mem(f.train).image_shape() == "1x28x28");
   }
 
   write_cifar10(d / "c10");
   check_cifar10(load_dataset(d / "c10"));
 
-  // ImageNet-style: recognised, refused by name.
+  // ImageNet-style: recognised as an image folder; an empty class folder is named.
   fs::create_directories(d / "imagenet/train/n01440764");
   fs::create_directories(d / "imagenet/val/n01440764");
   e = error_of([&] { load_dataset(d / "imagenet"); });
-  CHECK(contains(e, d / "imagenet"));
-  CHECK(contains(e, "ImageNet"));
-  CHECK(contains(e, "not supported"));
+  CHECK(contains(e, d / "imagenet/train/n01440764"));
+  CHECK(contains(e, "holds no images"));
 
   // Nothing recognisable: say what was looked for, and what is there.
   fs::create_directories(d / "empty");
@@ -317,7 +318,7 @@ TEST_CASE("dataset: the format is detected from the folder's content") {
   CHECK(contains(e, "train-images-idx3-ubyte"));
   CHECK(contains(e, "data_batch_1.bin"));
   CHECK(contains(e, "train.bin"));
-  CHECK(contains(e, "ImageNet"));
+  CHECK(contains(e, "image folders"));
   write_file(d / "empty/images.zip", {1, 2, 3});
   CHECK(contains(error_of([&] { load_dataset(d / "empty"); }), "it holds images.zip"));
 
@@ -331,7 +332,7 @@ TEST_CASE("dataset: slices and batches of CIFAR images are [n,3,32,32]") {
   write_cifar10(d.str());
   Dataset data = load_dataset(d.str());
   Tensor img, lab;
-  data.train.slice(1, 3, img, lab);
+  test::mem(data.train).slice(1, 3, img, lab);
   CHECK(img.dims == std::vector<int64_t>{3, 3, 32, 32});
   CHECK(lab.dims == std::vector<int64_t>{3});
   CHECK(lab.data<int64_t>()[0] == 1);
@@ -339,17 +340,21 @@ TEST_CASE("dataset: slices and batches of CIFAR images are [n,3,32,32]") {
   CHECK(img.data<float>()[kPixels + (2 * 32 + 4) * 32 + 9] ==
         static_cast<float>(pixel(2, 2, 4, 9)) / 255.0f);
 
-  BatchIterator it(data.train, 2, false, 0);
+  TransformSpec spec = plan_transforms(data, {"x", {3, 32, 32}, DType::F32}, {});
+  PipelineOptions po;
+  po.batch = 2;
+  po.shuffle = false;
+  BatchPipeline it(data.train, spec, po, data.skipped);
   CHECK(it.batches_per_epoch() == 2);
   it.next(img, lab);
   it.next(img, lab);
   CHECK(img.dims == std::vector<int64_t>{2, 3, 32, 32});
   CHECK(lab.data<int64_t>()[1] == 3);
   CHECK(img.data<float>()[kPixels + 1] == static_cast<float>(pixel(3, 0, 0, 1)) / 255.0f);
-  ImageSet h = data.train.head(2);
+  ImageSet h = test::mem(data.train).head(2);
   CHECK(h.count == 2);
   CHECK(h.channels == 3);
-  CHECK(h.images.size() == 2 * kPixels);
+  CHECK(h.pixels.size() == 2 * kPixels);
 }
 
 TEST_CASE("dataset: a 1x28x28 model refuses 3x32x32 images by name") {
@@ -376,28 +381,28 @@ TEST_CASE("dataset: the CIFAR-shaped Fashion-MNIST of setup.sh (models/make_cifa
             "the CIFAR-shaped Fashion-MNIST, made by ./setup.sh (models/make_cifar_shaped.py)"))
     return;
   Dataset data = load_dataset(dir.string());
-  CHECK(data.train.count == 10000);
-  CHECK(data.test.count == 2000);
-  CHECK(data.train.image_shape() == "3x32x32");
-  CHECK(data.test.image_shape() == "3x32x32");
-  CHECK(data.train.label_max() == 9);
+  CHECK(data.train->size() == 10000);
+  CHECK(test::mem(data.test).count == 2000);
+  CHECK(test::mem(data.train).image_shape() == "3x32x32");
+  CHECK(test::mem(data.test).image_shape() == "3x32x32");
+  CHECK(test::mem(data.train).label_max() == 9);
   if (!need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) return;
   // The recipe: R = x, G = x * 4 // 5, B = 255 - x on the 28x28 area, zero padding of 2.
   Dataset f = load_idx_dataset(kFashion);
   for (int64_t i : {int64_t{0}, int64_t{1234}, int64_t{9999}}) {
-    CHECK(data.train.labels[static_cast<size_t>(i)] == f.train.labels[static_cast<size_t>(i)]);
-    const float* c = data.train.images.data() + static_cast<size_t>(i) * kPixels;
-    const float* m = f.train.images.data() + static_cast<size_t>(i) * 784;
+    CHECK(test::mem(data.train).labels[static_cast<size_t>(i)] ==
+          test::mem(f.train).labels[static_cast<size_t>(i)]);
+    const uint8_t* c = test::mem(data.train).pixels.data() + static_cast<size_t>(i) * kPixels;
+    const uint8_t* m = test::mem(f.train).pixels.data() + static_cast<size_t>(i) * 784;
     int bad = 0;
     for (int y = 0; y < 32; ++y)
       for (int x = 0; x < 32; ++x) {
         const bool in = y >= 2 && y < 30 && x >= 2 && x < 30;
-        const int v = in ? static_cast<int>(std::lround(m[(y - 2) * 28 + (x - 2)] * 255)) : 0;
+        const int v = in ? m[(y - 2) * 28 + (x - 2)] : 0;
         const int want[3] = {v, v * 4 / 5, in ? 255 - v : 0};
-        for (int ch = 0; ch < 3; ++ch)
-          bad += std::lround(c[(ch * 32 + y) * 32 + x] * 255) != want[ch];
+        for (int ch = 0; ch < 3; ++ch) bad += c[(ch * 32 + y) * 32 + x] != want[ch];
       }
     CHECK_MESSAGE(bad == 0, "example ", i, ": ", bad, " pixels differ from the recipe");
   }
-  CHECK(data.test.labels[1999] == f.test.labels[1999]);
+  CHECK(test::mem(data.test).labels[1999] == test::mem(f.test).labels[1999]);
 }

@@ -138,7 +138,7 @@ TEST_CASE("sma: k = 3 identical replicas fed identical data stay bit-identical t
     CHECK(t3.total_learners() == 3);
     CHECK(t3.alpha() == (coupled ? 0.5 : 0.0));  // min(2 / 3, 1/2)
     for (int s = 0; s < 6; ++s) {
-      std::vector<Batch> one = file_batches(data.train, s, 1, 16);
+      std::vector<Batch> one = file_batches(test::mem(data.train), s, 1, 16);
       std::vector<Batch> three = {one[0], one[0], one[0]};
       std::vector<double> l3 = t3.step(three, 0.01);
       std::vector<double> l1 = t1.step(one, 0.01);
@@ -223,11 +223,15 @@ TEST_CASE("train: a run stopped mid-way and restored into a new trainer continue
   for (float& v : b0) v = u(rng);
   const Graph g = gemm_graph(w0, b0, true, true);
   Dataset data;
-  data.train.count = 16;
-  data.train.rows = data.train.cols = 2;
-  for (int i = 0; i < 16 * kIn; ++i) data.train.images.push_back((u(rng) + 1) / 2);
-  for (int i = 0; i < 16; ++i) data.train.labels.push_back(i % kOut);
-  data.test = data.train;
+  {
+    ImageSet set;
+    set.count = 16;
+    set.rows = set.cols = 2;
+    for (int i = 0; i < 16 * kIn; ++i)
+      set.pixels.push_back(static_cast<uint8_t>(std::lround(255 * (u(rng) + 1) / 2)));
+    for (int i = 0; i < 16; ++i) set.labels.push_back(i % kOut);
+    data.train = data.test = std::make_shared<ImageSet>(std::move(set));
+  }
   RunOptions ro;
   ro.steps = 14;
   ro.seed = 5;
@@ -443,11 +447,15 @@ TEST_CASE("sma: every replica is reset to z (velocity zeroed) when the learning 
   for (float& v : b0) v = u(rng);
   Graph g = gemm_graph(w0, b0);
   Dataset data;
-  data.train.count = 16;
-  data.train.rows = data.train.cols = 2;
-  for (int i = 0; i < 16 * kIn; ++i) data.train.images.push_back((u(rng) + 1) / 2);
-  for (int i = 0; i < 16; ++i) data.train.labels.push_back(i % kOut);
-  data.test = data.train;
+  {
+    ImageSet set;
+    set.count = 16;
+    set.rows = set.cols = 2;
+    for (int i = 0; i < 16 * kIn; ++i)
+      set.pixels.push_back(static_cast<uint8_t>(std::lround(255 * (u(rng) + 1) / 2)));
+    for (int i = 0; i < 16; ++i) set.labels.push_back(i % kOut);
+    data.train = data.test = std::make_shared<ImageSet>(std::move(set));
+  }
   CpuSetup o;
   o.opts.batch = 2;
   o.cores = {0};
@@ -543,7 +551,8 @@ TEST_CASE("sma: overlapping the z update with the next step is bit-identical to 
                   "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
     return;
   Dataset data = load_idx_dataset(kFashion);
-  data.train = data.train.head(192);  // 12 batches an epoch: the drop at epoch 1 comes mid-run
+  data.train = std::make_shared<ImageSet>(
+      test::mem(data.train).head(192));  // 12 batches an epoch: the drop at epoch 1 comes mid-run
   ImportResult r = import_model(kLenet);
   const LossSpec loss = detect_loss(r.graph);
   struct Config {
@@ -594,7 +603,8 @@ TEST_CASE("train: --evals-per-epoch evaluates at every 1/N of the training set, 
                   "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
     return;
   Dataset data = load_idx_dataset(kFashion);
-  data.train = data.train.head(192);  // 12 batches of 16 an epoch
+  data.train =
+      std::make_shared<ImageSet>(test::mem(data.train).head(192));  // 12 batches of 16 an epoch
   ImportResult r = import_model(kLenet);
   CpuTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 2));
   RunOptions ro;
@@ -732,8 +742,8 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   CpuTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 1));
   CHECK(t.alpha() == 0);  // one learner: plain SGD, z does not move
   const std::vector<float> z0 = t.central();
-  t.step(file_batches(data.train, 0, 1, 16), 0.01);
-  t.step(file_batches(data.train, 1, 1, 16), 0.01);
+  t.step(file_batches(test::mem(data.train), 0, 1, 16), 0.01);
+  t.step(file_batches(test::mem(data.train), 1, 1, 16), 0.01);
   CHECK(t.central() == z0);
   const std::vector<float> r0 = t.replica(0);
   t.set_learners(3);  // a pull from now on: z starts as the learners' average (the one replica)
@@ -743,12 +753,12 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   CHECK(t.replica(0) == r0);
   CHECK(t.replica(1) == t.central());
   CHECK(t.replica(2) == t.central());
-  t.step(file_batches(data.train, 2, 3, 16), 0.01);
+  t.step(file_batches(test::mem(data.train), 2, 3, 16), 0.01);
   CHECK(t.replica(0) != t.central());
   t.set_learners(2);
   CHECK(t.total_learners() == 2);
   CHECK(t.alpha() == 0.5);
-  t.step(file_batches(data.train, 5, 2, 16), 0.01);
+  t.step(file_batches(test::mem(data.train), 5, 2, 16), 0.01);
 
   // Over budget: named in bytes.
   CpuSetup tight = lenet_options({0, 1}, 1, 1);

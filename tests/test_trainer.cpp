@@ -97,32 +97,37 @@ TEST_CASE("idx: Fashion-MNIST as installed by dataset-fashion-mnist") {
                   "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
     return;
   Dataset d = load_idx_dataset(kFashion);
-  CHECK(d.train.count == 60000);
-  CHECK(d.test.count == 10000);
-  CHECK(d.train.rows == 28);
-  CHECK(d.train.cols == 28);
-  CHECK(d.train.images.size() == 60000u * 784);
-  CHECK(d.train.label_max() == 9);
-  CHECK(d.train.labels[0] == 9);  // ankle boot
-  CHECK(d.test.labels[1] == 2);
+  CHECK(test::mem(d.train).count == 60000);
+  CHECK(d.test->size() == 10000);
+  CHECK(test::mem(d.train).rows == 28);
+  CHECK(test::mem(d.train).cols == 28);
+  CHECK(test::mem(d.train).pixels.size() == 60000u * 784);
+  CHECK(test::mem(d.train).label_max() == 9);
+  CHECK(test::mem(d.train).labels[0] == 9);  // ankle boot
+  CHECK(test::mem(d.test).labels[1] == 2);
   double sum = 0, mx = 0;
   for (int i = 0; i < 784; ++i) {
-    sum += d.train.images[static_cast<size_t>(i)];
-    mx = std::max<double>(mx, d.train.images[static_cast<size_t>(i)]);
+    sum += test::mem(d.train).pixels[static_cast<size_t>(i)];
+    mx = std::max<double>(mx, test::mem(d.train).pixels[static_cast<size_t>(i)]);
   }
-  CHECK(sum == doctest::Approx(76247.0 / 255).epsilon(1e-6));  // x / 255, as ToTensor
-  CHECK(mx == 1.0);
+  CHECK(sum == 76247.0);  // the bytes as stored (x / 255 is applied when batches are made)
+  CHECK(mx == 255.0);
+  Tensor img, lab;
+  test::mem(d.train).slice(0, 1, img, lab);
+  double fsum = 0;
+  for (int i = 0; i < 784; ++i) fsum += img.data<float>()[i];
+  CHECK(fsum == doctest::Approx(76247.0 / 255).epsilon(1e-6));  // x / 255, as ToTensor
 }
 
 TEST_CASE("idx: plain and gzipped files, and every corruption named") {
   TempDir d("idx");
   write_dataset(d, 10, 4);
   Dataset ok = load_idx_dataset(d.path.string());
-  CHECK(ok.train.count == 10);
-  CHECK(ok.test.count == 4);
-  CHECK(ok.train.rows == 4);
-  CHECK(ok.train.labels[7] == 7);
-  CHECK(ok.test.images[0] == doctest::Approx(3.0 / 255));
+  CHECK(test::mem(ok.train).count == 10);
+  CHECK(test::mem(ok.test).count == 4);
+  CHECK(test::mem(ok.train).rows == 4);
+  CHECK(test::mem(ok.train).labels[7] == 7);
+  CHECK(test::mem(ok.test).pixels[0] == 3);
 
   CHECK(contains(error_of([&] { load_idx_dataset(d / "nope"); }), "does not exist"));
 
@@ -168,39 +173,41 @@ TEST_CASE("idx: plain and gzipped files, and every corruption named") {
 }
 
 TEST_CASE("batches: file order, seeded shuffle per epoch, last partial batch dropped") {
-  ImageSet s;
-  s.count = 10;
-  s.rows = s.cols = 1;
-  for (int i = 0; i < 10; ++i) {
-    s.images.push_back(static_cast<float>(i));
-    s.labels.push_back(i);
-  }
-  Tensor img, lab;
-  BatchIterator plain(s, 3, false, 0);
+  std::vector<int64_t> idx(3);
+  BatchOrder plain(10, 3, false, 0);
   CHECK(plain.batches_per_epoch() == 3);
   std::vector<int64_t> seen;
   for (int b = 0; b < 4; ++b) {
     CHECK(plain.epoch() == b / 3);
-    plain.next(img, lab);
-    CHECK(img.dims == std::vector<int64_t>{3, 1, 1, 1});
-    for (int i = 0; i < 3; ++i) seen.push_back(lab.data<int64_t>()[i]);
+    plain.next(idx.data());
+    seen.insert(seen.end(), idx.begin(), idx.end());
   }
   CHECK(seen == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2});  // 9 dropped
-  CHECK(img.data<float>()[2] == 2.0f);
 
-  BatchIterator a(s, 5, true, 42), b(s, 5, true, 42), c(s, 5, true, 43);
+  idx.resize(5);
+  BatchOrder a(10, 5, true, 42), b(10, 5, true, 42), c(10, 5, true, 43);
   std::vector<int64_t> e0 = a.order();
   CHECK(e0 == b.order());
   CHECK(e0 != c.order());
   std::vector<int64_t> sorted = e0;
   std::sort(sorted.begin(), sorted.end());
   CHECK(sorted == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
-  a.next(img, lab);
-  CHECK(lab.data<int64_t>()[0] == e0[0]);
-  a.next(img, lab);
+  a.next(idx.data());
+  CHECK(idx[0] == e0[0]);
+  a.next(idx.data());
   CHECK(a.epoch() == 1);
   CHECK(a.order() != e0);  // reshuffled for the next epoch
-  CHECK(contains(error_of([&] { BatchIterator(s, 11, false, 0); }), "larger than"));
+  // seek replays the same seed: batch 3 of a fresh order is batch 1 of epoch 1.
+  BatchOrder d(10, 5, true, 42);
+  d.seek(3);
+  std::vector<int64_t> want(5), got(5);
+  b.next(want.data());
+  b.next(want.data());
+  b.next(want.data());
+  b.next(want.data());
+  d.next(got.data());
+  CHECK(got == want);
+  CHECK(contains(error_of([&] { BatchOrder(10, 11, false, 0); }), "larger than"));
 }
 
 // ---- optimizer kernels -------------------------------------------------------------------------
@@ -498,7 +505,7 @@ TEST_CASE("trainer: LeNet-5 learns Fashion-MNIST as PyTorch does; export -> re-i
   CHECK(!fs::exists(out + ".tmp"));
   ImportResult back = import_model(out);
   test::CpuTrainer t4(back.graph, detect_loss(back.graph), test::plain(to), *dev);
-  EvalResult e = t4.evaluate(data.test.head(1000));
+  EvalResult e = t4.evaluate(test::mem(data.test).head(1000));
   CHECK(e.correct == s.test.correct);
   CHECK(e.loss == doctest::Approx(s.test.loss).epsilon(1e-9));
   CHECK(t4.flat_params() == t.flat_params());
@@ -547,7 +554,9 @@ TEST_CASE("trainer: divergence stops at a named step; labels must fit the classe
     return;
   Dataset data = load_idx_dataset(kFashion);
   Dataset eleven = data;
-  eleven.train.labels[5] = 10;
+  auto relabelled = std::make_shared<ImageSet>(test::mem(data.train));
+  relabelled->labels[5] = 10;
+  eleven.train = relabelled;
   e = error_of([&] { train(t, eleven, ro); });
   CHECK(contains(e, "up to 10"));
   CHECK(contains(e, "10 classes"));

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/data/dataset.h"
 #include "runtime/error.h"
 
 namespace cb::test {
@@ -49,6 +50,13 @@ inline bool need(const std::filesystem::path& p, std::string_view what,
                    ("skipped: " + msg + " (with CI set this fails)"));
   }
   return false;
+}
+
+// The in-memory set behind a loaded split (IDX, CIFAR); fails the test for any other kind.
+inline const ImageSet& mem(const std::shared_ptr<const Examples>& e) {
+  const auto* s = dynamic_cast<const ImageSet*>(e.get());
+  REQUIRE(s != nullptr);
+  return *s;
 }
 
 }  // namespace cb::test

@@ -1,6 +1,7 @@
 // cb-train MODEL.onnx --data DIR [options]
-// Trains an ONNX model on the data set in DIR (runtime/data/dataset.h: MNIST-style IDX files or
-// CIFAR-10/100 binaries, detected from the folder's content) on the CPU:
+// Trains an ONNX model on the data set in DIR (runtime/data/dataset.h: MNIST-style IDX files,
+// CIFAR-10/100 binaries, image folders of JPEG/PNG, or a .cbpack; detected from the content) on
+// the CPU, the batches made ahead by a pipeline of worker threads (runtime/data/pipeline.h):
 // SGD (momentum, Nesterov, weight decay) with SMA over many learners (sma/trainer.h; the
 // number chosen by the auto-tuner or --learners), or AdamW with one learner (the same trainer); a
 // learning-rate schedule with optional warm-up, evaluation of the central model on the test set,
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -26,6 +28,8 @@
 #include "importer/onnx_importer.h"
 #include "kernels/cpu/cpu_device.h"
 #include "runtime/data/dataset.h"
+#include "runtime/data/pack.h"
+#include "runtime/data/pipeline.h"
 #include "runtime/error.h"
 #include "sma/train_loop.h"
 #include "sma/trainer.h"
@@ -96,8 +100,10 @@ struct ProgressLine {
   }
   void show(const Progress& p) {
     std::string line = fmt::format(
-        "epoch {:.2f}  step {}  {:.0f} images/s  loss {:.4f}  lr {:.5g}  learners {}  ETA {}",
-        p.epoch, p.step, p.images_per_s, p.loss, p.lr, p.learners, duration_text(p.eta_s));
+        "epoch {:.2f}  step {}  {:.0f} images/s  loss {:.4f}  lr {:.5g}  learners {}  data wait "
+        "{:.0f}%  ETA {}",
+        p.epoch, p.step, p.images_per_s, p.loss, p.lr, p.learners, 100 * p.data_wait,
+        duration_text(p.eta_s));
     if (tty) {
       fmt::print("\r\033[K{}", line);
       shown = true;
@@ -112,7 +118,8 @@ struct ProgressLine {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "cb-train: train an ONNX model with SMA (many learners per device) on IDX or CIFAR data"};
+      "cb-train: train an ONNX model with SMA (many learners per device) on IDX, CIFAR, image "
+      "folder or .cbpack data"};
   std::string model, data_dir, output, optimizer = "sgd", schedule = "constant", loss = "auto";
   TrainerOptions topts;
   RunOptions ropts;
@@ -126,9 +133,37 @@ int main(int argc, char** argv) {
   app.add_option("model", model, "ONNX model file (exported in training mode)")->required();
   app.add_option("--data", data_dir,
                  "data folder, format detected from its files: MNIST-style IDX "
-                 "(train-/t10k- images and labels, .gz or not) or CIFAR-10/100 binaries "
-                 "(data_batch_N.bin + test_batch.bin, or train.bin + test.bin)")
+                 "(train-/t10k- images and labels, .gz or not), CIFAR-10/100 binaries "
+                 "(data_batch_N.bin + test_batch.bin, or train.bin + test.bin), an image folder "
+                 "(train/<class>/ and val/<class>/, or <class>/, of .jpg/.jpeg/.png), or a "
+                 ".cbpack file (cb-pack)")
       ->required();
+  std::string data_format = "auto", augment = "auto", cache;
+  DataOptions dopts;
+  app.add_option("--data-format", data_format, "auto | idx | cifar | folder | pack")
+      ->capture_default_str();
+  app.add_option("--val-split", dopts.val_split,
+                 "a folder of class folders (no train/, val/): the fraction of each class held "
+                 "out as the test set (chosen by file name, the same in every run)")
+      ->capture_default_str();
+  app.add_option("--workers", ropts.workers,
+                 "data pipeline threads that decode and transform ahead of the learners "
+                 "(default: the cores --threads leaves free, at least 1)");
+  app.add_option("--augment", augment,
+                 "training augmentation: auto (random-resized crop + flip for image folders and "
+                 "packs, none for IDX/CIFAR) | none | crop")
+      ->capture_default_str();
+  app.add_option("--mean", ropts.transforms.mean,
+                 "per-channel mean subtracted after x/255 (default: ImageNet's for image folders "
+                 "and packs, 0 for IDX/CIFAR); one value or one per channel")
+      ->delimiter(',');
+  app.add_option("--std", ropts.transforms.std,
+                 "per-channel std divided by after the mean (default: ImageNet's for image "
+                 "folders and packs, 1 for IDX/CIFAR)")
+      ->delimiter(',');
+  app.add_option("--cache", cache,
+                 "image folders: train from this .cbpack (decoded, resized samples), made from "
+                 "--data on first use (as cb-pack does) and checked against it later");
   app.add_option("--batch-size,-b", topts.batch, "examples per step")->capture_default_str();
   app.add_option("--eval-batch-size", topts.eval_batch,
                  "examples per evaluation batch (default: --batch-size)");
@@ -236,8 +271,13 @@ int main(int argc, char** argv) {
     if (!(topts.weight_decay >= 0))
       fail("--weight-decay must not be negative, got {}", topts.weight_decay);
 
+    if (ropts.workers < 0) fail("--workers must not be negative, got {}", ropts.workers);
+    ropts.transforms.augment = parse_augment(augment);
+    dopts.format = parse_data_format(data_format);
     // Data first: a missing folder is the commonest mistake and costs nothing to find.
-    Dataset data = load_dataset(data_dir);
+    Dataset data = load_dataset(data_dir, dopts);
+    if (!cache.empty() && data.format != DataFormat::Folder)
+      fail("--cache packs an image folder; {} is {}", data_dir, data.description);
     ImportResult r = import_model(model);
     LossSpec spec;
     if (loss == "auto") {
@@ -268,6 +308,25 @@ int main(int argc, char** argv) {
         fail("--loss model: the model has no scalar float output");
       spec = d;
     }
+    // The data against the model's input, before any learner is built.
+    TransformSpec tspec = plan_transforms(data, model_input(r.graph, spec), ropts.transforms);
+    if (!cache.empty()) {
+      std::error_code ec;
+      if (!std::filesystem::exists(cache, ec)) {
+        PackOptions po;
+        po.size = tspec.eval_resize();
+        po.val_split = dopts.val_split;
+        po.workers = ropts.workers > 0 ? ropts.workers : hardware_threads();
+        fmt::print("cache    packing {} into {} (shorter side {}) ...\n", data_dir, cache, po.size);
+        std::fflush(stdout);
+        PackSummary ps = write_pack(data_dir, cache, po);
+        fmt::print("cache    {} training + {} test images, {}\n", ps.train, ps.test, mib(ps.bytes));
+      }
+      Dataset packed = load_pack_dataset(cache, data_dir);
+      packed.skipped = data.skipped;  // the folder's listing skips stay reported
+      data = std::move(packed);
+      tspec = plan_transforms(data, model_input(r.graph, spec), ropts.transforms);
+    }
     const bool sma = topts.optimizer == OptimizerKind::Sgd;
     const bool auto_learners = learners == "auto";
     int nlearners = 1;
@@ -294,9 +353,14 @@ int main(int argc, char** argv) {
     }
     fmt::print("loss     {}{}\n", loss_kind_name(spec.kind),
                loss == "auto" ? " (auto-detected)" : "");
-    fmt::print("data     {}: {} training, {} test images of {}\n", data_dir, data.train.count,
-               data.test.count, data.train.image_shape());
-    const int64_t spe = data.train.count / topts.batch;
+    fmt::print(
+        "data     {}: {}, {} training, {} test images of {}{}\n", data.dir, data.description,
+        data.train->size(), data.test->size(), data.train->dims().str(),
+        data.classes.empty() ? std::string() : fmt::format(", {} classes", data.classes.size()));
+    fmt::print("inputs   {}; {} pipeline worker{}\n", tspec.describe(),
+               ropts.workers > 0 ? ropts.workers : default_workers(threads),
+               (ropts.workers > 0 ? ropts.workers : default_workers(threads)) == 1 ? "" : "s");
+    const int64_t spe = data.train->size() / topts.batch;
     std::string opt_text =
         topts.optimizer == OptimizerKind::Sgd
             ? fmt::format("sgd momentum {}{} weight decay {}", topts.momentum,
@@ -409,6 +473,14 @@ int main(int argc, char** argv) {
       fmt::print("reset    step {}: the learning rate drops to {:.5g}; every replica reset to z\n",
                  step + 1, new_lr);
     };
+    cbs.on_skipped = [&](const std::vector<SkipLog::Entry>& fresh, int64_t total) {
+      progress.clear();
+      fmt::print(stderr, "cb-train: warning: {}{}\n", skip_summary(fresh),
+                 total > static_cast<int64_t>(fresh.size())
+                     ? fmt::format(" ({} skipped so far)", total)
+                     : std::string());
+      std::fflush(stderr);
+    };
     bool wrote = false;
     cbs.on_eval = [&](const EvalReport& p) {
       progress.clear();
@@ -421,10 +493,10 @@ int main(int argc, char** argv) {
         *metrics_out << fmt::format(
             "{{\"time\": {:.3f}, \"epoch\": {:.4f}, \"step\": {}, \"loss\": {:.6g}, "
             "\"test_loss\": {:.6g}, \"accuracy\": {}, \"images_per_s\": {:.1f}, "
-            "\"learners\": {}, \"lr\": {:.6g}}}\n",
+            "\"learners\": {}, \"lr\": {:.6g}, \"data_wait_s\": {:.3f}}}\n",
             p.time_s, p.epoch, p.step, p.train_loss, p.test.loss,
             p.test.accuracy < 0 ? std::string("null") : fmt::format("{:.6f}", p.test.accuracy),
-            p.images_per_s, p.learners, p.lr);
+            p.images_per_s, p.learners, p.lr, p.data_wait_s);
         metrics_out->flush();
       }
       if (!output.empty()) {
@@ -449,6 +521,14 @@ int main(int argc, char** argv) {
         "test accuracy {} on {} images, {:.2f} epochs, {} learner{}\n",
         s.steps, s.images, s.seconds, s.train_seconds, s.images_per_s, accuracy_text(s.test),
         s.test.count, s.epochs, s.learners, s.learners == 1 ? "" : "s");
+    fmt::print("data     waited {:.2f} s for training batches ({:.1f}% of training time){}\n",
+               s.data_wait_s,
+               s.train_seconds + s.data_wait_s > 0
+                   ? 100 * s.data_wait_s / (s.train_seconds + s.data_wait_s)
+                   : 0.0,
+               data.skipped->count() > 0 ? fmt::format("; {} file{} skipped", data.skipped->count(),
+                                                       data.skipped->count() == 1 ? "" : "s")
+                                         : std::string());
     const StepTiming& tm = trainer.timing();
     fmt::print(
         "steps    forward/backward (phase A) {:.1f}%, waiting for the SMA update (phase B) "

@@ -1,6 +1,6 @@
 // CIFAR-10/100 binary reading: fixed-size records, no header, no compression. The files are read
 // whole (ifstream), checked (non-empty, a whole number of records, labels in range) and converted
-// to f32 / 255; the pixel planes (R, G, B, each row-major 32x32) already are the NCHW order.
+// to uint8 CHW; the pixel planes (R, G, B, each row-major 32x32) already are the NCHW order.
 #include "runtime/data/cifar_dataset.h"
 
 #include <algorithm>
@@ -89,7 +89,7 @@ void read_records(const fs::path& path, const char* what, int64_t header, int64_
     fail("{}: read error after {} of {} bytes", name, f.gcount(), size);
   const auto n = static_cast<int64_t>(size / record);
   const auto first = static_cast<size_t>(set.count);
-  set.images.resize((first + static_cast<size_t>(n)) * kPixels);
+  set.pixels.resize((first + static_cast<size_t>(n)) * kPixels);
   set.labels.resize(first + static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* rec = b.data() + static_cast<size_t>(r) * record;
@@ -100,10 +100,11 @@ void read_records(const fs::path& path, const char* what, int64_t header, int64_
           "file",
           name, r, label, classes - 1, classes);
     set.labels[first + static_cast<size_t>(r)] = label;
-    float* dst = set.images.data() + (first + static_cast<size_t>(r)) * kPixels;
-    for (int64_t i = 0; i < kPixels; ++i) dst[i] = static_cast<float>(rec[header + i]) / 255.0f;
+    std::copy_n(rec + header, kPixels,
+                set.pixels.data() + (first + static_cast<size_t>(r)) * kPixels);
   }
   set.count += n;
+  set.source = set.source.empty() ? name : set.source + ", " + name;
 }
 
 ImageSet empty_set() {
@@ -134,14 +135,22 @@ Dataset load_cifar_dataset(const std::string& dir) {
   const Found& f = found[0];
   Dataset d;
   d.dir = dir;
-  d.train = d.test = empty_set();
+  d.format = DataFormat::Cifar;
+  ImageSet train = empty_set(), test = empty_set();
+  auto done = [&] {
+    d.train = std::make_shared<ImageSet>(std::move(train));
+    d.test = std::make_shared<ImageSet>(std::move(test));
+    return d;
+  };
   if (f.cifar100) {
     const char* what =
         "a CIFAR-100 binary folder holds train.bin and test.bin (from cifar-100-binary.tar.gz)";
-    read_records(f.root / "train.bin", what, 2, 1, 100, d.train);  // coarse, fine label bytes
-    read_records(f.root / "test.bin", what, 2, 1, 100, d.test);
-    return d;
+    d.description = "CIFAR-100 binaries";
+    read_records(f.root / "train.bin", what, 2, 1, 100, train);  // coarse, fine label bytes
+    read_records(f.root / "test.bin", what, 2, 1, 100, test);
+    return done();
   }
+  d.description = "CIFAR-10 binaries";
   const char* what =
       "a CIFAR-10 binary folder holds data_batch_1.bin ... data_batch_5.bin and test_batch.bin "
       "(from cifar-10-binary.tar.gz; a subset data_batch_1.bin ... data_batch_N.bin will do)";
@@ -156,9 +165,9 @@ Dataset load_cifar_dataset(const std::string& dir) {
           (f.root / fmt::format("data_batch_{}.bin", i)).string(),
           (f.root / fmt::format("data_batch_{}.bin", *nums.rbegin())).string(), what);
   for (int i : nums)
-    read_records(f.root / fmt::format("data_batch_{}.bin", i), what, 1, 0, 10, d.train);
-  read_records(f.root / "test_batch.bin", what, 1, 0, 10, d.test);
-  return d;
+    read_records(f.root / fmt::format("data_batch_{}.bin", i), what, 1, 0, 10, train);
+  read_records(f.root / "test_batch.bin", what, 1, 0, 10, test);
+  return done();
 }
 
 }  // namespace cb

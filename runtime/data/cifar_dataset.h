@@ -6,7 +6,7 @@
 // 1024 R, 1024 G, 1024 B, each plane row-major 32x32. CIFAR-100 ("cifar-100-binary.tar.gz"):
 // train.bin and test.bin; a record is a coarse label byte, a fine label byte (0-99, the one we
 // use), then the same 3072 pixel bytes. The files may sit in the folder itself or in the tarball's
-// subfolder (cifar-10-batches-bin/, cifar-100-binary/). Images become f32 [n,3,32,32] = byte / 255
+// subfolder (cifar-10-batches-bin/, cifar-100-binary/). Images stay uint8 [n,3,32,32]
 // (the planes are already channel-major), labels i64 [n]. Every problem (missing or empty file, a
 // size that is not a whole number of records, a label out of range) is a cb::Error naming the file.
 #pragma once

@@ -1,27 +1,104 @@
-// The in-memory data set (ImageSet), detection of a --data folder's format, and the batch
-// iterator. Detection looks at file names only; the reader of the detected format then checks the
-// content and names whatever is wrong.
+// The SkipLog, the in-memory ImageSet, detection of a --data path's format, and the epoch order.
+// Detection looks at file names only; the reader of the detected format then checks the content
+// and names whatever is wrong.
 #include "runtime/data/dataset.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "runtime/data/cifar_dataset.h"
 #include "runtime/data/idx_dataset.h"
+#include "runtime/data/image_folder.h"
+#include "runtime/data/pack.h"
 #include "runtime/error.h"
 
 namespace cb {
 
 namespace fs = std::filesystem;
 
+bool SkipLog::add(const std::string& name, const std::string& why) {
+  std::lock_guard lock(m_);
+  auto it = std::lower_bound(sorted_names_.begin(), sorted_names_.end(), name);
+  if (it != sorted_names_.end() && *it == name) return false;
+  sorted_names_.insert(it, name);
+  entries_.push_back({name, why});
+  return true;
+}
+
+int64_t SkipLog::count() const {
+  std::lock_guard lock(m_);
+  return static_cast<int64_t>(entries_.size());
+}
+
+std::vector<SkipLog::Entry> SkipLog::since(size_t* cursor) const {
+  std::lock_guard lock(m_);
+  std::vector<Entry> out;
+  for (size_t i = std::min(*cursor, entries_.size()); i < entries_.size(); ++i)
+    out.push_back(entries_[i]);
+  *cursor = entries_.size();
+  return out;
+}
+
+std::string skip_summary(const std::vector<SkipLog::Entry>& entries, size_t shown) {
+  std::string s =
+      fmt::format("{} file{} skipped: ", entries.size(), entries.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < std::min(shown, entries.size()); ++i)
+    s += fmt::format("{}{} ({})", i ? ", " : "", entries[i].name, entries[i].why);
+  if (entries.size() > shown) s += fmt::format(" and {} more", entries.size() - shown);
+  return s;
+}
+
+std::string ExampleDims::str() const {
+  return fixed() ? fmt::format("{}x{}x{}", channels, rows, cols)
+                 : fmt::format("{} channel{}, sizes vary", channels, channels == 1 ? "" : "s");
+}
+
+int64_t Examples::label_max() const {
+  int64_t m = -1;
+  for (int64_t i = 0; i < size(); ++i) m = std::max(m, label(i));
+  return m;
+}
+
 std::string ImageSet::image_shape() const { return fmt::format("{}x{}x{}", channels, rows, cols); }
 
-int64_t ImageSet::label_max() const {
-  int64_t m = -1;
-  for (int64_t l : labels) m = std::max(m, l);
-  return m;
+std::string ImageSet::name(int64_t i) const {
+  return fmt::format("example {} of {}", i, source.empty() ? std::string("the data") : source);
+}
+
+ExampleDims ImageSet::dims() const {
+  return {static_cast<int>(channels), static_cast<int>(rows), static_cast<int>(cols)};
+}
+
+bool ImageSet::load(int64_t i, const DecodeOptions& o, Image& out, std::string& why) const {
+  if (i < 0 || i >= count) {
+    why = "no such example";
+    return false;
+  }
+  // CHW planes -> HWC, with the channel conversion decode_image applies (grey <-> RGB).
+  const uint8_t* p = chw(i);
+  const int64_t plane = rows * cols;
+  out.rows = static_cast<int>(rows);
+  out.cols = static_cast<int>(cols);
+  out.channels = o.channels;
+  out.px.resize(static_cast<size_t>(plane * o.channels));
+  for (int64_t k = 0; k < plane; ++k) {
+    uint8_t* d = out.px.data() + k * o.channels;
+    if (o.channels == channels) {
+      for (int64_t c = 0; c < channels; ++c) d[c] = p[c * plane + k];
+    } else if (o.channels == 3 && channels == 1) {
+      d[0] = d[1] = d[2] = p[k];
+    } else if (o.channels == 1 && channels == 3) {
+      d[0] = static_cast<uint8_t>(
+          (p[k] * 19595u + p[plane + k] * 38470u + p[2 * plane + k] * 7471u + 0x8000u) >> 16);
+    } else {
+      why = fmt::format("cannot convert {} channels to {}", channels, o.channels);
+      return false;
+    }
+  }
+  return true;
 }
 
 ImageSet ImageSet::head(int64_t n) const {
@@ -31,7 +108,8 @@ ImageSet ImageSet::head(int64_t n) const {
   s.channels = channels;
   s.rows = rows;
   s.cols = cols;
-  s.images.assign(images.begin(), images.begin() + n * image_elems());
+  s.source = source;
+  s.pixels.assign(pixels.begin(), pixels.begin() + n * image_elems());
   s.labels.assign(labels.begin(), labels.begin() + n);
   return s;
 }
@@ -41,11 +119,38 @@ void ImageSet::slice(int64_t begin, int64_t n, Tensor& img, Tensor& lab) const {
   img.dtype = DType::F32;
   img.dims = {n, channels, rows, cols};
   img.bytes.resize(static_cast<size_t>(n * image_elems()) * sizeof(float));
-  std::copy_n(images.data() + begin * image_elems(), n * image_elems(), img.data<float>());
+  const uint8_t* src = pixels.data() + begin * image_elems();
+  float* dst = img.data<float>();
+  for (int64_t k = 0; k < n * image_elems(); ++k) dst[k] = static_cast<float>(src[k]) / 255.0f;
   lab.dtype = DType::I64;
   lab.dims = {n};
   lab.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
   std::copy_n(labels.data() + begin, n, lab.data<int64_t>());
+}
+
+DataFormat parse_data_format(const std::string& s) {
+  if (s == "auto") return DataFormat::Auto;
+  if (s == "idx") return DataFormat::Idx;
+  if (s == "cifar") return DataFormat::Cifar;
+  if (s == "folder") return DataFormat::Folder;
+  if (s == "pack") return DataFormat::Pack;
+  fail("unknown --data-format '{}' (choices: auto, idx, cifar, folder, pack)", s);
+}
+
+const char* data_format_name(DataFormat f) {
+  switch (f) {
+    case DataFormat::Auto:
+      return "auto";
+    case DataFormat::Idx:
+      return "idx";
+    case DataFormat::Cifar:
+      return "cifar";
+    case DataFormat::Folder:
+      return "folder";
+    case DataFormat::Pack:
+      return "pack";
+  }
+  return "?";
 }
 
 // ---- detection ---------------------------------------------------------------------------------
@@ -73,53 +178,62 @@ std::string listing(const fs::path& dir) {
 
 }  // namespace
 
-Dataset load_dataset(const std::string& dir) {
-  if (!fs::is_directory(dir))
+Dataset load_dataset(const std::string& path, const DataOptions& o) {
+  const fs::path p(path);
+  std::error_code ec;
+  if (o.format == DataFormat::Pack || (o.format == DataFormat::Auto && fs::is_regular_file(p, ec)))
+    return load_pack_dataset(path);
+  if (!fs::is_directory(p, ec))
     fail(
         "data folder {} does not exist (or is not a folder); pass --data DIR with IDX files "
         "(MNIST, Fashion-MNIST: Debian's dataset-fashion-mnist installs "
-        "/usr/share/datasets/fashion-mnist) or CIFAR-10/100 binaries",
-        dir);
-  const fs::path p(dir);
+        "/usr/share/datasets/fashion-mnist), CIFAR-10/100 binaries, an image folder "
+        "(train/ and val/ of class folders, or class folders) or a .cbpack file",
+        path);
+  switch (o.format) {
+    case DataFormat::Idx:
+      return load_idx_dataset(path);
+    case DataFormat::Cifar:
+      return load_cifar_dataset(path);
+    case DataFormat::Folder:
+      return load_image_folder(path, o.val_split);
+    default:
+      break;
+  }
   const char* const idx_files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                    "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
   bool idx = false;
   for (const char* f : idx_files) idx = idx || has_file(p, f);
-  const bool cifar = looks_like_cifar(dir);
+  const bool cifar = looks_like_cifar(path);
   if (idx && cifar)
     fail(
         "data folder {} holds both IDX files (train-images-idx3-ubyte, ...) and CIFAR binaries; "
-        "keep one data set per folder",
-        dir);
-  if (idx) return load_idx_dataset(dir);
-  if (cifar) return load_cifar_dataset(dir);
-  if (fs::is_directory(p / "train") && fs::is_directory(p / "val"))
-    fail(
-        "data folder {} looks like an ImageNet-style folder (train/ and val/ of class folders); "
-        "those are not supported yet (no JPEG decoding): use IDX files or CIFAR-10/100 binaries",
-        dir);
+        "keep one data set per folder (or force one with --data-format idx|cifar)",
+        path);
+  if (idx) return load_idx_dataset(path);
+  if (cifar) return load_cifar_dataset(path);
+  if (looks_like_image_folder(path)) return load_image_folder(path, o.val_split);
   fail(
       "data folder {}: no data set recognised ({}); looked for IDX files "
       "(train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
       "t10k-labels-idx1-ubyte, optionally .gz), CIFAR-10 binaries (data_batch_1.bin ... "
       "data_batch_5.bin, test_batch.bin, also in cifar-10-batches-bin/), CIFAR-100 binaries "
-      "(train.bin, test.bin, also in cifar-100-binary/) and ImageNet-style train/ and val/ "
-      "folders (not supported yet)",
-      dir, listing(p));
+      "(train.bin, test.bin, also in cifar-100-binary/) and image folders (train/ and val/ of "
+      "class folders, or class folders, of .jpg/.jpeg/.png files); --data-format forces one",
+      path, listing(p));
 }
 
 // ---- batches -----------------------------------------------------------------------------------
 
-BatchIterator::BatchIterator(const ImageSet& set, int64_t batch, bool shuffle, uint64_t seed)
-    : set_(set), batch_(batch), shuffle_(shuffle), seed_(seed), rng_(seed) {
+BatchOrder::BatchOrder(int64_t count, int64_t batch, bool shuffle, uint64_t seed)
+    : count_(count), batch_(batch), shuffle_(shuffle), seed_(seed), rng_(seed) {
   if (batch <= 0) fail("batch size must be positive, got {}", batch);
-  if (batch > set.count)
-    fail("batch size {} is larger than the {} training examples", batch, set.count);
-  order_.resize(static_cast<size_t>(set.count));
+  if (batch > count) fail("batch size {} is larger than the {} training examples", batch, count);
+  order_.resize(static_cast<size_t>(count));
   start_epoch();
 }
 
-void BatchIterator::start_epoch() {
+void BatchOrder::start_epoch() {
   ++epoch_;
   pos_ = 0;
   for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
@@ -132,7 +246,7 @@ void BatchIterator::start_epoch() {
   }
 }
 
-void BatchIterator::seek(int64_t batches) {
+void BatchOrder::seek(int64_t batches) {
   CB_CHECK(batches >= 0);
   rng_.seed(seed_);
   epoch_ = -1;
@@ -142,23 +256,10 @@ void BatchIterator::seek(int64_t batches) {
   pos_ = (batches % spe) * batch_;
 }
 
-void BatchIterator::next(Tensor& img, Tensor& lab) {
-  const int64_t e = set_.image_elems();
-  img.dtype = DType::F32;
-  img.dims = {batch_, set_.channels, set_.rows, set_.cols};
-  img.bytes.resize(static_cast<size_t>(batch_ * e) * sizeof(float));
-  lab.dtype = DType::I64;
-  lab.dims = {batch_};
-  lab.bytes.resize(static_cast<size_t>(batch_) * sizeof(int64_t));
-  float* ip = img.data<float>();
-  int64_t* lp = lab.data<int64_t>();
-  for (int64_t b = 0; b < batch_; ++b) {
-    int64_t k = order_[static_cast<size_t>(pos_ + b)];
-    std::copy_n(set_.images.data() + k * e, e, ip + b * e);
-    lp[b] = set_.labels[static_cast<size_t>(k)];
-  }
+void BatchOrder::next(int64_t* indices) {
+  std::copy_n(order_.data() + pos_, batch_, indices);
   pos_ += batch_;
-  if (pos_ + batch_ > set_.count) start_epoch();  // drop the last partial batch
+  if (pos_ + batch_ > count_) start_epoch();  // drop the last partial batch
 }
 
 }  // namespace cb

@@ -111,9 +111,8 @@ ImageSet read_idx_pair(const std::string& images_path, const std::string& labels
   s.rows = im.dims[1];
   s.cols = im.dims[2];
   size_t n = static_cast<size_t>(s.count * s.rows * s.cols);
-  s.images.resize(n);
-  const uint8_t* px = im.bytes.data() + im.data_offset;
-  for (size_t i = 0; i < n; ++i) s.images[i] = static_cast<float>(px[i]) / 255.0f;
+  s.source = ip;
+  s.pixels.assign(im.bytes.data() + im.data_offset, im.bytes.data() + im.data_offset + n);
   s.labels.resize(static_cast<size_t>(s.count));
   const uint8_t* l = lb.bytes.data() + lb.data_offset;
   for (size_t i = 0; i < s.labels.size(); ++i) s.labels[i] = l[i];
@@ -128,14 +127,18 @@ Dataset load_idx_dataset(const std::string& dir) {
         dir);
   Dataset d;
   d.dir = dir;
+  d.format = DataFormat::Idx;
+  d.description = "IDX files";
   fs::path p(dir);
-  d.train = read_idx_pair((p / "train-images-idx3-ubyte").string(),
-                          (p / "train-labels-idx1-ubyte").string());
-  d.test = read_idx_pair((p / "t10k-images-idx3-ubyte").string(),
-                         (p / "t10k-labels-idx1-ubyte").string());
-  if (d.train.rows != d.test.rows || d.train.cols != d.test.cols)
-    fail("{}: training images are {}x{} but test images are {}x{}", dir, d.train.rows, d.train.cols,
-         d.test.rows, d.test.cols);
+  auto train = std::make_shared<ImageSet>(read_idx_pair((p / "train-images-idx3-ubyte").string(),
+                                                        (p / "train-labels-idx1-ubyte").string()));
+  auto test = std::make_shared<ImageSet>(read_idx_pair((p / "t10k-images-idx3-ubyte").string(),
+                                                       (p / "t10k-labels-idx1-ubyte").string()));
+  if (train->rows != test->rows || train->cols != test->cols)
+    fail("{}: training images are {}x{} but test images are {}x{}", dir, train->rows, train->cols,
+         test->rows, test->cols);
+  d.train = std::move(train);
+  d.test = std::move(test);
   return d;
 }
 

@@ -2,7 +2,7 @@
 //
 // A folder holds train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
 // t10k-labels-idx1-ubyte, each optionally gzip-compressed (".gz", read through zlib). Images
-// become f32 [n,1,rows,cols] scaled to [0,1] (x / 255), labels i64 [n]. Every problem (missing
+// stay uint8 [n,1,rows,cols] (an ImageSet), labels i64 [n]. Every problem (missing
 // file, bad magic, truncated data, image and label counts that differ) is a cb::Error naming the
 // file.
 #pragma once

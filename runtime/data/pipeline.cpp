@@ -1,0 +1,328 @@
+// Transforms and the batch pipeline (see pipeline.h).
+#include "runtime/data/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace cb {
+
+namespace {
+
+// splitmix64: the seed of example i's generator in epoch e (independent streams per example).
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t example_seed(uint64_t seed, int64_t epoch, int64_t i) {
+  return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(i));
+}
+
+const float kImageNetMean[3] = {0.485f, 0.456f, 0.406f};
+const float kImageNetStd[3] = {0.229f, 0.224f, 0.225f};
+
+std::string dims_text(const std::vector<int64_t>& d) {
+  std::string s = "[N";
+  for (int64_t v : d) s += fmt::format(",{}", v);
+  return s + "]";
+}
+
+void write_chw(const Image& img, const TransformSpec& s, void* out) {
+  CB_CHECK(img.rows == s.rows && img.cols == s.cols && img.channels == s.channels);
+  if (s.dtype == DType::U8) {
+    auto* o = static_cast<uint8_t*>(out);
+    const size_t plane = static_cast<size_t>(s.rows) * static_cast<size_t>(s.cols);
+    for (size_t k = 0; k < plane; ++k)
+      for (int c = 0; c < s.channels; ++c)
+        o[static_cast<size_t>(c) * plane + k] = img.px[k * static_cast<size_t>(s.channels) + c];
+    return;
+  }
+  to_chw_f32(img, s.mean.data(), s.std.data(), static_cast<float*>(out));
+}
+
+}  // namespace
+
+int TransformSpec::eval_resize() const {
+  return static_cast<int>(std::lround(std::max(rows, cols) * 256.0 / 224.0));
+}
+
+std::string TransformSpec::describe() const {
+  std::string norm = dtype == DType::U8 ? std::string("uint8 pixels as they are")
+                                        : fmt::format("(x/255 - mean) / std, mean {} std {}",
+                                                      fmt::join(mean, ","), fmt::join(std, ","));
+  return fmt::format(
+      "{}x{}x{}; training {}; evaluation: {}x{} as is, else shorter side to {} + centre crop; {}",
+      channels, rows, cols,
+      augment ? "random-resized crop (scale 0.08-1, ratio 3/4-4/3) + horizontal flip"
+              : "no augmentation (the evaluation transform)",
+      rows, cols, eval_resize(), norm);
+}
+
+AugmentMode parse_augment(const std::string& s) {
+  if (s == "auto") return AugmentMode::Auto;
+  if (s == "none") return AugmentMode::None;
+  if (s == "crop") return AugmentMode::Crop;
+  fail("unknown --augment '{}' (choices: auto, none, crop)", s);
+}
+
+TransformSpec plan_transforms(const Dataset& data, const ModelInput& in,
+                              const TransformOptions& o) {
+  const ExampleDims dd = data.train->dims();
+  for (int64_t d : in.dims)
+    if (d <= 0)
+      fail("model input '{}' has a size that is not fixed ({}): give the model fixed sizes",
+           in.name, dims_text(in.dims));
+  if (in.dtype != DType::F32 && in.dtype != DType::U8)
+    fail("model input '{}' is {}: images are fed as float32 (or uint8 pixels)", in.name,
+         dtype_name(in.dtype));
+  TransformSpec s;
+  s.dtype = in.dtype;
+  const bool image_model =
+      in.dims.size() == 3 && (in.dims[0] == 1 || in.dims[0] == 3) && in.dims[1] > 0;
+  int64_t want = 1;
+  for (int64_t d : in.dims) want *= d;
+  const int64_t have = dd.fixed() ? static_cast<int64_t>(dd.channels) * dd.rows * dd.cols : -1;
+  if (data.photos && image_model) {
+    // Photographs are resized and converted to whatever the model takes.
+    s.channels = static_cast<int>(in.dims[0]);
+    s.rows = static_cast<int>(in.dims[1]);
+    s.cols = static_cast<int>(in.dims[2]);
+  } else if (!data.photos && have == want) {
+    // IDX/CIFAR: the data's own pixels, reshaped to the input (a flat [N,784] takes 1x28x28).
+    s.channels = dd.channels;
+    s.rows = dd.rows;
+    s.cols = dd.cols;
+  } else {
+    fail(
+        "model input '{}' is {} but the images of the {} are {} ({} values each); this model does "
+        "not fit this data set{}",
+        in.name, dims_text(in.dims), data.description, dd.str(),
+        have >= 0 ? fmt::format("{}", have) : std::string("varying"),
+        data.photos ? " (image folders and packs are resized to a model of images, which takes "
+                      "[N,C,H,W] with C = 1 or 3)"
+                    : " (IDX and CIFAR images are fed as they are: the model must take their "
+                      "size)");
+  }
+  s.augment = o.augment == AugmentMode::Crop || (o.augment == AugmentMode::Auto && data.photos);
+  if (s.augment && !image_model)
+    fail("--augment crop needs a model that takes images [N,C,H,W]; model input '{}' is {}",
+         in.name, dims_text(in.dims));
+  auto per_channel = [&](const std::vector<float>& v, const char* flag) {
+    if (v.size() == 1) return std::vector<float>(static_cast<size_t>(s.channels), v[0]);
+    if (v.size() != static_cast<size_t>(s.channels))
+      fail("{} has {} values; give 1, or one per channel ({})", flag, v.size(), s.channels);
+    return v;
+  };
+  if (!o.mean.empty()) {
+    s.mean = per_channel(o.mean, "--mean");
+  } else if (data.photos) {
+    s.mean = s.channels == 3 ? std::vector<float>(kImageNetMean, kImageNetMean + 3)
+                             : std::vector<float>{0.449f};  // ImageNet's, for grey images
+  } else {
+    s.mean.assign(static_cast<size_t>(s.channels), 0.0f);
+  }
+  if (!o.std.empty()) {
+    s.std = per_channel(o.std, "--std");
+  } else if (data.photos) {
+    s.std = s.channels == 3 ? std::vector<float>(kImageNetStd, kImageNetStd + 3)
+                            : std::vector<float>{0.226f};
+  } else {
+    s.std.assign(static_cast<size_t>(s.channels), 1.0f);
+  }
+  for (float v : s.std)
+    if (!(v > 0)) fail("--std values must be positive, got {}", v);
+  for (float v : s.mean)
+    if (!std::isfinite(v)) fail("--mean values must be finite, got {}", v);
+  return s;
+}
+
+void transform_example(const Image& img, const TransformSpec& s, bool augment, std::mt19937_64& rng,
+                       void* out) {
+  if (augment) {
+    const CropBox box = random_resized_crop_box(img.rows, img.cols, rng);
+    Image t = crop_resize(img, box, s.rows, s.cols);
+    if (rng() >> 63) flip_horizontal(t);
+    write_chw(t, s, out);
+  } else if (img.rows == s.rows && img.cols == s.cols) {
+    write_chw(img, s, out);
+  } else {
+    const auto [r, c] = shorter_side_size(img.rows, img.cols, s.eval_resize());
+    const Image big = resize(img, r, c);
+    write_chw(crop(big, center_crop_box(r, c, s.rows, s.cols)), s, out);
+  }
+}
+
+int default_workers(int learner_threads) {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, hw - learner_threads);
+}
+
+// ---- the pipeline ------------------------------------------------------------------------------
+
+BatchPipeline::BatchPipeline(std::shared_ptr<const Examples> examples, const TransformSpec& spec,
+                             const PipelineOptions& o, std::shared_ptr<SkipLog> skipped)
+    : ex_(std::move(examples)), spec_(spec), o_(o), skipped_(std::move(skipped)) {
+  CB_CHECK(ex_ && skipped_ && o.workers >= 1 && o.batch >= 1);
+  if (o.train) {
+    order_ = std::make_unique<BatchOrder>(ex_->size(), o.batch, o.shuffle, o.seed);
+    order_->seek(o.start);
+  } else {
+    eval_count_ = o.limit > 0 ? std::min(o.limit, ex_->size()) : ex_->size();
+    end_ = (eval_count_ + o.batch - 1) / o.batch;
+  }
+  const int depth = o.depth > 0 ? o.depth : 2 * o.workers + 2;
+  slots_.resize(static_cast<size_t>(depth));
+  threads_.reserve(static_cast<size_t>(o.workers));
+  try {
+    for (int w = 0; w < o.workers; ++w) threads_.emplace_back([this] { work(); });
+  } catch (...) {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    free_cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    fail("cannot start the data pipeline's {} worker threads (the system refused a thread)",
+         o.workers);
+  }
+}
+
+BatchPipeline::~BatchPipeline() {
+  {
+    std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  free_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void BatchPipeline::work() {
+  std::vector<int64_t> idx;
+  for (;;) {
+    int64_t seq = 0, epoch = 0;
+    {
+      std::unique_lock lock(m_);
+      free_cv_.wait(lock, [&] {
+        return stop_ || ((end_ < 0 || claim_ < end_) &&
+                         claim_ < head_ + static_cast<int64_t>(slots_.size()));
+      });
+      if (stop_) return;
+      seq = claim_++;
+      // The sequence's indices are drawn in claim order, so the order is the same with any
+      // number of workers.
+      if (order_) {
+        epoch = order_->epoch();
+        idx.resize(static_cast<size_t>(o_.batch));
+        order_->next(idx.data());
+      } else {
+        const int64_t begin = seq * o_.batch, n = std::min(o_.batch, eval_count_ - begin);
+        idx.resize(static_cast<size_t>(n));
+        for (int64_t k = 0; k < n; ++k) idx[static_cast<size_t>(k)] = begin + k;
+      }
+    }
+    Slot& s = slots_[static_cast<size_t>(seq % static_cast<int64_t>(slots_.size()))];
+    try {
+      fill(s, seq, idx, epoch);
+    } catch (...) {
+      s.error = std::current_exception();
+    }
+    {
+      std::lock_guard lock(m_);
+      s.seq = seq;
+      s.ready = true;
+    }
+    ready_cv_.notify_all();
+  }
+}
+
+void BatchPipeline::fill(Slot& s, int64_t seq, const std::vector<int64_t>& idx, int64_t epoch) {
+  const auto n = static_cast<int64_t>(idx.size());
+  const int64_t per = static_cast<int64_t>(spec_.channels) * spec_.rows * spec_.cols;
+  const size_t esize = spec_.dtype == DType::U8 ? 1 : sizeof(float);
+  s.error = nullptr;
+  s.images.dtype = spec_.dtype;
+  s.images.dims = {n, spec_.channels, spec_.rows, spec_.cols};
+  s.images.bytes.resize(static_cast<size_t>(n * per) * esize);
+  s.labels.dtype = DType::I64;
+  s.labels.dims = {n};
+  s.labels.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
+  auto* out = reinterpret_cast<uint8_t*>(s.images.bytes.data());
+  int64_t* lab = s.labels.data<int64_t>();
+  const bool augment = o_.train && spec_.augment;
+  const ExampleDims dd = ex_->dims();
+  // In-memory examples already at the output's size: straight from their pixels.
+  const bool direct = !augment && dd.fixed() && dd.channels == spec_.channels &&
+                      dd.rows == spec_.rows && dd.cols == spec_.cols && ex_->chw(0) != nullptr;
+  DecodeOptions dopt;
+  dopt.channels = spec_.channels;
+  dopt.min_side = augment ? std::max(spec_.rows, spec_.cols) : spec_.eval_resize();
+  Image img;
+  std::string why;
+  const int64_t count = ex_->size();
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t i = idx[static_cast<size_t>(k)];
+    void* dst = out + static_cast<size_t>(k * per) * esize;
+    if (direct) {
+      const uint8_t* p = ex_->chw(i);
+      if (spec_.dtype == DType::U8) {
+        std::memcpy(dst, p, static_cast<size_t>(per));
+      } else {
+        auto* f = static_cast<float*>(dst);
+        const int64_t plane = static_cast<int64_t>(spec_.rows) * spec_.cols;
+        for (int64_t c = 0; c < spec_.channels; ++c) {
+          const float m = spec_.mean[static_cast<size_t>(c)],
+                      sd = spec_.std[static_cast<size_t>(c)];
+          for (int64_t q = 0; q < plane; ++q)
+            f[c * plane + q] = (static_cast<float>(p[c * plane + q]) / 255.0f - m) / sd;
+        }
+      }
+      lab[k] = ex_->label(i);
+      continue;
+    }
+    // An example that cannot be loaded is replaced by the next loadable one.
+    int64_t tries = 0;
+    while (!ex_->load(i, dopt, img, why)) {
+      skipped_->add(ex_->name(i), why);
+      if (++tries >= count)
+        fail("none of the {} examples could be loaded ({}: {})", count, ex_->name(i), why);
+      i = (i + 1) % count;
+    }
+    std::mt19937_64 rng(example_seed(o_.seed, epoch, i));
+    transform_example(img, spec_, augment, rng, dst);
+    lab[k] = ex_->label(i);
+  }
+  (void)seq;
+}
+
+bool BatchPipeline::next(Tensor& images, Tensor& labels) {
+  std::unique_lock lock(m_);
+  if (end_ >= 0 && head_ >= end_) return false;
+  Slot& s = slots_[static_cast<size_t>(head_ % static_cast<int64_t>(slots_.size()))];
+  if (!(s.ready && s.seq == head_)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ready_cv_.wait(lock, [&] { return s.ready && s.seq == head_; });
+    wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (s.error) {
+    std::exception_ptr e = s.error;
+    s.error = nullptr;
+    std::rethrow_exception(e);
+  }
+  std::swap(images, s.images);
+  std::swap(labels, s.labels);
+  s.ready = false;
+  ++head_;
+  lock.unlock();
+  free_cv_.notify_all();
+  return true;
+}
+
+}  // namespace cb

@@ -1,0 +1,130 @@
+// From examples to batches: the transforms matched to the model's input, and a pipeline of
+// worker threads that decodes, transforms and batches ahead of the learners.
+//
+// Transforms (TransformSpec, from plan_transforms):
+//  - training with augmentation (image folders and packs by default, --augment): torchvision's
+//    RandomResizedCrop(scale 0.08-1, ratio 3/4-4/3) to the model's HxW, then a horizontal flip
+//    with probability 1/2;
+//  - evaluation, and training without augmentation: an image of exactly the model's HxW is used
+//    as it is; any other is resized so its shorter side is max(H, W) x 256/224 (torchvision's
+//    Resize(256) for 224) and centre-cropped to HxW;
+//  - ToTensor + Normalize: (x / 255 - mean[c]) / std[c]; ImageNet's mean and std for image
+//    folders and packs, 0 and 1 (plain x / 255, as before) for IDX and CIFAR, --mean/--std to
+//    override; a model whose input is uint8 gets the pixels as they are.
+//  Channels are converted to the model's (grey <-> RGB, alpha dropped).
+//  The random numbers of example i in epoch e come from its own generator, seeded from (seed, e,
+//  i): a batch is the same whichever worker makes it and however many workers there are.
+//
+// Pipeline (BatchPipeline): the batches of the global batch sequence (BatchOrder: batch b of the
+// run is batch b % batches_per_epoch of epoch b / batches_per_epoch), made by `workers` threads
+// into a bounded ring of `depth` ready batches, handed out in order by next(). The training loop
+// gives the K learners of a step the next K batches (learner j takes every K-th), so each learner
+// has its own share of every epoch and all learners together see each example once. The time the
+// caller waits in next() is the learners' wait for data. An example that cannot be loaded is
+// recorded in the data set's SkipLog and replaced by the next loadable one in the set (the same
+// replacement on every run); an evaluation pass (sequential, the last batch partial) likewise.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/data/dataset.h"
+#include "runtime/dtype.h"
+
+namespace cb {
+
+struct TransformSpec {
+  int channels = 0, rows = 0, cols = 0;  // what each example becomes (the model's input)
+  bool augment = false;                  // training: random-resized crop + flip
+  std::vector<float> mean, std;          // per channel (f32 output)
+  DType dtype = DType::F32;              // F32 (normalised) or U8 (pixels as they are)
+  // The side the evaluation transform resizes the shorter side to (0: no resize needed).
+  int eval_resize() const;
+  std::string describe() const;  // for cb-train's start-up lines
+};
+
+enum class AugmentMode { Auto, None, Crop };  // --augment auto | none | crop
+AugmentMode parse_augment(const std::string& s);
+
+struct TransformOptions {
+  AugmentMode augment = AugmentMode::Auto;
+  std::vector<float> mean, std;  // empty: the data set's default
+};
+
+// The model's input per example (dims after the batch N) and its dtype.
+struct ModelInput {
+  std::string name;
+  std::vector<int64_t> dims;
+  DType dtype = DType::F32;
+};
+
+// Matches the data to the model's input and chooses the transforms. Throws cb::Error, before
+// anything is built, when the data cannot be shaped to the input (naming both), or when --mean /
+// --std do not have one value (or one per channel).
+TransformSpec plan_transforms(const Dataset& data, const ModelInput& in, const TransformOptions& o);
+
+// Applies the training (augment = true) or evaluation transform of `spec` to `img` into `out`
+// (spec.rows x spec.cols x spec.channels values of spec.dtype, CHW). `rng` draws the crop and flip.
+void transform_example(const Image& img, const TransformSpec& spec, bool augment,
+                       std::mt19937_64& rng, void* out);
+
+// The default number of pipeline workers: the cores the learners leave free, at least 1.
+int default_workers(int learner_threads);
+
+struct PipelineOptions {
+  int64_t batch = 1;
+  bool train = true;    // true: the endless training sequence (BatchOrder, drop_last); false:
+                        // one sequential pass over every example (the last batch partial)
+  bool shuffle = true;  // train
+  uint64_t seed = 0;    // order and augmentation
+  int64_t start = 0;    // train: the batch the sequence starts at (a resumed run's position)
+  int64_t limit = 0;    // evaluation: > 0 passes over the first `limit` examples only
+  int workers = 1;      // threads (>= 1)
+  int depth = 0;        // ready batches kept ahead; 0: 2 x workers + 2
+};
+
+class BatchPipeline {
+ public:
+  BatchPipeline(std::shared_ptr<const Examples> examples, const TransformSpec& spec,
+                const PipelineOptions& o, std::shared_ptr<SkipLog> skipped);
+  ~BatchPipeline();
+  BatchPipeline(const BatchPipeline&) = delete;
+  BatchPipeline& operator=(const BatchPipeline&) = delete;
+
+  int64_t batches_per_epoch() const { return order_ ? order_->batches_per_epoch() : 0; }
+  // The next batch into `images` ([n, C, H, W] of spec.dtype) and `labels` (i64 [n]); false when
+  // an evaluation pass is over. Rethrows a worker's failure (a corrupt pack, no loadable example).
+  bool next(Tensor& images, Tensor& labels);
+  double wait_seconds() const { return wait_s_; }  // the caller's time blocked in next()
+
+ private:
+  struct Slot {
+    int64_t seq = -1;  // which batch of the sequence it holds
+    bool ready = false;
+    Tensor images, labels;
+    std::exception_ptr error;
+  };
+  void work();
+  void fill(Slot& s, int64_t seq, const std::vector<int64_t>& idx, int64_t epoch);
+
+  std::shared_ptr<const Examples> ex_;
+  TransformSpec spec_;
+  PipelineOptions o_;
+  std::shared_ptr<SkipLog> skipped_;
+  std::unique_ptr<BatchOrder> order_;  // train only
+  int64_t end_ = -1;                   // evaluation: number of batches; train: none (-1)
+  int64_t eval_count_ = 0;             // evaluation: examples in the pass
+  std::vector<Slot> slots_;
+  std::mutex m_;
+  std::condition_variable ready_cv_, free_cv_;
+  int64_t claim_ = 0, head_ = 0;  // next sequence number to claim / to hand out
+  bool stop_ = false;
+  double wait_s_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace cb
