@@ -502,3 +502,33 @@ TEST_CASE("cb-train: ResNet-18 trains on an ImageNet-style folder of JPEGs with 
   CHECK(contains(out, "images are fed as float32"));
   CHECK(!contains(out, "memory "));  // nothing built
 }
+
+TEST_CASE("cb-train --cache: packs the folder on first use, reuses it, refuses it once stale") {
+  if (!need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) return;
+  TempDir d("cache");
+  write_fashion_folder(d / "fm", 400, 100);
+  const std::string pack = (d / "fm.cbpack").string();
+  const std::string cmd = fmt::format(
+      "{}/cb-train {}/models/lenet5_op17.onnx --data {} --cache {} --steps 4 "
+      "--learners 1 --workers 2",
+      CB_BINARY_DIR, CB_SOURCE_DIR, (d / "fm").string(), pack);
+  std::string out;
+  REQUIRE(run(cmd, out) == 0);
+  CHECK(contains(out, "cache    packing"));
+  CHECK(contains(out, "400 training + 100 test images"));
+  CHECK(contains(out, "pack of"));
+  CHECK(fs::exists(pack));
+  REQUIRE(run(cmd, out) == 0);
+  CHECK(!contains(out, "cache    packing"));  // reused
+  CHECK(contains(out, "pack of"));
+  // The pack trains like the folder's files: the same examples (28x28, stored as they are).
+  CHECK(contains(out, "400 training, 100 test images"));
+  write_bytes(d / "fm/train/class00/extra.png", encode_png(rgb_of(Image{2, 2, 1, {1, 2, 3, 4}})));
+  CHECK(run(cmd, out) == 1);
+  CHECK(contains(out, "stale"));
+  // --cache is for image folders only.
+  CHECK(run(fmt::format("{}/cb-train {}/models/lenet5_op17.onnx --data {} --cache {} --steps 1",
+                        CB_BINARY_DIR, CB_SOURCE_DIR, kFashion, pack),
+            out) == 1);
+  CHECK(contains(out, "--cache packs an image folder"));
+}
