@@ -72,9 +72,18 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   po.batch = batch;
   po.shuffle = o.shuffle;
   po.seed = o.seed;
-  po.start = st.consumed;
   po.workers = workers;
-  BatchPipeline pipe(data.train, spec, po, data.skipped);
+  // The ring holds two steps' batches (K each) beyond what the workers have in hand; it is made
+  // again at the current position when the tuner changes K (the batches are the same: they depend
+  // on their place in the sequence only).
+  std::optional<BatchPipeline> pipe;
+  auto start_pipe = [&] {
+    pipe.reset();
+    po.start = st.consumed;
+    po.depth = 2 * t.total_learners() + 2 * workers + 2;
+    pipe.emplace(data.train, spec, po, data.skipped);
+  };
+  start_pipe();
 
   RunSummary sum;
   std::vector<Batch> all, local;
@@ -96,9 +105,9 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     st.decays = d;
     st.prev_lr = lr;
     all.resize(static_cast<size_t>(K));
-    const double waited = pipe.wait_seconds();
-    for (Batch& b : all) pipe.next(b.images, b.labels);
-    const double wait = pipe.wait_seconds() - waited;
+    const double waited = pipe->wait_seconds();
+    for (Batch& b : all) pipe->next(b.images, b.labels);
+    const double wait = pipe->wait_seconds() - waited;
     sum.data_wait_s += wait;
     eval_wait_s += wait;
     prog_wait_s += wait;
@@ -149,7 +158,10 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
         st.tune_images = 0;
         if (dec.action != TunerDecision::Action::Measure) {
           if (cb.on_tune) cb.on_tune(dec, t.memory());
-          if (dec.learners != before) t.set_learners(dec.learners);
+          if (dec.learners != before) {
+            t.set_learners(dec.learners);
+            start_pipe();
+          }
           st.since_change = 0;
         }
       }

@@ -4,7 +4,7 @@
 In one run, on one generated ImageNet-style folder (10 classes of 500x375 JPEGs, made once by
 cb-bench-data --make) and its pack (cb-pack --size 256):
   1. decode + 224x224 training transform (random-resized crop, flip, normalise) in images/s per
-     worker: crossbow from JPEG and from the pack (cb-bench-data), and torchvision's
+     worker (best of 3 runs each): crossbow from JPEG and from the pack (cb-bench-data), and torchvision's
      ImageFolder + RandomResizedCrop + RandomHorizontalFlip + ToTensor + Normalize on the same
      files in one process (PIL decoding), with the ratio;
   2. the learners' consumption: cb-train ResNet-18 (models/resnet18_op17.onnx) for --steps steps
@@ -38,10 +38,13 @@ def torchvision_rate(folder, images):
     ds = ImageFolder(os.path.join(folder, "train"), transform=t)
     n = min(images, len(ds))
     ds[0]
-    t0 = time.perf_counter()
-    for i in range(n):
-        ds[i]
-    return n / (time.perf_counter() - t0)
+    best = 0
+    for _ in range(3):  # best of 3: this VM's speed varies from one second to the next
+        t0 = time.perf_counter()
+        for i in range(n):
+            ds[i]
+        best = max(best, n / (time.perf_counter() - t0))
+    return best
 
 
 def main():
@@ -62,12 +65,14 @@ def main():
     print("\n== decode + 224x224 training transform, images/s ==")
     rates = {}
     for w in sorted({1, ncpu}):
-        out = run([f"{b}/cb-bench-data", a.dir, "--pack", pack, "--workers", str(w),
-                   "--batches", "10"])
-        for line in out.splitlines():
-            m = re.match(r"(jpeg|pack)\s+(\d+) workers?: (\d+) images/s \((\d+) per worker\)", line)
-            if m:
-                rates[(m.group(1), w)] = float(m.group(3))
+        for _ in range(3):  # best of 3, as for torchvision
+            out = run([f"{b}/cb-bench-data", a.dir, "--pack", pack, "--workers", str(w),
+                       "--batches", "10"])
+            for line in out.splitlines():
+                m = re.match(r"(jpeg|pack)\s+(\d+) workers?: (\d+) images/s", line)
+                if m:
+                    key = (m.group(1), w)
+                    rates[key] = max(rates.get(key, 0), float(m.group(3)))
     tv = torchvision_rate(a.dir, 200)
     print(f"{'source':8} {'workers':>7} {'images/s':>9} {'per worker':>10} {'vs torchvision':>15}")
     for (src, w), r in sorted(rates.items()):
