@@ -118,6 +118,19 @@ Batch gemm_batch(const std::vector<float>& x, const std::vector<int64_t>& labels
 // theta = [W (12), pad to 16, b (3), pad to 32] in the flat layout.
 constexpr int kWOff = 0, kBOff = 16;
 
+// 16 random 1x2x2 examples (kIn pixels) with labels i % kOut, as training and test set.
+Dataset tiny_data(std::mt19937& rng) {
+  std::uniform_int_distribution<int> px(0, 255);
+  ImageSet set;
+  set.count = 16;
+  set.rows = set.cols = 2;
+  for (int i = 0; i < 16 * kIn; ++i) set.pixels.push_back(static_cast<uint8_t>(px(rng)));
+  for (int i = 0; i < 16; ++i) set.labels.push_back(i % kOut);
+  Dataset data;
+  data.train = data.test = std::make_shared<ImageSet>(std::move(set));
+  return data;
+}
+
 }  // namespace
 
 // ---- the algorithm -----------------------------------------------------------------------------
@@ -222,16 +235,7 @@ TEST_CASE("train: a run stopped mid-way and restored into a new trainer continue
   for (float& v : w0) v = u(rng);
   for (float& v : b0) v = u(rng);
   const Graph g = gemm_graph(w0, b0, true, true);
-  Dataset data;
-  {
-    ImageSet set;
-    set.count = 16;
-    set.rows = set.cols = 2;
-    for (int i = 0; i < 16 * kIn; ++i)
-      set.pixels.push_back(static_cast<uint8_t>(std::lround(255 * (u(rng) + 1) / 2)));
-    for (int i = 0; i < 16; ++i) set.labels.push_back(i % kOut);
-    data.train = data.test = std::make_shared<ImageSet>(std::move(set));
-  }
+  const Dataset data = tiny_data(rng);
   RunOptions ro;
   ro.steps = 14;
   ro.seed = 5;
@@ -446,16 +450,7 @@ TEST_CASE("sma: every replica is reset to z (velocity zeroed) when the learning 
   for (float& v : w0) v = u(rng);
   for (float& v : b0) v = u(rng);
   Graph g = gemm_graph(w0, b0);
-  Dataset data;
-  {
-    ImageSet set;
-    set.count = 16;
-    set.rows = set.cols = 2;
-    for (int i = 0; i < 16 * kIn; ++i)
-      set.pixels.push_back(static_cast<uint8_t>(std::lround(255 * (u(rng) + 1) / 2)));
-    for (int i = 0; i < 16; ++i) set.labels.push_back(i % kOut);
-    data.train = data.test = std::make_shared<ImageSet>(std::move(set));
-  }
+  const Dataset data = tiny_data(rng);
   CpuSetup o;
   o.opts.batch = 2;
   o.cores = {0};
