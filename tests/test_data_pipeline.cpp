@@ -206,6 +206,31 @@ TEST_CASE("image folder: train/ and val/ of PNG and JPEG, labels, skipped files,
       CHECK(worst < 0.1);  // JPEG's loss at quality 95
   }
 
+  // A model that takes uint8 pixels gets them as they are (no x / 255, no normalisation).
+  const TransformSpec u8 = plan_transforms(data, {"x", {1, 28, 28}, DType::U8}, plain);
+  CHECK(u8.dtype == DType::U8);
+  {
+    PipelineOptions po;
+    po.batch = 40;
+    po.train = false;
+    BatchPipeline p(data.test, u8, po, data.skipped);
+    Tensor img, lab;
+    REQUIRE(p.next(img, lab));
+    CHECK(img.dtype == DType::U8);
+    CHECK(img.dims == std::vector<int64_t>{40, 1, 28, 28});
+    int pngs = 0;
+    for (int64_t i = 0; i < 40; ++i) {
+      const std::string name = data.test->name(i);
+      const int64_t k = std::stoll(name.substr(name.rfind('_') + 1, 5));
+      if (k % 2 != 0) continue;  // JPEG
+      ++pngs;
+      const uint8_t* got = img.data<uint8_t>() + i * 784;
+      CHECK(std::equal(got, got + 784, test_idx.chw(k)));
+    }
+    CHECK(pngs == 20);
+    CHECK(!p.next(img, lab));
+  }
+
   // One epoch of training batches: the two bad files are skipped, named with their reason, and
   // replaced, so every batch is full; the log counts each once.
   std::vector<std::vector<float>> tr = batches(data, spec, true, 2, 2 * 50, nullptr);
