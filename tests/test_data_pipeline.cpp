@@ -265,6 +265,19 @@ TEST_CASE("pipeline: augmented batches are the same with 1, 2 or 3 workers, and 
   CHECK(one[0] != one[16]);
   auto other_seed = batches(data, spec, true, 2, 4, nullptr, 4, 12);
   CHECK(other_seed[0] != one[0]);
+  // A pipeline started at batch 22 (a resumed run, or the loop's new ring when K changes) makes
+  // the same batches as one that got there from the start.
+  PipelineOptions po;
+  po.batch = 4;
+  po.seed = 11;
+  po.workers = 2;
+  po.start = 22;
+  BatchPipeline later(data.train, spec, po, data.skipped);
+  Tensor img, lab;
+  for (size_t b = 22; b < 40; ++b) {
+    later.next(img, lab);
+    CHECK(std::vector<float>(img.data<float>(), img.data<float>() + img.numel()) == one[b]);
+  }
 }
 
 TEST_CASE("pipeline: the evaluation transform end to end against torchvision") {
