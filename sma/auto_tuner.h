@@ -51,6 +51,24 @@ class AutoTuner {
   // learners() + 1 per device fit the budget.
   TunerDecision observe(double images_per_s, bool next_fits);
 
+  // Everything observe() has accumulated (for checkpoints); restore() puts it back.
+  struct State {
+    int k = 1, best_k = 0;
+    double best = -1, best_spread = 0;
+    bool done = false;
+    std::vector<double> windows;
+  };
+  State state() const { return {k_, best_k_, best_, best_spread_, done_, windows_}; }
+  void restore(const State& s) {
+    k_ = s.k;
+    best_k_ = s.best_k;
+    best_ = s.best;
+    best_spread_ = s.best_spread;
+    done_ = s.done;
+    windows_ = s.windows;
+  }
+  const TunerOptions& options() const { return o_; }
+
  private:
   TunerOptions o_;
   int k_;

@@ -216,6 +216,13 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
         break;
       }
     }
+    if (!last && cb.after_step && cb.after_step(st)) {
+      sum.stopped = true;
+      break;
+    }
+  }
+  if (sum.test.count == 0 && !sum.stopped && !sum.reached_target && finished()) {
+    sum.test = evaluate();  // a run that was already complete (resumed at its end)
   }
   sum.steps = st.step;
   sum.epochs = static_cast<double>(st.consumed) / static_cast<double>(spe);

@@ -84,7 +84,10 @@ struct RunSummary {
   double target_seconds = 0, target_epoch = 0;  // when the target accuracy was first reached
   int64_t target_step = 0;
   std::vector<double> losses;  // this call's steps' mean learner loss
+  bool stopped = false;        // after_step asked to stop before the end
 };
+
+struct LoopState;
 
 struct Callbacks {
   std::function<void(const Progress&)> on_progress;
@@ -94,6 +97,9 @@ struct Callbacks {
   // Files skipped (not images, or failing to decode) that were not reported yet: at the start and
   // after each evaluation; `total` counts all of them so far.
   std::function<void(const std::vector<SkipLog::Entry>& fresh, int64_t total)> on_skipped;
+  // After every step but the last, with the loop's position (a checkpoint is capture(t, loop));
+  // true stops the run there (RunSummary::stopped), resumable from that position.
+  std::function<bool(const LoopState& loop)> after_step;
 };
 
 // Where the loop is: everything besides the model that a run needs to continue.

@@ -14,11 +14,14 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -31,6 +34,7 @@
 #include "runtime/data/pack.h"
 #include "runtime/data/pipeline.h"
 #include "runtime/error.h"
+#include "sma/checkpoint.h"
 #include "sma/train_loop.h"
 #include "sma/trainer.h"
 
@@ -90,6 +94,56 @@ int parse_devices(const std::string& s) {
   fail("--devices '{}': expected cpu or cpu:G (G >= 1 groups of cores, each a device)", s);
 }
 
+// SIGINT/SIGTERM: the first asks the loop to stop after the current step (a checkpoint and the
+// model are then written); a second SIGINT exits at once (every file on disk is written to a
+// temporary name and renamed, so nothing is left half-written).
+volatile sig_atomic_t g_signal = 0;
+extern "C" void on_signal(int sig) {
+  if (g_signal != 0 && sig == SIGINT) _exit(128 + SIGINT);
+  g_signal = sig;
+}
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// --checkpoint-every: "N" steps, "Ne" epochs, "Nm" minutes.
+struct Every {
+  double n = 0;
+  char unit = 's';  // s(teps), e(pochs), m(inutes)
+};
+Every parse_every(const std::string& s) {
+  Every e;
+  size_t pos = 0;
+  try {
+    e.n = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  const std::string unit = s.substr(pos);
+  if (pos == 0 || !(e.n > 0) || (unit != "" && unit != "e" && unit != "m"))
+    fail("--checkpoint-every '{}': expected N (steps), Ne (epochs) or Nm (minutes), N > 0", s);
+  e.unit = unit.empty() ? 's' : unit[0];
+  if (e.unit == 's' && e.n != std::floor(e.n))
+    fail("--checkpoint-every '{}': a number of steps is a whole number", s);
+  return e;
+}
+
+// A folder a file will be written into: it must exist and be writable, checked before training.
+void check_writable_folder(const std::string& file, const char* flag) {
+  std::filesystem::path dir = std::filesystem::path(file).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    fail("{} {}: the folder {} does not exist; create it first", flag, file, dir.string());
+  if (access(dir.c_str(), W_OK) != 0)
+    fail("{} {}: the folder {} is not writable ({})", flag, file, dir.string(),
+         std::strerror(errno));
+}
+
 // The progress line: redrawn in place on a terminal, plain lines in a log.
 struct ProgressLine {
   bool tty = isatty(fileno(stdout)) != 0;
@@ -117,6 +171,8 @@ struct ProgressLine {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string command_line;
+  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
   CLI::App app{
       "cb-train: train an ONNX model with SMA (many learners per device) on IDX, CIFAR, image "
       "folder or .cbpack data"};
@@ -247,6 +303,18 @@ int main(int argc, char** argv) {
                  "stop once the central model's test accuracy reaches this (0-1); reports the "
                  "time to it");
   app.add_option("--metrics", metrics, "append one JSON object per evaluation to this file");
+  std::string checkpoint_dir, checkpoint_every, resume;
+  int keep = 3;
+  app.add_option("--checkpoint-dir", checkpoint_dir,
+                 "write checkpoints (the whole training state) into this folder, as "
+                 "ckpt-<step>/; also at the end and when stopped by SIGINT/SIGTERM");
+  app.add_option("--checkpoint-every", checkpoint_every,
+                 "N (steps), Ne (epochs) or Nm (minutes); default 1e with --checkpoint-dir");
+  app.add_option("--keep", keep, "checkpoints kept in --checkpoint-dir (the newest)")
+      ->capture_default_str();
+  app.add_option("--resume", resume,
+                 "continue the run saved in this checkpoint, or the newest valid one in this "
+                 "--checkpoint-dir (same model, data and batch size)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -272,6 +340,18 @@ int main(int argc, char** argv) {
       fail("--weight-decay must not be negative, got {}", topts.weight_decay);
 
     if (ropts.workers < 0) fail("--workers must not be negative, got {}", ropts.workers);
+    if (keep < 1) fail("--keep must be at least 1, got {}", keep);
+    const Every every = parse_every(checkpoint_every.empty() ? "1e" : checkpoint_every);
+    if (!checkpoint_every.empty() && checkpoint_dir.empty())
+      fail("--checkpoint-every needs --checkpoint-dir");
+    if (!output.empty()) check_writable_folder(output, "--output");
+    if (!checkpoint_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(checkpoint_dir, ec);
+      if (ec) fail("--checkpoint-dir {}: cannot create it: {}", checkpoint_dir, ec.message());
+      check_writable_folder((std::filesystem::path(checkpoint_dir) / "x").string(),
+                            "--checkpoint-dir");
+    }
     ropts.transforms.augment = parse_augment(augment);
     dopts.format = parse_data_format(data_format);
     // Data first: a missing folder is the commonest mistake and costs nothing to find.
@@ -505,9 +585,73 @@ int main(int argc, char** argv) {
       }
       std::fflush(stdout);
     };
+    // Checkpoints, resume and signals.
+    CheckpointMeta meta;
+    meta.model_hash = file_hash(model);
+    meta.data = fmt::format("{} ({}): {} training, {} test images", data.dir, data.description,
+                            data.train->size(), data.test->size());
+    meta.batch = topts.batch;
+    meta.command = command_line;
+    LoopState loop;
+    if (!resume.empty()) {
+      LoadedCheckpoint ck = load_checkpoint(resume);
+      for (const std::string& why : ck.refused)
+        fmt::print(stderr, "cb-train: warning: checkpoint refused: {}\n", why);
+      std::string diff;
+      if (ck.meta.model_hash != meta.model_hash)
+        diff += fmt::format("\n  model: {} is not the model of the checkpoint (hash {} vs {})",
+                            model, meta.model_hash, ck.meta.model_hash);
+      if (ck.meta.data != meta.data)
+        diff += fmt::format("\n  data: {} (checkpoint: {})", meta.data, ck.meta.data);
+      if (ck.meta.batch != meta.batch)
+        diff += fmt::format("\n  --batch-size: {} (checkpoint: {})", meta.batch, ck.meta.batch);
+      if (!diff.empty())
+        fail(
+            "--resume {}: this run differs from the checkpoint's:{}\n(the checkpoint's command: "
+            "{})",
+            ck.path, diff, ck.meta.command);
+      loop = restore(trainer, ck.state);
+      fmt::print("resume   {}: step {}, epoch {:.2f}, {} learner{}/device\n", ck.path, loop.step,
+                 static_cast<double>(loop.consumed) / static_cast<double>(spe),
+                 trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s");
+    }
+    auto checkpoint = [&](const LoopState& st) {
+      const std::string path = write_checkpoint(checkpoint_dir, capture(trainer, st), meta);
+      prune_checkpoints(checkpoint_dir, keep);
+      progress.clear();
+      fmt::print("saved    {} (step {})\n", path, st.step);
+      std::fflush(stdout);
+    };
+    auto last_ckpt_time = std::chrono::steady_clock::now();
+    int64_t last_ckpt_epochs = spe > 0 ? loop.consumed / spe : 0;
+    cbs.after_step = [&](const LoopState& st) {
+      if (g_signal != 0) return true;
+      if (checkpoint_dir.empty()) return false;
+      bool due = false;
+      if (every.unit == 's') {
+        due = st.step % static_cast<int64_t>(every.n) == 0;
+      } else if (every.unit == 'e') {
+        const auto per = std::max<int64_t>(1, std::llround(every.n * static_cast<double>(spe)));
+        due = st.consumed / per > last_ckpt_epochs;
+        if (due) last_ckpt_epochs = st.consumed / per;
+      } else {
+        due = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_ckpt_time)
+                  .count() >= every.n * 60;
+      }
+      if (due) {
+        checkpoint(st);
+        last_ckpt_time = std::chrono::steady_clock::now();
+      }
+      return false;
+    };
+    if (every.unit == 'e')
+      last_ckpt_epochs =
+          loop.consumed / std::max<int64_t>(1, std::llround(every.n * static_cast<double>(spe)));
+    install_signal_handlers();
+
     RunSummary s;
     try {
-      s = train(trainer, data, sro, cbs);
+      s = train(trainer, data, sro, cbs, &loop);
     } catch (const Error&) {
       progress.clear();
       if (wrote)
@@ -516,6 +660,20 @@ int main(int argc, char** argv) {
       throw;
     }
     progress.clear();
+    if (!checkpoint_dir.empty()) checkpoint(loop);
+    if (s.stopped) {
+      const int sig = g_signal;
+      if (!output.empty()) {
+        export_trained(model, output, trainer.trained_tensors());
+        fmt::print("wrote    {} (the model at step {})\n", output, loop.step);
+      }
+      fmt::print(stderr, "cb-train: stopped by {} after step {}{}\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", loop.step,
+                 checkpoint_dir.empty()
+                     ? std::string(" (no --checkpoint-dir: the run cannot be resumed)")
+                     : fmt::format("; continue with --resume {}", checkpoint_dir));
+      return 128 + sig;
+    }
     fmt::print(
         "done     {} steps, {} images in {:.2f} s ({:.2f} s training): {:.0f} images/s, "
         "test accuracy {} on {} images, {:.2f} epochs, {} learner{}\n",

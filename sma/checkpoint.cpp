@@ -1,0 +1,418 @@
+// Checkpoints (see checkpoint.h).
+#include "sma/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/error.h"
+
+namespace cb {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kMagic = "crossbow-checkpoint";
+constexpr int kVersion = 1;
+
+uint32_t crc(const void* p, size_t n) {
+  uLong c = crc32(0L, Z_NULL, 0);
+  const auto* b = static_cast<const Bytef*>(p);
+  while (n > 0) {
+    const auto k = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    c = crc32(c, b, k);
+    b += k;
+    n -= k;
+  }
+  return static_cast<uint32_t>(c);
+}
+
+std::string hexf(double v) { return fmt::format("{:a}", v); }
+
+// One line of free text (no newlines).
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  std::replace(s.begin(), s.end(), '\r', ' ');
+  return s;
+}
+
+// Writes `data` to `path` and fsyncs it; throws naming the file and the reason.
+void write_synced(const fs::path& path, const void* data, size_t n) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("{}: cannot create the file: {}", path.string(), std::strerror(errno));
+  const auto* p = static_cast<const char*>(data);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t w = ::write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int e = w < 0 ? errno : ENOSPC;
+      ::close(fd);
+      fail("{}: write failed after {} of {} bytes: {}", path.string(), done, n, std::strerror(e));
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fail("{}: fsync failed: {}", path.string(), std::strerror(e));
+  }
+  if (::close(fd) != 0) fail("{}: close failed: {}", path.string(), std::strerror(errno));
+}
+
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail("{}: cannot open the folder to sync it: {}", dir.string(), std::strerror(errno));
+  const int r = ::fsync(fd);
+  const int e = errno;
+  ::close(fd);
+  if (r != 0) fail("{}: fsync failed: {}", dir.string(), std::strerror(e));
+}
+
+std::string name_of(int64_t step) { return fmt::format("ckpt-{:010d}", step); }
+
+struct Reader {
+  std::string path;  // for messages
+  std::vector<std::string> tokens;
+  size_t at = 0;
+  const std::string& next(const char* what) {
+    if (at >= tokens.size()) fail("{}: the manifest ends before {}", path, what);
+    return tokens[at++];
+  }
+  int64_t integer(const char* what) {
+    const std::string& t = next(what);
+    try {
+      size_t pos = 0;
+      const long long v = std::stoll(t, &pos);
+      if (pos == t.size()) return v;
+    } catch (const std::exception&) {
+    }
+    fail("{}: {} is '{}', not an integer", path, what, t);
+  }
+  double real(const char* what) {
+    const std::string& t = next(what);
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (t.empty() || end != t.c_str() + t.size())
+      fail("{}: {} is '{}', not a number", path, what, t);
+    return v;
+  }
+  void expect(const char* word) {
+    const std::string& t = next(word);
+    if (t != word) fail("{}: expected '{}' in the manifest, found '{}'", path, word, t);
+  }
+};
+
+// The manifest's lines (without the last "end CRC" line), after checking that CRC.
+std::vector<std::string> manifest_lines(const fs::path& file) {
+  std::ifstream f(file, std::ios::binary);
+  if (!f) fail("{}: cannot open the manifest", file.string());
+  std::string text((std::istreambuf_iterator<char>(f)), {});
+  const size_t last = text.rfind("\nend ");
+  if (last == std::string::npos)
+    fail("{}: no final checksum line: the checkpoint is incomplete or corrupt", file.string());
+  const std::string body = text.substr(0, last + 1);
+  const std::string tail = text.substr(last + 5);
+  // Exactly "end XXXXXXXX\n": anything shorter is a cut file.
+  uint32_t want = 0;
+  size_t used = 0;
+  try {
+    want = static_cast<uint32_t>(std::stoul(tail, &used, 16));
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != 8 || tail.size() != 9 || tail[8] != '\n')
+    fail(
+        "{}: the final checksum line is cut or unreadable: the checkpoint is incomplete or corrupt",
+        file.string());
+  if (crc(body.data(), body.size()) != want)
+    fail("{}: the manifest fails its checksum: the checkpoint is corrupt", file.string());
+  std::vector<std::string> lines;
+  std::istringstream in(body);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+std::vector<std::string> split(const std::string& l) {
+  std::vector<std::string> t;
+  std::istringstream in(l);
+  for (std::string w; in >> w;) t.push_back(w);
+  return t;
+}
+
+TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
+  const fs::path mf = dir / "MANIFEST";
+  const std::vector<std::string> lines = manifest_lines(mf);
+  TrainState s;
+  ModelState& m = s.model;
+  LoopState& lp = s.loop;
+  struct T {
+    std::string name;
+    uint64_t offset, count;
+    uint32_t crc;
+  };
+  std::vector<T> tensors;
+  uint64_t bin_bytes = 0;
+  uint32_t bin_crc = 0;
+  std::optional<TunerOptions> topts;
+  AutoTuner::State tstate;
+  bool have_tuner = false;
+  for (const std::string& l : lines) {
+    const size_t sp = l.find(' ');
+    const std::string key = l.substr(0, sp);
+    const std::string rest = sp == std::string::npos ? "" : l.substr(sp + 1);
+    Reader r{mf.string(), split(rest)};
+    if (key == kMagic) {
+      if (r.integer("the version") != kVersion)
+        fail("{}: checkpoint format {}, this crossbow reads {}", mf.string(), rest, kVersion);
+    } else if (key == "model_hash") {
+      meta.model_hash = rest;
+    } else if (key == "data") {
+      meta.data = rest;
+    } else if (key == "command") {
+      meta.command = rest;
+    } else if (key == "batch") {
+      meta.batch = r.integer("batch");
+    } else if (key == "learners_per_device") {
+      m.learners_per_device = static_cast<int>(r.integer(key.c_str()));
+    } else if (key == "model_steps") {
+      m.steps = r.integer(key.c_str());
+    } else if (key == "learner") {
+      const int64_t i = r.integer("the learner");
+      r.expect("steps");
+      if (i < 0 || i > 1 << 20) fail("{}: learner index {} out of range", mf.string(), i);
+      if (m.learners.size() <= static_cast<size_t>(i))
+        m.learners.resize(static_cast<size_t>(i) + 1);
+      m.learners[static_cast<size_t>(i)].steps = r.integer("its steps");
+    } else if (key == "loop") {
+      lp.started = true;
+      lp.step = r.integer("step");
+      lp.consumed = r.integer("consumed");
+      lp.decays = r.integer("decays");
+      lp.prev_lr = r.real("prev_lr");
+      lp.since_change = r.integer("since_change");
+      lp.tune_s = r.real("tune_s");
+      lp.tune_images = r.integer("tune_images");
+    } else if (key == "tuner_options") {
+      TunerOptions o;
+      o.threshold = r.real("threshold");
+      o.noise_factor = r.real("noise_factor");
+      o.warmup_steps = r.integer("warmup");
+      o.window_steps = r.integer("window");
+      o.windows = static_cast<int>(r.integer("windows"));
+      o.max_learners = static_cast<int>(r.integer("max_learners"));
+      topts = o;
+    } else if (key == "tuner") {
+      have_tuner = true;
+      tstate.k = static_cast<int>(r.integer("k"));
+      tstate.best_k = static_cast<int>(r.integer("best_k"));
+      tstate.best = r.real("best");
+      tstate.best_spread = r.real("best_spread");
+      tstate.done = r.integer("done") != 0;
+      const int64_t n = r.integer("windows");
+      if (n < 0 || n > 1 << 20) fail("{}: {} tuner windows", mf.string(), n);
+      for (int64_t i = 0; i < n; ++i) tstate.windows.push_back(r.real("a window"));
+    } else if (key == "tensor") {
+      T t;
+      t.name = r.next("the tensor's name");
+      t.offset = static_cast<uint64_t>(r.integer("its offset"));
+      t.count = static_cast<uint64_t>(r.integer("its length"));
+      t.crc = static_cast<uint32_t>(std::stoul(r.next("its checksum"), nullptr, 16));
+      tensors.push_back(t);
+    } else if (key == "tensors_bin") {
+      bin_bytes = static_cast<uint64_t>(r.integer("its size"));
+      bin_crc = static_cast<uint32_t>(std::stoul(r.next("its checksum"), nullptr, 16));
+    } else {
+      fail("{}: unknown manifest line '{}'", mf.string(), l.substr(0, 60));
+    }
+  }
+  if (have_tuner) {
+    if (!topts) fail("{}: tuner state without its options", mf.string());
+    AutoTuner t(*topts, std::max(1, tstate.k));
+    t.restore(tstate);
+    lp.tuner.emplace(std::move(t));
+  }
+  // The tensors.
+  const fs::path bin = dir / "tensors.bin";
+  std::ifstream f(bin, std::ios::binary);
+  if (!f) fail("{}: missing or unreadable", bin.string());
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), {});
+  if (bytes.size() != bin_bytes)
+    fail("{}: {} bytes, the manifest says {}: the checkpoint is truncated or corrupt", bin.string(),
+         bytes.size(), bin_bytes);
+  if (crc(bytes.data(), bytes.size()) != bin_crc)
+    fail("{}: fails its checksum: the checkpoint is corrupt", bin.string());
+  for (const T& t : tensors) {
+    if (t.offset > bytes.size() || t.count > (bytes.size() - t.offset) / sizeof(float))
+      fail("{}: tensor {} lies outside tensors.bin", mf.string(), t.name);
+    const char* p = bytes.data() + t.offset;
+    if (crc(p, t.count * sizeof(float)) != t.crc)
+      fail("{}: tensor {} fails its checksum: the checkpoint is corrupt", bin.string(), t.name);
+    std::vector<float> v(t.count);
+    std::memcpy(v.data(), p, t.count * sizeof(float));
+    if (t.name == "z") {
+      m.z = std::move(v);
+    } else if (t.name == "z_prev") {
+      m.z_prev = std::move(v);
+    } else {
+      const size_t dot = t.name.find('.');
+      int64_t i = -1;
+      try {
+        if (t.name.rfind("learner", 0) == 0 && dot != std::string::npos)
+          i = std::stoll(t.name.substr(7, dot - 7));
+      } catch (const std::exception&) {
+      }
+      if (i < 0 || static_cast<size_t>(i) >= m.learners.size())
+        fail("{}: unknown tensor {}", mf.string(), t.name);
+      LearnerState& ls = m.learners[static_cast<size_t>(i)];
+      const std::string part = t.name.substr(dot + 1);
+      if (part == "params")
+        ls.params = std::move(v);
+      else if (part == "opt1")
+        ls.opt1 = std::move(v);
+      else if (part == "opt2")
+        ls.opt2 = std::move(v);
+      else if (part == "state")
+        ls.state = std::move(v);
+      else
+        fail("{}: unknown tensor {}", mf.string(), t.name);
+    }
+  }
+  if (!lp.started || m.learners_per_device < 1 || m.learners.empty() || m.z.empty())
+    fail("{}: the manifest lacks the loop position or the model", mf.string());
+  return s;
+}
+
+}  // namespace
+
+std::string file_hash(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("{}: cannot read the file to hash it", path);
+  uint64_t h = 1469598103934665603ull;
+  char buf[1 << 16];
+  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
+    for (std::streamsize i = 0; i < f.gcount(); ++i)
+      h = (h ^ static_cast<uint8_t>(buf[i])) * 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
+                             const CheckpointMeta& meta) {
+  const fs::path dir(dir_s);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("{}: cannot create the checkpoint folder: {}", dir_s, ec.message());
+  const ModelState& m = s.model;
+  const LoopState& lp = s.loop;
+  const fs::path final_path = dir / name_of(lp.step);
+  const fs::path tmp = dir / (name_of(lp.step) + ".tmp");
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  if (ec) fail("{}: cannot create the folder: {}", tmp.string(), ec.message());
+
+  std::vector<char> bin;
+  std::string text = fmt::format("{} {}\n", kMagic, kVersion);
+  text += fmt::format("model_hash {}\ndata {}\nbatch {}\ncommand {}\n", meta.model_hash,
+                      one_line(meta.data), meta.batch, one_line(meta.command));
+  text += fmt::format("learners_per_device {}\nmodel_steps {}\n", m.learners_per_device, m.steps);
+  text += fmt::format("loop {} {} {} {} {} {} {}\n", lp.step, lp.consumed, lp.decays,
+                      hexf(lp.prev_lr), lp.since_change, hexf(lp.tune_s), lp.tune_images);
+  if (lp.tuner) {
+    const TunerOptions& o = lp.tuner->options();
+    text +=
+        fmt::format("tuner_options {} {} {} {} {} {}\n", hexf(o.threshold), hexf(o.noise_factor),
+                    o.warmup_steps, o.window_steps, o.windows, o.max_learners);
+    const AutoTuner::State t = lp.tuner->state();
+    text += fmt::format("tuner {} {} {} {} {} {}", t.k, t.best_k, hexf(t.best), hexf(t.best_spread),
+                        t.done ? 1 : 0, t.windows.size());
+    for (double w : t.windows) text += " " + hexf(w);
+    text += "\n";
+  }
+  auto add = [&](const std::string& name, const std::vector<float>& v) {
+    const size_t off = bin.size();
+    const auto* p = reinterpret_cast<const char*>(v.data());
+    bin.insert(bin.end(), p, p + v.size() * sizeof(float));
+    text += fmt::format("tensor {} {} {} {:08x}\n", name, off, v.size(),
+                        crc(v.data(), v.size() * sizeof(float)));
+  };
+  add("z", m.z);
+  add("z_prev", m.z_prev);
+  for (size_t i = 0; i < m.learners.size(); ++i) {
+    const LearnerState& l = m.learners[i];
+    text += fmt::format("learner {} steps {}\n", i, l.steps);
+    add(fmt::format("learner{}.params", i), l.params);
+    add(fmt::format("learner{}.opt1", i), l.opt1);
+    if (!l.opt2.empty()) add(fmt::format("learner{}.opt2", i), l.opt2);
+    add(fmt::format("learner{}.state", i), l.state);
+  }
+  text += fmt::format("tensors_bin {} {:08x}\n", bin.size(), crc(bin.data(), bin.size()));
+  text += fmt::format("end {:08x}\n", crc(text.data(), text.size()));
+
+  write_synced(tmp / "tensors.bin", bin.data(), bin.size());
+  write_synced(tmp / "MANIFEST", text.data(), text.size());
+  fsync_dir(tmp);
+  fs::remove_all(final_path, ec);  // a checkpoint of the same step (a final one after a periodic)
+  fs::rename(tmp, final_path, ec);
+  if (ec) fail("{}: cannot rename {} to it: {}", final_path.string(), tmp.string(), ec.message());
+  fsync_dir(dir);
+  return final_path.string();
+}
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.rfind("ckpt-", 0) == 0 && n.size() == 15 && it->is_directory())
+      out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path) {
+  LoadedCheckpoint r;
+  std::error_code ec;
+  if (fs::is_regular_file(fs::path(path) / "MANIFEST", ec)) {
+    r.path = path;
+    r.state = read_one(path, r.meta);
+    return r;
+  }
+  if (!fs::is_directory(path, ec))
+    fail("--resume {}: no such checkpoint or checkpoint folder", path);
+  std::vector<std::string> all = list_checkpoints(path);
+  if (all.empty())
+    fail("--resume {}: no checkpoint in this folder (ckpt-NNNNNNNNNN/ folders)", path);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      r.state = read_one(*it, r.meta);
+      r.path = *it;
+      return r;
+    } catch (const Error& e) {
+      r.refused.push_back(e.what());
+    }
+  }
+  std::string why;
+  for (const std::string& w : r.refused) why += "\n  " + w;
+  fail("--resume {}: every checkpoint fails its checks:{}", path, why);
+}
+
+void prune_checkpoints(const std::string& dir, int keep) {
+  CB_CHECK(keep >= 1);
+  std::vector<std::string> all = list_checkpoints(dir);
+  std::error_code ec;
+  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) fs::remove_all(all[i], ec);
+}
+
+}  // namespace cb

@@ -1,0 +1,58 @@
+// Checkpoints: a TrainState (sma/train_loop.h) on disk, so that a run that stops for any reason
+// continues where it stopped, bit for bit.
+//
+// A checkpoint is a directory DIR/ckpt-<step, 10 digits> holding
+//  - tensors.bin: every float tensor of the state, one after another (z, z_prev, then each
+//    learner's params, opt1, opt2, BN state), little-endian;
+//  - MANIFEST: text, one item per line: the format version, what the run was (model hash, data,
+//    batch size, command line), the loop position (step, batches consumed, learning-rate decays,
+//    previous rate, the auto-tuner's state and measuring window), each learner's step count, each
+//    tensor's offset, length and CRC-32, the size and CRC-32 of tensors.bin, and a last line with
+//    the CRC-32 of every line before it. Doubles are written as hex floats (%a): exact.
+// Written to ckpt-<step>.tmp, every file fsynced, renamed, and the parent directory fsynced: a
+// crash at any moment leaves either the complete checkpoint or none (a .tmp left behind is
+// ignored and replaced). Reading checks every checksum and size; a checkpoint that fails is
+// refused with the reason, and load_checkpoint() on a --checkpoint-dir falls back to the newest
+// one that passes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sma/train_loop.h"
+
+namespace cb {
+
+struct CheckpointMeta {
+  std::string model_hash;  // of the ONNX file's bytes (file_hash)
+  std::string data;        // what the data set was: path, kind, sizes
+  int64_t batch = 0;       // per learner
+  std::string command;     // the command line, for the record
+};
+
+// FNV-1a 64 of a file's bytes, in hex. Throws cb::Error naming the file when it cannot be read.
+std::string file_hash(const std::string& path);
+
+// Writes `s` into dir/ckpt-<step> (creating dir) and returns that path. Throws cb::Error naming
+// the file and the system's reason (a full disk, a read-only folder); nothing partial is left
+// under the final name.
+std::string write_checkpoint(const std::string& dir, const TrainState& s, const CheckpointMeta& m);
+
+struct LoadedCheckpoint {
+  std::string path;
+  TrainState state;
+  CheckpointMeta meta;
+  std::vector<std::string> refused;  // newer checkpoints that failed their checks, with why
+};
+
+// `path` is one checkpoint (it holds a MANIFEST) or a --checkpoint-dir (its newest checkpoint
+// that passes every check). Throws cb::Error when there is none, naming each one refused.
+LoadedCheckpoint load_checkpoint(const std::string& path);
+
+// Removes all but the newest `keep` checkpoints in dir (keep >= 1).
+void prune_checkpoints(const std::string& dir, int keep);
+
+// The checkpoints in dir, oldest first (complete ones only: no .tmp).
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+}  // namespace cb

@@ -1,0 +1,264 @@
+// Checkpoints (sma/checkpoint.h) and cb-train's --checkpoint-dir / --resume / signals: a run
+// stopped, written to disk, read back and continued is bit-identical to one never stopped (1 and
+// 3 learners); a truncated or bit-flipped checkpoint is refused and the previous one used;
+// SIGTERM leaves a loadable checkpoint and model and --resume finishes the run; a resume with
+// other settings is refused naming them; output folders are checked before training.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "importer/onnx_importer.h"
+#include "runtime/data/dataset.h"
+#include "sma/checkpoint.h"
+#include "sma/train_loop.h"
+#include "tests/test_util.h"
+#include "tests/trainer_util.h"
+
+using namespace cb;
+namespace fs = std::filesystem;
+using test::contains;
+using test::error_of;
+
+namespace {
+
+const char* const kFashion = "/usr/share/datasets/fashion-mnist";
+constexpr std::string_view kFashionHow =
+    "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)";
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    path = fs::temp_directory_path() / fmt::format("cb_test_ckpt_{}_{}", tag, getpid());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& f) const { return (path / f).string(); }
+};
+
+Dataset small_fashion() {
+  Dataset d = load_dataset(kFashion);
+  d.train = std::make_shared<ImageSet>(test::mem(d.train).head(256));
+  d.test = std::make_shared<ImageSet>(test::mem(d.test).head(64));
+  return d;
+}
+
+std::vector<uint8_t> bytes_of(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+void write_bytes(const std::string& p, const std::vector<uint8_t>& b) {
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: stopped, written, read back and continued = never stopped (1, 3 learners)") {
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) return;
+  const Dataset data = small_fashion();
+  ImportResult r = import_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
+  for (int learners : {1, 3}) {
+    CAPTURE(learners);
+    TempDir d(fmt::format("k{}", learners));
+    test::CpuSetup s;
+    s.opts.batch = 8;
+    s.opts.learners = learners;
+    s.cores = {0, 1};
+    RunOptions ro;
+    ro.steps = 24;
+    ro.seed = 4;
+    ro.schedule.kind = LrScheduleKind::Cosine;
+    ro.schedule.lr = 0.05;
+    ro.eval_every = 10;
+    const LossSpec loss = detect_loss(r.graph);
+    test::CpuTrainer whole(r.graph, loss, s);
+    LoopState lw;
+    train(whole, data, ro, {}, &lw);
+
+    test::CpuTrainer a(r.graph, loss, s);
+    LoopState la;
+    Callbacks stop;
+    stop.after_step = [](const LoopState& st) { return st.step == 9; };  // as a signal would
+    RunSummary sa = train(a, data, ro, stop, &la);
+    CHECK(sa.stopped);
+    CHECK(la.step == 9);
+    CheckpointMeta meta{"hash", "data", 8, "cb-train ..."};
+    const std::string path = write_checkpoint(d.path.string(), capture(a, la), meta);
+    CHECK(fs::path(path).filename() == "ckpt-0000000009");
+    LoadedCheckpoint ck = load_checkpoint(d.path.string());
+    CHECK(ck.path == path);
+    CHECK(ck.refused.empty());
+    CHECK(ck.meta.batch == 8);
+    CHECK(ck.meta.command == "cb-train ...");
+
+    test::CpuTrainer b(r.graph, loss, s);
+    LoopState lb = restore(b, ck.state);
+    RunSummary sb = train(b, data, ro, {}, &lb);
+    CHECK(!sb.stopped);
+    CHECK(lb.step == 24);
+    CHECK(lb.consumed == lw.consumed);
+    CHECK(b.central() == whole.central());
+    for (int l = 0; l < whole.local_learners(); ++l) {
+      CHECK(b.replica(l) == whole.replica(l));
+      CHECK(b.velocity(l) == whole.velocity(l));
+    }
+  }
+}
+
+TEST_CASE("checkpoint: truncated or bit-flipped checkpoints are refused, the previous one used") {
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) return;
+  const Dataset data = small_fashion();
+  ImportResult r = import_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
+  TempDir d("corrupt");
+  test::CpuSetup s;
+  s.opts.batch = 8;
+  s.opts.learners = 2;
+  s.cores = {0, 1};
+  test::CpuTrainer t(r.graph, detect_loss(r.graph), s);
+  RunOptions ro;
+  ro.steps = 6;
+  ro.eval_every = 100;
+  const std::string dir = d.path.string();
+  const CheckpointMeta meta{"h", "d", 8, "c"};
+  Callbacks cb;
+  cb.after_step = [&](const LoopState& st) {
+    if (st.step == 2 || st.step == 4) write_checkpoint(dir, capture(t, st), meta);
+    return false;
+  };
+  LoopState loop;
+  train(t, data, ro, cb, &loop);
+  REQUIRE(list_checkpoints(dir).size() == 2);
+  const std::string newest = list_checkpoints(dir).back();
+  CHECK(load_checkpoint(dir).path == newest);
+  for (const char* file : {"tensors.bin", "MANIFEST"}) {
+    const std::string f = newest + "/" + file;
+    const std::vector<uint8_t> good = bytes_of(f);
+    REQUIRE(good.size() > 64);
+    std::vector<size_t> offsets = {0, 1, good.size() / 3, good.size() / 2, good.size() - 1};
+    for (size_t cut : offsets) {
+      CAPTURE(file);
+      CAPTURE(cut);
+      write_bytes(f, std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(cut)));
+      LoadedCheckpoint ck = load_checkpoint(dir);
+      CHECK(ck.state.loop.step == 2);  // the previous one
+      REQUIRE(ck.refused.size() == 1);
+      CHECK(contains(ck.refused[0], newest));
+      const std::string e = error_of([&] { load_checkpoint(newest); });
+      CHECK((contains(e, "corrupt") || contains(e, "truncated") || contains(e, "incomplete")));
+    }
+    for (size_t at : {size_t{3}, good.size() / 2, good.size() - 10}) {
+      CAPTURE(file);
+      CAPTURE(at);
+      std::vector<uint8_t> flipped = good;
+      flipped[at] ^= 0x10;
+      write_bytes(f, flipped);
+      CHECK(load_checkpoint(dir).state.loop.step == 2);
+    }
+    write_bytes(f, good);
+    CHECK(load_checkpoint(dir).state.loop.step == 4);
+  }
+  // A .tmp left by a crash is not a checkpoint.
+  fs::create_directories(dir + "/ckpt-0000000009.tmp");
+  CHECK(load_checkpoint(dir).state.loop.step == 4);
+  prune_checkpoints(dir, 1);
+  CHECK(list_checkpoints(dir).size() == 1);
+  CHECK(contains(error_of([&] { load_checkpoint(dir + "/nothing"); }), "no such checkpoint"));
+}
+
+namespace {
+
+// cb-train in the background, its output in `log`.
+pid_t start(const std::string& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = fmt::format("exec {}/cb-train {} > {} 2>&1", CB_BINARY_DIR, args, log);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+int finish(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+std::string read_text(const std::string& p) {
+  std::ifstream f(p);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+}  // namespace
+
+TEST_CASE("cb-train: SIGTERM leaves a checkpoint and the model; --resume finishes the run") {
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) return;
+  TempDir d("sigterm");
+  const std::string model = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
+  const std::string common = fmt::format(
+      "{} --data {} --learners 3 --steps 2000 --test-limit 200 --output {} --checkpoint-dir {} ",
+      model, kFashion, d / "out.onnx", d / "ck");
+  const std::string log = d / "run.log";
+  const pid_t pid = start(common + "--checkpoint-every 20", log);
+  // Wait for the first checkpoint, then stop it.
+  for (int i = 0; i < 600 && !contains(read_text(log), "saved "); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(pid, SIGTERM);
+  const int rc = finish(pid);
+  const std::string out = read_text(log);
+  INFO(out);
+  CHECK(rc == 128 + SIGTERM);
+  CHECK(contains(out, "stopped by SIGTERM after step"));
+  CHECK(contains(out, "--resume"));
+  LoadedCheckpoint ck = load_checkpoint(d / "ck");
+  const int64_t stopped = ck.state.loop.step;
+  CHECK(stopped >= 20);
+  CHECK(stopped < 2000);
+  CHECK(contains(ck.meta.command, "--checkpoint-every 20"));
+  CHECK(import_model(d / "out.onnx").graph.nodes.size() > 0);
+
+  // Other settings are refused, naming them; the same ones finish the run.
+  std::string e;
+  const int bad = finish(start(common + "--batch-size 8 --resume " + d / "ck", d / "bad.log"));
+  e = read_text(d / "bad.log");
+  CHECK(bad == 1);
+  CHECK(contains(e, "--batch-size: 8 (checkpoint: 16)"));
+  const int ok = finish(start(common + "--resume " + d / "ck", d / "resume.log"));
+  e = read_text(d / "resume.log");
+  INFO(e);
+  CHECK(ok == 0);
+  CHECK(contains(e, fmt::format("resume   {}", ck.path)));
+  CHECK(contains(e, "done     2000 steps"));
+}
+
+TEST_CASE("cb-train: output and checkpoint folders are checked before anything is trained") {
+  TempDir d("folders");
+  const std::string model = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
+  auto run = [&](const std::string& args) {
+    const int rc =
+        finish(start(fmt::format("{} --data {} --steps 1 {}", model, kFashion, args), d / "log"));
+    return std::pair{rc, read_text(d / "log")};
+  };
+  auto [rc, out] = run("--output " + d / "missing/out.onnx");
+  CHECK(rc == 1);
+  CHECK(contains(out, "does not exist"));
+  CHECK(!contains(out, "data "));  // refused before the data was read
+  fs::create_directories(d / "ro");
+  fs::permissions(d / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+  if (access((d / "ro").c_str(), W_OK) != 0) {  // root may write anyway
+    std::tie(rc, out) = run("--output " + d / "ro/out.onnx");
+    CHECK(rc == 1);
+    CHECK(contains(out, "not writable"));
+  }
+  std::tie(rc, out) = run("--checkpoint-every 5x --checkpoint-dir " + d / "ck");
+  CHECK(rc == 1);
+  CHECK(contains(out, "--checkpoint-every '5x'"));
+  std::tie(rc, out) = run("--checkpoint-every 5");
+  CHECK(contains(out, "--checkpoint-every needs --checkpoint-dir"));
+}
