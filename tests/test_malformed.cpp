@@ -97,6 +97,9 @@ const std::vector<Case> kCorpus = {
   {"conv_channels.onnx", {"[Conv node 'conv1']", "X [N,3,8,8] has 3 channels",
                           "W [4,2,3,3] with group=1 expects 2"}},
   {"reshape_count.onnx", {"[Reshape node 'to_5'] cannot reshape [N,3,4] to [N,5]"}},
+  // types: a bias must have the input's type (fuzzing found these read as float)
+  {"gemm_uint8_bias.onnx", {"[Gemm node 'fc']", "'x' (f32) and 2 'C' (u8) must have the same type"}},
+  {"conv_int32_bias.onnx", {"[Conv node 'conv']", "'x' (f32) and 2 'B' (i32) must have the same type"}},
 };
 // clang-format on
 

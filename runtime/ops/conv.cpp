@@ -19,6 +19,7 @@ void infer(InferCtx& c) {
   c.expect_min_rank(0, 3, "X");
   c.expect_float(0, "X");
   c.expect_same_dtype(0, 1);
+  if (c.has_input(2)) c.expect_same_dtype(0, 2);  // ONNX: X, W and B are all T
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
   if (w.size() != x.size()) c.fail("W {} must have the rank of X {}", to_string(w), to_string(x));

@@ -21,6 +21,7 @@ void infer(InferCtx& c) {
   c.expect_rank(0, 2, "A");
   c.expect_rank(1, 2, "B");
   c.expect_same_dtype(0, 1);
+  if (c.has_input(2)) c.expect_same_dtype(0, 2);  // ONNX: A, B and C are all T
   const Shape &a = c.shape(0), &b = c.shape(1);
   Dim m = p.trans_a ? a[1] : a[0], ka = p.trans_a ? a[0] : a[1];
   Dim kb = p.trans_b ? b[1] : b[0], n = p.trans_b ? b[0] : b[1];

@@ -207,6 +207,17 @@ def main():
         [helper.make_node("Reshape", ["x", "s"], ["y"], name="to_5")],
         [inp("x", ["batch", 3, 4])], [inp("y", ["batch", 5])],
         inits=[numpy_helper.from_array(np.array([0, 5], np.int64), "s")]))
+    # Fuzzing found these accepted and read as float (issue 13): a bias of another type.
+    write("gemm_uint8_bias.onnx", model(
+        [helper.make_node("Gemm", ["x", "W", "C"], ["y"], name="fc")],
+        [inp("x", ["batch", 3])], [inp("y", ["batch", 4])],
+        inits=[numpy_helper.from_array(np.ones((3, 4), np.float32), "W"),
+               numpy_helper.from_array(np.ones(4, np.uint8), "C")]))
+    write("conv_int32_bias.onnx", model(
+        [helper.make_node("Conv", ["x", "W", "B"], ["y"], name="conv")],
+        [inp("x", ["batch", 1, 8, 8])], [inp("y", ["batch", 1, 6, 6])],
+        inits=[numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "W"),
+               numpy_helper.from_array(np.ones(1, np.int32), "B")]))
     write("wrong_arity.onnx", model(
         [helper.make_node("Relu", ["x", "x"], ["y"], name="act2")],
         [inp("x", ["batch", 4])], [inp("y", ["batch", 4])]))
