@@ -18,6 +18,10 @@ bool in_arena(const Value& v) {
 }
 }  // namespace
 
+namespace {
+constexpr int64_t kMaxBytes = int64_t{1} << 60;  // more than any machine has, far from overflow
+}  // namespace
+
 MemoryPlan plan_memory(const Graph& g, int64_t batch, const std::vector<ValueId>& external) {
   size_t nv = g.values.size();
   MemoryPlan p;
@@ -35,10 +39,20 @@ MemoryPlan plan_memory(const Graph& g, int64_t batch, const std::vector<ValueId>
     const Value& val = g.values[v];
     if (!in_arena(val) || ext[v]) continue;
     CB_CHECK(val.shape_known);
-    int64_t n = 1;
-    for (int64_t d : resolve(val.shape, batch)) n *= d;
-    p.bytes[v] = align_up(std::max<int64_t>(1, n * static_cast<int64_t>(dtype_size(val.dtype))));
-    p.bytes_naive += p.bytes[v];
+    // Checked: a batch size near 2^61 must be an error, not a wrapped size and a segfault.
+    int64_t n = static_cast<int64_t>(dtype_size(val.dtype));
+    bool over = false;
+    for (const Dim& d : val.shape) {
+      int64_t extent = d.value;
+      if (d.batch) over = over || __builtin_mul_overflow(d.value, batch, &extent);
+      over = over || __builtin_mul_overflow(n, extent, &n);
+    }
+    over = over || n > kMaxBytes || __builtin_add_overflow(p.bytes_naive, n, &p.bytes_naive) ||
+           p.bytes_naive > kMaxBytes;
+    if (over)
+      fail("value '{}' {} at batch size {} needs more than 2^60 bytes; use a smaller batch size",
+           val.name, to_string(val.shape), batch);
+    p.bytes[v] = align_up(std::max<int64_t>(1, n));
     p.first[v] = val.producer;  // -1 for graph inputs: live from the start
     p.last[v] = val.producer;
   }

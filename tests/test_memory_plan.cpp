@@ -76,3 +76,14 @@ TEST_CASE("memory plan: graph inputs survive the run, so run() can repeat withou
   for (ValueId i : r.graph.inputs)
     CHECK(p.last[static_cast<size_t>(i)] == static_cast<int>(r.graph.nodes.size()));
 }
+
+TEST_CASE("memory plan: a batch size whose buffers overflow is an error naming the value") {
+  // Fuzzing: --batch-size 2305843009213693952 wrapped the sizes and crashed (issue 13).
+  ImportResult r = import_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
+  for (int64_t batch : {int64_t{1} << 61, int64_t{2305843009213693952}, INT64_MAX}) {
+    const std::string e = test::error_of([&] { plan_memory(r.graph, batch); });
+    CHECK(test::contains(e, "value 'input' [N,1,28,28]"));
+    CHECK(test::contains(e, "needs more than 2^60 bytes"));
+  }
+  CHECK(plan_memory(r.graph, 1 << 20).bytes_peak > 0);  // large but fine
+}

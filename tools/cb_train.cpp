@@ -388,6 +388,9 @@ int main(int argc, char** argv) {
         fail("--loss model: the model has no scalar float output");
       spec = d;
     }
+    if (topts.batch > data.train->size())
+      fail("--batch-size {} is larger than the {} training examples", topts.batch,
+           data.train->size());
     // The data against the model's input, before any learner is built.
     TransformSpec tspec = plan_transforms(data, model_input(r.graph, spec), ropts.transforms);
     if (!cache.empty()) {
