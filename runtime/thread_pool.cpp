@@ -1,5 +1,9 @@
 #include "runtime/thread_pool.h"
 
+#include <system_error>
+
+#include "runtime/error.h"
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -41,11 +45,25 @@ int ThreadPool::hardware_threads() { return std::max(1u, std::thread::hardware_c
 ThreadPool::ThreadPool(int threads, std::vector<int> cores) {
   threads = std::max(1, threads);
   if (!cores.empty()) pin_to(cores[0]);
-  for (int i = 1; i < threads; ++i)
-    workers_.emplace_back([this, i, cores] {
-      if (!cores.empty()) pin_to(cores[static_cast<size_t>(i) % cores.size()]);
-      worker(i);
-    });
+  for (int i = 1; i < threads; ++i) {
+    try {
+      workers_.emplace_back([this, i, cores] {
+        if (!cores.empty()) pin_to(cores[static_cast<size_t>(i) % cores.size()]);
+        worker(i);
+      });
+    } catch (const std::system_error& e) {
+      // The system refused a thread (a pids limit, no memory for its stack): stop and join the
+      // ones started, then say so (a destroyed joinable thread would terminate the process).
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        stop_ = true;
+      }
+      wake_.notify_all();
+      for (auto& t : workers_) t.join();
+      fail("cannot start worker thread {} of {}: {}; use fewer threads (--threads)", i + 1, threads,
+           e.what());
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

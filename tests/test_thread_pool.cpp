@@ -3,6 +3,10 @@
 // without losing a chunk, several pools (a device's learner streams) run side by side from their
 // own threads, and a stream's kernels run on that stream's pool. Run under ThreadSanitizer by
 // `ctest --preset tsan`.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -101,3 +105,29 @@ TEST_CASE("cpu device: learner streams from their own threads, kernels on each s
     CHECK(out[l][kN - 1] == static_cast<float>(kN - 1 + l));
   }
 }
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // they need the address space
+TEST_CASE("thread pool: a thread the system refuses is an error, not a hang or an abort") {
+  // Fuzzing: --threads 1000 under `ulimit -v` hung (issue 13). In a child limited to 512 MiB of
+  // address space, 1000 threads' stacks cannot all be made.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(60);  // a hang fails the test instead of hanging it
+    struct rlimit lim {};
+    lim.rlim_cur = lim.rlim_max = rlim_t{512} << 20;
+    setrlimit(RLIMIT_AS, &lim);
+    try {
+      ThreadPool pool(1000);
+    } catch (const cb::Error& e) {
+      _exit(std::string(e.what()).find("cannot start worker thread") != std::string::npos ? 0 : 3);
+    } catch (...) {
+      _exit(4);
+    }
+    _exit(5);  // 1000 threads fit after all: nothing was tested
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+#endif
