@@ -359,9 +359,14 @@ std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
   text += fmt::format("tensors_bin {} {:08x}\n", bin.size(), crc(bin.data(), bin.size()));
   text += fmt::format("end {:08x}\n", crc(text.data(), text.size()));
 
-  write_synced(tmp / "tensors.bin", bin.data(), bin.size());
-  write_synced(tmp / "MANIFEST", text.data(), text.size());
-  fsync_dir(tmp);
+  try {
+    write_synced(tmp / "tensors.bin", bin.data(), bin.size());
+    write_synced(tmp / "MANIFEST", text.data(), text.size());
+    fsync_dir(tmp);
+  } catch (const Error&) {
+    fs::remove_all(tmp, ec);  // give the space back; the previous checkpoints are untouched
+    throw;
+  }
   fs::remove_all(final_path, ec);  // a checkpoint of the same step (a final one after a periodic)
   fs::rename(tmp, final_path, ec);
   if (ec) fail("{}: cannot rename {} to it: {}", final_path.string(), tmp.string(), ec.message());

@@ -262,3 +262,36 @@ TEST_CASE("cb-train: output and checkpoint folders are checked before anything i
   std::tie(rc, out) = run("--checkpoint-every 5");
   CHECK(contains(out, "--checkpoint-every needs --checkpoint-dir"));
 }
+
+TEST_CASE("cb-train: a full disk is a clear error, and the last good checkpoint stays loadable") {
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) return;
+  TempDir d("full");
+  const std::string disk = d / "disk";
+  fs::create_directories(disk);
+  // 2 MiB: one LeNet-5 checkpoint of one learner (about 1 MiB) fits, a second does not.
+  if (std::system(fmt::format("mount -t tmpfs -o size=2m tmpfs {} 2>/dev/null", disk).c_str()) !=
+      0) {
+    MESSAGE("skipped: cannot mount a small tmpfs here (needs root)");
+    return;
+  }
+  const std::string model = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
+  const int rc = finish(start(
+      fmt::format("{} --data {} --learners 1 --steps 400 --eval-every 50 --test-limit 100 "
+                  "--checkpoint-dir {}/ck --checkpoint-every 50 --keep 5 --metrics {}/m.jsonl",
+                  model, kFashion, disk, disk),
+      d / "log"));
+  const std::string out = read_text(d / "log");
+  INFO(out);
+  CHECK(rc == 1);
+  CHECK(contains(out, "No space left on device"));
+  // The newest checkpoint written before the disk filled up is intact; the failed one is gone.
+  LoadedCheckpoint ck = load_checkpoint(disk + "/ck");
+  CHECK(ck.refused.empty());
+  CHECK(ck.state.loop.step >= 50);
+  CHECK(contains(out, fmt::format("saved    {} (step {})", ck.path, ck.state.loop.step)));
+  CHECK(contains(
+      out, fmt::format("ckpt-{:010d}.tmp/tensors.bin: write failed", ck.state.loop.step + 50)));
+  CHECK(list_checkpoints(disk + "/ck").size() == static_cast<size_t>(ck.state.loop.step / 50));
+  for (const auto& e : fs::directory_iterator(disk + "/ck")) CHECK(e.path().extension() != ".tmp");
+  CHECK(std::system(fmt::format("umount {}", disk).c_str()) == 0);
+}

@@ -581,6 +581,8 @@ int main(int argc, char** argv) {
             p.test.accuracy < 0 ? std::string("null") : fmt::format("{:.6f}", p.test.accuracy),
             p.images_per_s, p.learners, p.lr, p.data_wait_s);
         metrics_out->flush();
+        if (!*metrics_out)
+          fail("{}: writing the metrics failed (is the disk full, or the file removed?)", metrics);
       }
       if (!output.empty()) {
         export_trained(model, output, trainer.trained_tensors());
