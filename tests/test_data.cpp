@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmath>
 #include <filesystem>
@@ -405,4 +406,23 @@ TEST_CASE("dataset: the CIFAR-shaped Fashion-MNIST of setup.sh (models/make_cifa
     CHECK_MESSAGE(bad == 0, "example ", i, ": ", bad, " pixels differ from the recipe");
   }
   CHECK(test::mem(data.test).labels[1999] == test::mem(f.test).labels[1999]);
+}
+
+TEST_CASE("idx: a gzip bomb is read only as far as its header promises") {
+  // Fuzzing (issue 13): a small .gz that inflates to gigabytes was decompressed whole before its
+  // header was checked ("internal error: std::bad_alloc").
+  TempDir d("bomb");
+  gzFile f = gzopen((d / "train-images-idx3-ubyte.gz").c_str(), "wb1");
+  REQUIRE(f != nullptr);
+  const uint8_t header[16] = {0, 0, 8, 3, 0, 0, 0, 10, 0, 0, 0, 4, 0, 0, 0, 4};  // 10 x 4x4
+  REQUIRE(gzwrite(f, header, sizeof header) == 16);
+  std::vector<uint8_t> zeros(1 << 20);
+  for (int i = 0; i < 256; ++i)  // 256 MiB once inflated
+    REQUIRE(gzwrite(f, zeros.data(), static_cast<unsigned>(zeros.size())) ==
+            static_cast<int>(zeros.size()));
+  REQUIRE(gzclose(f) == Z_OK);
+  const std::string e = error_of(
+      [&] { read_idx_pair(d / "train-images-idx3-ubyte", d / "train-images-idx3-ubyte"); });
+  CHECK(contains(e, "train-images-idx3-ubyte.gz"));
+  CHECK(contains(e, "after the 160 bytes of data the header promises"));
 }

@@ -5,6 +5,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "runtime/error.h"
@@ -26,13 +27,16 @@ std::string resolve_file(const std::string& path) {
       path, path);
 }
 
-std::vector<uint8_t> read_all(const std::string& path) {
+// The file's (decompressed) bytes, at most `limit` of them: a gzip bomb stops at what the header
+// promised (plus one byte, to tell that there is more) instead of filling the memory.
+std::vector<uint8_t> read_all(const std::string& path, uint64_t limit) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) fail("{}: cannot open the file", path);
   std::vector<uint8_t> out;
   uint8_t buf[1 << 16];
-  for (;;) {
-    int n = gzread(f, buf, sizeof buf);
+  while (out.size() < limit) {
+    const auto want = static_cast<unsigned>(std::min<uint64_t>(sizeof buf, limit - out.size()));
+    int n = gzread(f, buf, want);
     if (n < 0) {
       int code = 0;
       std::string why = gzerror(f, &code);
@@ -40,7 +44,17 @@ std::vector<uint8_t> read_all(const std::string& path) {
       fail("{}: corrupt or truncated file ({}); download or copy it again", path, why);
     }
     if (n == 0) break;
-    out.insert(out.end(), buf, buf + n);
+    try {
+      out.insert(out.end(), buf, buf + n);
+    } catch (const std::bad_alloc&) {
+      gzclose(f);
+      fail("{}: more than this machine's memory holds after {} bytes; is it really an IDX file?",
+           path, out.size());
+    }
+  }
+  if (out.size() >= limit) {  // stopped early: the rest is not read, so not checked either
+    gzclose(f);
+    return out;
   }
   // zlib reports a gzip stream cut short at close time (or as an error above).
   int code = 0;
@@ -59,6 +73,20 @@ uint32_t be32(const uint8_t* p) {
   return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
 }
 
+// The file size an IDX header promises (header + data), or the whole header when it is cut
+// short or wrong (read_idx then names what is wrong).
+uint64_t idx_size(const std::vector<uint8_t>& head, const std::string& path, int ndims) {
+  const uint64_t header = 4 + 4 * static_cast<uint64_t>(ndims);
+  if (head.size() < header || head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != ndims)
+    return header;
+  uint64_t elems = 1;
+  for (int i = 0; i < ndims; ++i) {
+    elems *= be32(&head[4 + 4 * static_cast<size_t>(i)]);
+    if (elems > (uint64_t{1} << 40)) fail("{}: corrupt IDX header (dims too large)", path);
+  }
+  return header + elems;
+}
+
 // The dims and the data of an IDX file of unsigned bytes with `ndims` dims.
 struct Idx {
   std::vector<int64_t> dims;
@@ -68,7 +96,9 @@ struct Idx {
 
 Idx read_idx(const std::string& path, int ndims, const char* what) {
   Idx r;
-  r.bytes = read_all(path);
+  r.bytes = read_all(path, 4 + 4 * static_cast<uint64_t>(ndims));  // the header first
+  const uint64_t promised = idx_size(r.bytes, path, ndims);
+  r.bytes = read_all(path, promised + 1);
   const auto& b = r.bytes;
   if (b.size() < 4)
     fail("{}: truncated IDX file ({} bytes, not even the 4-byte magic number)", path, b.size());
