@@ -256,11 +256,22 @@ TEST_CASE("cb-train: output and checkpoint folders are checked before anything i
     CHECK(rc == 1);
     CHECK(contains(out, "not writable"));
   }
+  // Usage errors: exit 2, before the data is read.
   std::tie(rc, out) = run("--checkpoint-every 5x --checkpoint-dir " + d / "ck");
-  CHECK(rc == 1);
+  CHECK(rc == 2);
   CHECK(contains(out, "--checkpoint-every '5x'"));
   std::tie(rc, out) = run("--checkpoint-every 5");
+  CHECK(rc == 2);
   CHECK(contains(out, "--checkpoint-every needs --checkpoint-dir"));
+  for (const char* bad :
+       {"--optimizer adam", "--learners two", "--momentum 1", "--loss hinge", "--devices gpu",
+        "--augment flip", "--data-format zip", "--target-accuracy 2", "--memory-budget 12X"}) {
+    CAPTURE(bad);
+    std::tie(rc, out) = run(bad);
+    CHECK(rc == 2);
+    CHECK(!contains(out, "data "));
+    CHECK(contains(out, "cb-train: error: "));
+  }
 }
 
 TEST_CASE("cb-train: a full disk is a clear error, and the last good checkpoint stays loadable") {

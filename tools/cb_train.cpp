@@ -320,6 +320,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // Usage: every flag's value is checked first, before anything is read; exit code 2.
+  Every every;
+  const bool auto_learners = learners == "auto";
+  int nlearners = 1;
   try {
     ropts.shuffle = !no_shuffle;
     ropts.schedule.lr = lr;
@@ -338,12 +342,40 @@ int main(int argc, char** argv) {
       fail("--nesterov needs --optimizer sgd with a --momentum above 0");
     if (!(topts.weight_decay >= 0))
       fail("--weight-decay must not be negative, got {}", topts.weight_decay);
-
     if (ropts.workers < 0) fail("--workers must not be negative, got {}", ropts.workers);
     if (keep < 1) fail("--keep must be at least 1, got {}", keep);
-    const Every every = parse_every(checkpoint_every.empty() ? "1e" : checkpoint_every);
+    every = parse_every(checkpoint_every.empty() ? "1e" : checkpoint_every);
     if (!checkpoint_every.empty() && checkpoint_dir.empty())
       fail("--checkpoint-every needs --checkpoint-dir");
+    ropts.transforms.augment = parse_augment(augment);
+    dopts.format = parse_data_format(data_format);
+    if (loss != "auto" && loss != "cross-entropy" && loss != "mse" && loss != "model")
+      fail("unknown --loss '{}' (choices: auto, cross-entropy, mse, model)", loss);
+    if (!auto_learners) {
+      try {
+        size_t pos = 0;
+        nlearners = std::stoi(learners, &pos);
+        if (pos != learners.size()) throw std::invalid_argument(learners);
+      } catch (const std::exception&) {
+        fail("--learners '{}': expected a number or auto", learners);
+      }
+      if (nlearners < 1) fail("--learners must be at least 1, got {}", nlearners);
+    }
+    if (topts.optimizer != OptimizerKind::Sgd &&
+        ((!auto_learners && nlearners != 1) || devices != "cpu" || alpha))
+      fail(
+          "--optimizer adamw trains one learner on one device; SMA (--learners, --devices, "
+          "--alpha) needs --optimizer sgd");
+    if (!(sro.target_accuracy >= 0 && sro.target_accuracy <= 1))
+      fail("--target-accuracy must be in [0, 1], got {}", sro.target_accuracy);
+    parse_devices(devices);
+    parse_lr_scaling(lr_scaling);
+    if (!memory_budget.empty()) parse_bytes(memory_budget);
+  } catch (const Error& e) {
+    fmt::print(stderr, "cb-train: error: {}\n", e.what());
+    return 2;
+  }
+  try {
     if (!output.empty()) check_writable_folder(output, "--output");
     if (!checkpoint_dir.empty()) {
       std::error_code ec;
@@ -352,8 +384,6 @@ int main(int argc, char** argv) {
       check_writable_folder((std::filesystem::path(checkpoint_dir) / "x").string(),
                             "--checkpoint-dir");
     }
-    ropts.transforms.augment = parse_augment(augment);
-    dopts.format = parse_data_format(data_format);
     // Data first: a missing folder is the commonest mistake and costs nothing to find.
     Dataset data = load_dataset(data_dir, dopts);
     if (!cache.empty() && data.format != DataFormat::Folder)
@@ -411,24 +441,6 @@ int main(int argc, char** argv) {
       tspec = plan_transforms(data, model_input(r.graph, spec), ropts.transforms);
     }
     const bool sma = topts.optimizer == OptimizerKind::Sgd;
-    const bool auto_learners = learners == "auto";
-    int nlearners = 1;
-    if (!auto_learners) {
-      try {
-        size_t pos = 0;
-        nlearners = std::stoi(learners, &pos);
-        if (pos != learners.size()) throw std::invalid_argument(learners);
-      } catch (const std::exception&) {
-        fail("--learners '{}': expected a number or auto", learners);
-      }
-      if (nlearners < 1) fail("--learners must be at least 1, got {}", nlearners);
-    }
-    if (!sma && ((!auto_learners && nlearners != 1) || devices != "cpu" || alpha))
-      fail(
-          "--optimizer adamw trains one learner on one device; SMA (--learners, --devices, "
-          "--alpha) needs --optimizer sgd");
-    if (!(sro.target_accuracy >= 0 && sro.target_accuracy <= 1))
-      fail("--target-accuracy must be in [0, 1], got {}", sro.target_accuracy);
     std::unique_ptr<std::ofstream> metrics_out;
     if (!metrics.empty()) {
       metrics_out = std::make_unique<std::ofstream>(metrics, std::ios::app);

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan + UBSan; CMake preset "fuzz", build-fuzz/) and runs
+# each for SECONDS (default 60) on its corpus in build-fuzz/corpus/<target>/, seeded from the
+# repository and from files made here. Crashes land in build-fuzz/crashes/<target>/; the script
+# exits non-zero if any target found one.
+#   tools/fuzz/run.sh [SECONDS] [TARGET...]     (targets: importer image data checkpoint)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+secs="${1:-60}"
+[ $# -gt 0 ] && shift
+if [ $# -gt 0 ]; then targets=("$@"); else targets=(importer image data checkpoint); fi
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz --target "${targets[@]/#/cb-fuzz-}" cb-train cb-pack
+B=build-fuzz
+seed() {  # seed TARGET FILES...
+  local d=$B/corpus/$1
+  shift
+  mkdir -p "$d"
+  for f in "$@"; do [ -f "$f" ] && cp -n "$f" "$d/$(basename "$f")" 2>/dev/null || true; done
+}
+if [ ! -d $B/corpus ]; then
+  seed importer models/*_op13.onnx models/lenet5_op17.onnx models/mlp_op17.onnx tests/malformed/*.onnx
+  # Images: Fashion-MNIST examples as PNG and JPEG, grey and RGB, from the test helpers' encoders.
+  mkdir -p $B/corpus/image
+  /usr/bin/python3 - "$B/corpus/image" <<'PY' || true
+import sys
+from PIL import Image
+import numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(0)
+for i, (w, h) in enumerate([(8, 8), (28, 28), (40, 30)]):
+    a = (rng.random((h, w, 3)) * 255).astype(np.uint8)
+    Image.fromarray(a).save(f"{d}/rgb{i}.jpg", quality=80)
+    Image.fromarray(a).save(f"{d}/rgb{i}.png")
+    Image.fromarray(a[:, :, 0]).save(f"{d}/grey{i}.jpg")
+    Image.fromarray(a[:, :, 0]).save(f"{d}/grey{i}.png")
+    Image.fromarray(np.dstack([a, a[:, :, :1]])).save(f"{d}/rgba{i}.png")
+    Image.fromarray(a).convert("P").save(f"{d}/pal{i}.png")
+    Image.fromarray(a).convert("CMYK").save(f"{d}/cmyk{i}.jpg")
+    Image.fromarray(a).save(f"{d}/prog{i}.jpg", progressive=True)
+PY
+  # Data: the first byte picks the kind (fuzz_data.cpp).
+  mkdir -p $B/corpus/data
+  printf '\x00\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02\x01\x02\x03\x04\x05\x06\x07\x08' > $B/corpus/data/idx_images
+  printf '\x01\x00\x00\x08\x01\x00\x00\x00\x04\x00\x01\x02\x03' > $B/corpus/data/idx_labels
+  { printf '\x02'; head -c $((2 * 3073)) /dev/urandom; } > $B/corpus/data/cifar
+  pk=$(mktemp -d)
+  mkdir -p "$pk/a" "$pk/b"
+  cp $B/corpus/image/rgb0.png "$pk/a/"; cp $B/corpus/image/grey1.png "$pk/a/"
+  cp $B/corpus/image/rgb2.jpg "$pk/b/"; cp $B/corpus/image/pal0.png "$pk/b/"
+  $B/cb-pack "$pk" --out "$pk.cbpack" --size 16 --val-split 0.5 >/dev/null 2>&1 &&
+    { printf '\x03'; cat "$pk.cbpack"; } > $B/corpus/data/pack
+  rm -rf "$pk" "$pk.cbpack"
+  # Checkpoints: one from a real run, as MANIFEST body (without its final lines) NUL tensors.bin.
+  mkdir -p $B/corpus/checkpoint
+  ck=$(mktemp -d)
+  $B/cb-train models/mlp_op17.onnx --data /usr/share/datasets/fashion-mnist --steps 2 \
+    --learners 2 --test-limit 16 --checkpoint-dir "$ck" >/dev/null 2>&1 || true
+  for c in "$ck"/ckpt-*; do
+    { grep -v '^tensors_bin \|^end ' "$c/MANIFEST"; printf '\x00'; cat "$c/tensors.bin"; printf '\x01'; } \
+      > $B/corpus/checkpoint/"$(basename "$c")"
+  done
+  rm -rf "$ck"
+fi
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p $B/crashes/$t
+  echo "== cb-fuzz-$t for ${secs}s ($(ls $B/corpus/$t | wc -l) corpus files)"
+  if ! $B/cb-fuzz-$t $B/corpus/$t -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 \
+      -artifact_prefix=$B/crashes/$t/ -print_final_stats=1 2>&1 | tail -12; then
+    status=1
+  fi
+  [ -n "$(ls -A $B/crashes/$t)" ] && status=1
+done
+exit $status
