@@ -429,6 +429,9 @@ ImportResult import_model_bytes(const std::string& bytes, const std::string& nam
 ImportResult import_model(const std::string& path, const ImportOptions& opts) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail("{}: is a folder, expected an .onnx file", path);
+  // Not a FIFO, socket or device: reading one would block or never end.
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    fail("{}: not a regular file (a pipe, socket or device?); expected an .onnx file", path);
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("{}: cannot open the file (does it exist and is it readable?)", path);
   std::stringstream ss;
@@ -439,6 +442,9 @@ ImportResult import_model(const std::string& path, const ImportOptions& opts) {
 }
 
 TensorPtr read_tensor_file(const std::string& path) {
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    fail("{}: not a regular file (a folder, pipe or device?); expected a TensorProto file", path);
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("{}: cannot open the tensor file", path);
   std::stringstream ss;

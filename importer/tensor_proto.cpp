@@ -53,6 +53,9 @@ void read_external(const onnx::TensorProto& t, const std::string& what, const st
         "{}: external data path '{}' points outside the model's folder '{}'; crossbow only "
         "reads external data next to the model (move the file there and use a relative path)",
         what, location, dir);
+  if (fs::exists(full, ec) && !fs::is_regular_file(full, ec))
+    fail("{}: external data '{}' is not a regular file (a folder, pipe or device?)", what,
+         full.string());
   std::ifstream f(full, std::ios::binary);
   if (!f) fail("{}: cannot open external data file '{}'", what, full.string());
   f.seekg(0, std::ios::end);

@@ -114,7 +114,15 @@ struct Reader {
 };
 
 // The manifest's lines (without the last "end CRC" line), after checking that CRC.
+// A checkpoint's file: regular (a FIFO would block the reader).
+void require_file(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec))
+    fail("{}: missing or not a regular file: the checkpoint is incomplete", file.string());
+}
+
 std::vector<std::string> manifest_lines(const fs::path& file) {
+  require_file(file);
   std::ifstream f(file, std::ios::binary);
   if (!f) fail("{}: cannot open the manifest", file.string());
   std::string text((std::istreambuf_iterator<char>(f)), {});
@@ -244,6 +252,7 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
   }
   // The tensors.
   const fs::path bin = dir / "tensors.bin";
+  require_file(bin);
   std::ifstream f(bin, std::ios::binary);
   if (!f) fail("{}: missing or unreadable", bin.string());
   std::vector<char> bytes((std::istreambuf_iterator<char>(f)), {});

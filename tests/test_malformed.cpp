@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <onnx/onnx_pb.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -261,4 +262,27 @@ TEST_SUITE("malformed") {
     CHECK(message(9, 19).find("opset 19 is too new") != std::string::npos);
     CHECK(message(3, 6).find("opset 6 is too old") != std::string::npos);
   }
+}
+
+TEST_CASE("a pipe, a folder or a symlink loop given as the model is an error, never a hang") {
+  // Fuzzing (issue 13): a FIFO blocked cb-inspect and cb-run forever.
+  const fs::path d = fs::temp_directory_path() / ("cb_malformed_fifo_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  const std::string fifo = (d / "model.onnx").string();
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  auto message = [](const std::string& p) {
+    try {
+      cb::import_model(p);
+    } catch (const cb::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(message(fifo).find("not a regular file") != std::string::npos);
+  CHECK(message(d.string()).find("is a folder") != std::string::npos);
+  fs::create_symlink(d / "b", d / "a");
+  fs::create_symlink(d / "a", d / "b");
+  CHECK(message((d / "a").string()).find("cannot open the file") != std::string::npos);
+  fs::remove_all(d);
 }

@@ -282,7 +282,7 @@ Dataset load_pack_dataset(const std::string& path, const std::string& source) {
   const std::string rebuild = "delete it and rebuild it with cb-pack (or cb-train --cache)";
   auto f = std::make_shared<PackFile>();
   f->path = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO: no block
   if (fd < 0) fail("{}: cannot open the pack: {}", path, std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
