@@ -107,6 +107,12 @@ struct Reader {
       fail("{}: {} is '{}', not a number", path, what, t);
     return v;
   }
+  uint32_t hex32(const char* what) {  // a CRC-32: exactly 8 hex digits
+    const std::string& t = next(what);
+    if (t.size() == 8 && t.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos)
+      return static_cast<uint32_t>(std::stoul(t, nullptr, 16));
+    fail("{}: {} is '{}', not 8 hex digits", path, what, t);
+  }
   void expect(const char* word) {
     const std::string& t = next(word);
     if (t != word) fail("{}: expected '{}' in the manifest, found '{}'", path, word, t);
@@ -235,11 +241,11 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
       t.name = r.next("the tensor's name");
       t.offset = static_cast<uint64_t>(r.integer("its offset"));
       t.count = static_cast<uint64_t>(r.integer("its length"));
-      t.crc = static_cast<uint32_t>(std::stoul(r.next("its checksum"), nullptr, 16));
+      t.crc = r.hex32("its checksum");
       tensors.push_back(t);
     } else if (key == "tensors_bin") {
       bin_bytes = static_cast<uint64_t>(r.integer("its size"));
-      bin_crc = static_cast<uint32_t>(std::stoul(r.next("its checksum"), nullptr, 16));
+      bin_crc = r.hex32("its checksum");
     } else {
       fail("{}: unknown manifest line '{}'", mf.string(), l.substr(0, 60));
     }
