@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <fmt/format.h>
 
@@ -14,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/checksum.h"
 #include "runtime/error.h"
 
 namespace cb {
@@ -24,18 +24,6 @@ namespace {
 
 constexpr const char* kMagic = "crossbow-checkpoint";
 constexpr int kVersion = 1;
-
-uint32_t crc(const void* p, size_t n) {
-  uLong c = crc32(0L, Z_NULL, 0);
-  const auto* b = static_cast<const Bytef*>(p);
-  while (n > 0) {
-    const auto k = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    c = crc32(c, b, k);
-    b += k;
-    n -= k;
-  }
-  return static_cast<uint32_t>(c);
-}
 
 std::string hexf(double v) { return fmt::format("{:a}", v); }
 
@@ -149,7 +137,7 @@ std::vector<std::string> manifest_lines(const fs::path& file) {
     fail(
         "{}: the final checksum line is cut or unreadable: the checkpoint is incomplete or corrupt",
         file.string());
-  if (crc(body.data(), body.size()) != want)
+  if (crc32_of(body.data(), body.size()) != want)
     fail("{}: the manifest fails its checksum: the checkpoint is corrupt", file.string());
   std::vector<std::string> lines;
   std::istringstream in(body);
@@ -265,13 +253,13 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
   if (bytes.size() != bin_bytes)
     fail("{}: {} bytes, the manifest says {}: the checkpoint is truncated or corrupt", bin.string(),
          bytes.size(), bin_bytes);
-  if (crc(bytes.data(), bytes.size()) != bin_crc)
+  if (crc32_of(bytes.data(), bytes.size()) != bin_crc)
     fail("{}: fails its checksum: the checkpoint is corrupt", bin.string());
   for (const T& t : tensors) {
     if (t.offset > bytes.size() || t.count > (bytes.size() - t.offset) / sizeof(float))
       fail("{}: tensor {} lies outside tensors.bin", mf.string(), t.name);
     const char* p = bytes.data() + t.offset;
-    if (crc(p, t.count * sizeof(float)) != t.crc)
+    if (crc32_of(p, t.count * sizeof(float)) != t.crc)
       fail("{}: tensor {} fails its checksum: the checkpoint is corrupt", bin.string(), t.name);
     std::vector<float> v(t.count);
     std::memcpy(v.data(), p, t.count * sizeof(float));
@@ -313,12 +301,10 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
 std::string file_hash(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("{}: cannot read the file to hash it", path);
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnv1aStart;
   char buf[1 << 16];
-  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
-    for (std::streamsize i = 0; i < f.gcount(); ++i)
-      h = (h ^ static_cast<uint8_t>(buf[i])) * 1099511628211ull;
-  }
+  while (f.read(buf, sizeof buf) || f.gcount() > 0)
+    h = fnv1a(buf, static_cast<size_t>(f.gcount()), h);
   return fmt::format("{:016x}", h);
 }
 
@@ -359,7 +345,7 @@ std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
     const auto* p = reinterpret_cast<const char*>(v.data());
     bin.insert(bin.end(), p, p + v.size() * sizeof(float));
     text += fmt::format("tensor {} {} {} {:08x}\n", name, off, v.size(),
-                        crc(v.data(), v.size() * sizeof(float)));
+                        crc32_of(v.data(), v.size() * sizeof(float)));
   };
   add("z", m.z);
   add("z_prev", m.z_prev);
@@ -371,8 +357,8 @@ std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
     if (!l.opt2.empty()) add(fmt::format("learner{}.opt2", i), l.opt2);
     add(fmt::format("learner{}.state", i), l.state);
   }
-  text += fmt::format("tensors_bin {} {:08x}\n", bin.size(), crc(bin.data(), bin.size()));
-  text += fmt::format("end {:08x}\n", crc(text.data(), text.size()));
+  text += fmt::format("tensors_bin {} {:08x}\n", bin.size(), crc32_of(bin.data(), bin.size()));
+  text += fmt::format("end {:08x}\n", crc32_of(text.data(), text.size()));
 
   try {
     write_synced(tmp / "tensors.bin", bin.data(), bin.size());

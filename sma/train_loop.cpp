@@ -41,7 +41,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   int cores = 0;
   for (int d = 0; d < t.devices(); ++d) cores += t.device(d).caps().cores;
   const int workers = o.workers > 0 ? o.workers : default_workers(cores);
-  const int64_t spe = BatchOrder(data.train->size(), batch, o.shuffle, o.seed).batches_per_epoch();
+  const int64_t spe = BatchOrder::epoch_batches(data.train->size(), batch);
   const int64_t total_batches = o.steps > 0 ? 0 : o.epochs * spe;
   size_t skip_cursor = 0;
   auto report_skipped = [&] {

@@ -452,9 +452,9 @@ int main(int argc, char** argv) {
         "data     {}: {}, {} training, {} test images of {}{}\n", data.dir, data.description,
         data.train->size(), data.test->size(), data.train->dims().str(),
         data.classes.empty() ? std::string() : fmt::format(", {} classes", data.classes.size()));
-    fmt::print("inputs   {}; {} pipeline worker{}\n", tspec.describe(),
-               ropts.workers > 0 ? ropts.workers : default_workers(threads),
-               (ropts.workers > 0 ? ropts.workers : default_workers(threads)) == 1 ? "" : "s");
+    const int workers = ropts.workers > 0 ? ropts.workers : default_workers(threads);
+    fmt::print("inputs   {}; {} pipeline worker{}\n", tspec.describe(), workers,
+               workers == 1 ? "" : "s");
     const int64_t spe = data.train->size() / topts.batch;
     std::string opt_text =
         topts.optimizer == OptimizerKind::Sgd

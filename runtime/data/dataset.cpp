@@ -77,26 +77,26 @@ bool ImageSet::load(int64_t i, const DecodeOptions& o, Image& out, std::string& 
     why = "no such example";
     return false;
   }
-  // CHW planes -> HWC, with the channel conversion decode_image applies (grey <-> RGB).
+  if (o.channels != 1 && o.channels != 3) {
+    why = fmt::format("cannot convert {} channels to {}", channels, o.channels);
+    return false;
+  }
+  // CHW planes -> HWC, then the channel conversion decode_image applies (grey <-> RGB).
   const uint8_t* p = chw(i);
-  const int64_t plane = rows * cols;
+  const auto plane = static_cast<size_t>(rows * cols);
+  const auto c = static_cast<size_t>(channels);
+  thread_local std::vector<uint8_t> hwc;
+  hwc.resize(plane * c);
+  for (size_t k = 0; k < plane; ++k)
+    for (size_t ch = 0; ch < c; ++ch) hwc[k * c + ch] = p[ch * plane + k];
   out.rows = static_cast<int>(rows);
   out.cols = static_cast<int>(cols);
   out.channels = o.channels;
-  out.px.resize(static_cast<size_t>(plane * o.channels));
-  for (int64_t k = 0; k < plane; ++k) {
-    uint8_t* d = out.px.data() + k * o.channels;
-    if (o.channels == channels) {
-      for (int64_t c = 0; c < channels; ++c) d[c] = p[c * plane + k];
-    } else if (o.channels == 3 && channels == 1) {
-      d[0] = d[1] = d[2] = p[k];
-    } else if (o.channels == 1 && channels == 3) {
-      d[0] = static_cast<uint8_t>(
-          (p[k] * 19595u + p[plane + k] * 38470u + p[2 * plane + k] * 7471u + 0x8000u) >> 16);
-    } else {
-      why = fmt::format("cannot convert {} channels to {}", channels, o.channels);
-      return false;
-    }
+  if (o.channels == channels) {
+    out.px.swap(hwc);
+  } else {
+    out.px.resize(plane * static_cast<size_t>(o.channels));
+    convert_channels(hwc.data(), static_cast<int>(channels), out.px.data(), o.channels, plane);
   }
   return true;
 }
@@ -227,10 +227,15 @@ Dataset load_dataset(const std::string& path, const DataOptions& o) {
 
 BatchOrder::BatchOrder(int64_t count, int64_t batch, bool shuffle, uint64_t seed)
     : count_(count), batch_(batch), shuffle_(shuffle), seed_(seed), rng_(seed) {
-  if (batch <= 0) fail("batch size must be positive, got {}", batch);
-  if (batch > count) fail("batch size {} is larger than the {} training examples", batch, count);
+  epoch_batches(count, batch);  // checks them
   order_.resize(static_cast<size_t>(count));
   start_epoch();
+}
+
+int64_t BatchOrder::epoch_batches(int64_t count, int64_t batch) {
+  if (batch <= 0) fail("batch size must be positive, got {}", batch);
+  if (batch > count) fail("batch size {} is larger than the {} training examples", batch, count);
+  return count / batch;
 }
 
 void BatchOrder::start_epoch() {

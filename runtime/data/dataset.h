@@ -140,7 +140,9 @@ class BatchOrder {
   BatchOrder(int64_t count, int64_t batch, bool shuffle, uint64_t seed);
   int64_t batch() const { return batch_; }
   int64_t batches_per_epoch() const { return count_ / batch_; }  // drop_last
-  int64_t epoch() const { return epoch_; }                       // 0-based epoch of the next batch
+  // The same without an order (nothing drawn); throws cb::Error for a batch that does not fit.
+  static int64_t epoch_batches(int64_t count, int64_t batch);
+  int64_t epoch() const { return epoch_; }  // 0-based epoch of the next batch
   // Writes the next batch's example indices (batch() of them); starts (and reshuffles) a new
   // epoch when the current one is used up.
   void next(int64_t* indices);

@@ -21,26 +21,6 @@ namespace {
 
 constexpr uint64_t kMaxPixels = uint64_t{1} << 28;  // a bigger picture is a decompression bomb
 
-// PIL's L24 luma (ITU-R 601-2), used by convert("L") from RGB, CMYK (via RGB) and palettes.
-inline uint8_t luma(uint8_t r, uint8_t g, uint8_t b) {
-  return static_cast<uint8_t>((r * 19595u + g * 38470u + b * 7471u + 0x8000u) >> 16);
-}
-
-// Pixels of `in` with `cin` channels (1..4, 8-bit) to `cout` (1 or 3) channels: alpha dropped,
-// grey replicated, RGB to luma, as PIL's convert.
-void convert_channels(const uint8_t* in, int cin, uint8_t* out, int cout, size_t pixels) {
-  for (size_t i = 0; i < pixels; ++i, in += cin, out += cout) {
-    const bool colour = cin >= 3;
-    if (cout == 1) {
-      out[0] = colour ? luma(in[0], in[1], in[2]) : in[0];
-    } else {
-      out[0] = in[0];
-      out[1] = colour ? in[1] : in[0];
-      out[2] = colour ? in[2] : in[0];
-    }
-  }
-}
-
 // PIL's cmyk2rgb after its JPEG decoder's "CMYK;I" unpacking (PIL assumes Adobe's inverted CMYK for
 // every 4-component JPEG, so c = 255 - stored): channel = (255 - k) - (c * (255 - k)) / 255 with
 // PIL's MULDIV255 rounding.
@@ -330,6 +310,22 @@ void check_box(const Image& src, const CropBox& b) {
 }
 
 }  // namespace
+
+// PIL's L24 luma (ITU-R 601-2), used by convert("L") from RGB, CMYK (via RGB) and palettes.
+void convert_channels(const uint8_t* in, int cin, uint8_t* out, int cout, size_t pixels) {
+  for (size_t i = 0; i < pixels; ++i, in += cin, out += cout) {
+    const bool colour = cin >= 3;
+    if (cout == 1) {
+      out[0] = colour ? static_cast<uint8_t>(
+                            (in[0] * 19595u + in[1] * 38470u + in[2] * 7471u + 0x8000u) >> 16)
+                      : in[0];
+    } else {
+      out[0] = in[0];
+      out[1] = colour ? in[1] : in[0];
+      out[2] = colour ? in[2] : in[0];
+    }
+  }
+}
 
 ImageKind sniff_image(const uint8_t* data, size_t n) {
   static constexpr uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};

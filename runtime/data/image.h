@@ -64,6 +64,10 @@ bool decode_image(const uint8_t* data, size_t n, const DecodeOptions& o, Image& 
 std::vector<uint8_t> encode_jpeg(const Image& img, int quality = 90);
 std::vector<uint8_t> encode_png(const Image& img);
 
+// Pixels of `in` with `cin` interleaved channels (1..4, 8-bit) to `cout` (1 or 3) channels, as
+// PIL's convert: alpha dropped, grey replicated, RGB to the luma above.
+void convert_channels(const uint8_t* in, int cin, uint8_t* out, int cout, size_t pixels);
+
 // An integer box inside an image (PIL's crop box is (left, top, left + width, top + height)).
 struct CropBox {
   int top = 0, left = 0, height = 0, width = 0;

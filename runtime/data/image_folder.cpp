@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "runtime/checksum.h"
 #include "runtime/error.h"
 
 namespace cb {
@@ -28,12 +29,6 @@ std::string lower(std::string s) {
 bool image_extension(const fs::path& p) {
   const std::string e = lower(p.extension().string());
   return e == ".jpg" || e == ".jpeg" || e == ".png";
-}
-
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
-  const auto* b = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
 }
 
 std::vector<fs::path> subfolders(const fs::path& dir) {

@@ -5,7 +5,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <fmt/format.h>
 
@@ -16,6 +15,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "runtime/checksum.h"
 #include "runtime/data/image_folder.h"
 #include "runtime/error.h"
 
@@ -51,18 +51,6 @@ struct Rec {
   uint32_t crc, split;  // split: 0 training, 1 test
 };
 static_assert(sizeof(Rec) == 32);
-
-uint32_t crc(const void* p, size_t n) {
-  uLong c = crc32(0L, Z_NULL, 0);
-  const auto* b = static_cast<const Bytef*>(p);
-  while (n > 0) {  // zlib's length is a uInt
-    const auto k = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    c = crc32(c, b, k);
-    b += k;
-    n -= k;
-  }
-  return static_cast<uint32_t>(c);
-}
 
 void put_string(std::vector<uint8_t>& out, const std::string& s) {
   const auto n = static_cast<uint32_t>(s.size());
@@ -138,7 +126,7 @@ class PackExamples final : public Examples {
     const uint8_t* p = f_->base + r.offset;
     const size_t n = static_cast<size_t>(r.rows) * r.cols * 3;
     if (!f_->verified[id].load(std::memory_order_relaxed)) {
-      if (crc(p, n) != r.crc)
+      if (crc32_of(p, n) != r.crc)
         fail(
             "{}: record {} ({}) fails its checksum: the pack is corrupt; delete it and rebuild it "
             "with cb-pack (or cb-train --cache)",
@@ -148,18 +136,13 @@ class PackExamples final : public Examples {
     out.rows = static_cast<int>(r.rows);
     out.cols = static_cast<int>(r.cols);
     out.channels = o.channels;
-    const size_t px = static_cast<size_t>(r.rows) * r.cols;
-    if (o.channels == 3) {
-      out.px.assign(p, p + n);
-    } else if (o.channels == 1) {
-      out.px.resize(px);
-      for (size_t k = 0; k < px; ++k)
-        out.px[k] = static_cast<uint8_t>(
-            (p[3 * k] * 19595u + p[3 * k + 1] * 38470u + p[3 * k + 2] * 7471u + 0x8000u) >> 16);
-    } else {
+    if (o.channels != 1 && o.channels != 3) {
       why = fmt::format("cannot convert 3 channels to {}", o.channels);
       return false;
     }
+    const size_t px = static_cast<size_t>(r.rows) * r.cols;
+    out.px.resize(px * static_cast<size_t>(o.channels));
+    convert_channels(p, 3, out.px.data(), o.channels, px);
     return true;
   }
 
@@ -234,7 +217,7 @@ PackSummary write_pack(const std::string& dir, const std::string& out, const Pac
           r.cols = static_cast<uint32_t>(imgs[k].cols);
           r.label = f.label;
           r.split = split;
-          r.crc = crc(imgs[k].px.data(), imgs[k].px.size());
+          r.crc = crc32_of(imgs[k].px.data(), imgs[k].px.size());
           w.write(imgs[k].px.data(), imgs[k].px.size());
           recs.push_back(r);
           names.push_back(fs::path(f.path).lexically_relative(dir).string());
@@ -265,8 +248,8 @@ PackSummary write_pack(const std::string& dir, const std::string& out, const Pac
     h.fingerprint = l.fingerprint();
     h.file_bytes = w.pos();
     h.val_split = o.val_split;
-    h.index_crc = crc(index.data(), index.size());
-    h.header_crc = crc(&h, offsetof(Header, header_crc));
+    h.index_crc = crc32_of(index.data(), index.size());
+    h.header_crc = crc32_of(&h, offsetof(Header, header_crc));
     sum.bytes = static_cast<int64_t>(w.pos());
     w.seek_start();
     w.write(&h, sizeof h);
@@ -307,7 +290,7 @@ Dataset load_pack_dataset(const std::string& path, const std::string& source) {
   if (h.version != kVersion)
     fail("{}: pack version {}, this crossbow reads version {}; {}", path, h.version, kVersion,
          rebuild);
-  if (crc(&h, offsetof(Header, header_crc)) != h.header_crc)
+  if (crc32_of(&h, offsetof(Header, header_crc)) != h.header_crc)
     fail("{}: the header fails its checksum: the pack is corrupt; {}", path, rebuild);
   if (h.file_bytes != f->len)
     fail("{}: the pack should be {} bytes but is {} (truncated or appended to); {}", path,
@@ -317,7 +300,7 @@ Dataset load_pack_dataset(const std::string& path, const std::string& source) {
       nrec > h.index_bytes / sizeof(Rec))
     fail("{}: the index lies outside the file: the pack is corrupt; {}", path, rebuild);
   const uint8_t* idx = f->base + h.index_offset;
-  if (crc(idx, h.index_bytes) != h.index_crc)
+  if (crc32_of(idx, h.index_bytes) != h.index_crc)
     fail("{}: the index fails its checksum: the pack is corrupt; {}", path, rebuild);
   f->recs = reinterpret_cast<const Rec*>(idx);
   // The strings after the records: names, class names, the source folder.

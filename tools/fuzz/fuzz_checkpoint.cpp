@@ -14,8 +14,8 @@
 #include <string>
 
 #include <fmt/format.h>
-#include <zlib.h>
 
+#include "runtime/checksum.h"
 #include "runtime/error.h"
 #include "sma/checkpoint.h"
 
@@ -33,11 +33,7 @@ int fuzz_checkpoint(const uint8_t* data, size_t size) {
   const std::string bin =
       nul ? std::string(reinterpret_cast<const char*>(nul + 1), size - m - 1) : std::string();
   if (size > 0 && (data[size - 1] & 1)) {
-    auto crc = [](const std::string& s) {
-      return static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0),
-                                         reinterpret_cast<const Bytef*>(s.data()),
-                                         static_cast<uInt>(s.size())));
-    };
+    auto crc = [](const std::string& s) { return cb::crc32_of(s.data(), s.size()); };
     if (!manifest.empty() && manifest.back() != '\n') manifest += '\n';
     manifest += fmt::format("tensors_bin {} {:08x}\n", bin.size(), crc(bin));
     manifest += fmt::format("end {:08x}\n", crc(manifest));
