@@ -31,10 +31,127 @@ void set_raw(onnx::TensorProto& p, const void* bytes, size_t n) {
   p.set_raw_data(bytes, n);
 }
 
+// Every value name a graph's nodes read, subgraphs (If/Loop/Scan bodies) included: a body may read
+// a value of the graph around it.
+void collect_reads(const onnx::GraphProto& g, std::set<std::string>& reads) {
+  for (const onnx::NodeProto& n : g.node()) {
+    for (const std::string& in : n.input())
+      if (!in.empty()) reads.insert(in);
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      if (a.has_g()) collect_reads(a.g(), reads);
+      for (const onnx::GraphProto& sub : a.graphs()) collect_reads(sub, reads);
+    }
+  }
+}
+
+bool default_domain(const onnx::NodeProto& n) {
+  return n.domain().empty() || n.domain() == "ai.onnx";
+}
+
+std::string node_label(const onnx::NodeProto& n, int index) {
+  return n.name().empty() ? fmt::format("#{} ({})", index, n.op_type())
+                          : fmt::format("'{}' ({})", n.name(), n.op_type());
+}
+
 }  // namespace
 
+void to_inference_form(onnx::ModelProto& m, const std::string& what) {
+  int64_t opset = 0;
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  onnx::GraphProto& g = *m.mutable_graph();
+
+  std::set<std::string> node_reads;
+  collect_reads(g, node_reads);
+  std::set<std::string> graph_outputs;
+  for (const auto& o : g.output()) graph_outputs.insert(o.name());
+
+  // Outputs that exist only in training: removed from the node, and from the graph's outputs.
+  std::set<std::string> dropped;
+  auto drop_outputs_from = [&](onnx::NodeProto& n, int index, int keep, const char* what_they_are) {
+    for (int i = keep; i < n.output_size(); ++i) {
+      const std::string& o = n.output(i);
+      if (o.empty()) continue;
+      if (node_reads.count(o))
+        fail(
+            "{}: node {} has a training-only output '{}' ({}) that another node reads, so the "
+            "model has no inference form; write the training form (cb-train --output-training, "
+            "cb-export --training)",
+            what, node_label(n, index), o, what_they_are);
+      dropped.insert(o);
+    }
+    while (n.output_size() > keep) n.mutable_output()->RemoveLast();
+  };
+  for (int i = 0; i < g.node_size(); ++i) {
+    onnx::NodeProto& n = *g.mutable_node(i);
+    if (!default_domain(n)) continue;
+    if (n.op_type() == "BatchNormalization") {
+      auto* attrs = n.mutable_attribute();
+      for (int a = attrs->size() - 1; a >= 0; --a)
+        if (attrs->Get(a).name() == "training_mode") attrs->DeleteSubrange(a, 1);
+      drop_outputs_from(n, i, 1, "running or saved batch statistics");
+    } else if (n.op_type() == "Dropout") {
+      const bool mask_read = n.output_size() > 1 && node_reads.count(n.output(1));
+      if (mask_read) {
+        // The mask feeds the model: keep the Dropout, in inference mode (training_mode absent:
+        // the output is the input and the mask all true).
+        if (opset >= 12)
+          while (n.input_size() > 2) n.mutable_input()->RemoveLast();
+        continue;
+      }
+      drop_outputs_from(n, i, 1, "the dropout mask");
+      const std::string in = n.input_size() > 0 ? n.input(0) : std::string();
+      n.set_op_type("Identity");
+      n.clear_attribute();
+      n.clear_input();
+      n.add_input(in);
+    }
+  }
+  // Graph outputs that were removed.
+  auto* outs = g.mutable_output();
+  for (int i = outs->size() - 1; i >= 0; --i)
+    if (dropped.count(outs->Get(i).name())) outs->DeleteSubrange(i, 1);
+
+  // Nodes whose every output is now unread (the Constants that fed Dropout's ratio and
+  // training_mode, say), until none is left. ONNX ops have no side effects.
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::set<std::string> reads;
+    collect_reads(g, reads);
+    for (const auto& o : g.output()) reads.insert(o.name());
+    auto* nodes = g.mutable_node();
+    for (int i = nodes->size() - 1; i >= 0; --i) {
+      const onnx::NodeProto& n = nodes->Get(i);
+      bool used = false;
+      for (const std::string& o : n.output()) used = used || (!o.empty() && reads.count(o));
+      if (!used) {
+        nodes->DeleteSubrange(i, 1);
+        changed = true;
+      }
+    }
+  }
+  // Initializers and value_info of values nothing reads any more (graph inputs stay: they are the
+  // model's interface).
+  std::set<std::string> reads, inputs, produced;
+  collect_reads(g, reads);
+  for (const auto& o : g.output()) reads.insert(o.name());
+  for (const auto& in : g.input()) inputs.insert(in.name());
+  auto* inits = g.mutable_initializer();
+  for (int i = inits->size() - 1; i >= 0; --i) {
+    const std::string& name = inits->Get(i).name();
+    if (!reads.count(name) && !inputs.count(name)) inits->DeleteSubrange(i, 1);
+  }
+  for (const auto& t : g.initializer()) produced.insert(t.name());
+  for (const auto& n : g.node())
+    for (const std::string& o : n.output()) produced.insert(o);
+  auto* infos = g.mutable_value_info();
+  for (int i = infos->size() - 1; i >= 0; --i)
+    if (!produced.count(infos->Get(i).name()) && !inputs.count(infos->Get(i).name()))
+      infos->DeleteSubrange(i, 1);
+}
+
 void export_trained(const std::string& original_model_path, const std::string& out_path,
-                    const std::map<std::string, Tensor>& trained) {
+                    const std::map<std::string, Tensor>& trained, ExportForm form) {
   std::ifstream f(original_model_path, std::ios::binary);
   if (!f) fail("{}: cannot open the original model to export from", original_model_path);
   std::stringstream ss;
@@ -79,6 +196,8 @@ void export_trained(const std::string& original_model_path, const std::string& o
     if (!done.count(name))
       fail("{}: the model has no initializer '{}' to hold the trained tensor", original_model_path,
            name);
+
+  if (form == ExportForm::Inference) to_inference_form(m, original_model_path);
 
   std::string tmp = out_path + ".tmp";
   {

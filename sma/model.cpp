@@ -308,6 +308,18 @@ Executor& Evaluator::executor(int64_t batch) {
   return *ex_.emplace(batch, std::move(ex)).first->second;
 }
 
+std::vector<Tensor> Evaluator::outputs(const Tensor& images, const Tensor& labels) {
+  const int64_t n = labels.numel();
+  if (n <= 0 || n > batch_)
+    fail("evaluation batch of {} examples: expected 1 to {}", n, batch_);
+  Executor& ex = executor(n);
+  m_.feed(ex, false, images, labels, staging_);
+  ex.run();
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < m_.eval_graph_.outputs.size(); ++i) out.push_back(ex.output(i));
+  return out;
+}
+
 EvalResult Evaluator::evaluate(const NextBatch& next) {
   EvalResult r;
   Tensor img, lab;

@@ -113,6 +113,8 @@ class Evaluator {
  public:
   Evaluator(const TrainModel& m, Device& dev, const void* params, const void* state, int64_t batch);
   EvalResult evaluate(const NextBatch& next);
+  // Every eval-graph output for one batch (what evaluate() scores, before scoring).
+  std::vector<Tensor> outputs(const Tensor& images, const Tensor& labels);
 
  private:
   Executor& executor(int64_t batch);

@@ -554,19 +554,29 @@ EvalResult Trainer::evaluate(const ImageSet& set) {
   });
 }
 
-EvalResult Trainer::evaluate(const NextBatch& next) {
-  average_for_eval();
+Evaluator& Trainer::evaluator() {
   Group& g = *groups_[0];
   std::unique_ptr<Evaluator>& e = alpha_ == 0 ? eval_mean_ : eval_z_;
+  if (!e) {
+    const int64_t eb = opts_.eval_batch > 0 ? opts_.eval_batch : opts_.batch;
+    e = std::make_unique<Evaluator>(model_, *g.dev, alpha_ == 0 ? g.mean.get() : g.z.get(),
+                                    g.state_avg.get(), eb);
+  }
+  return *e;
+}
+
+EvalResult Trainer::evaluate(const NextBatch& next) {
+  average_for_eval();
   EvalResult r;
-  g.driver.run([&] {  // device 0's synchronisation stream, driven by its driver
-    if (!e) {
-      const int64_t eb = opts_.eval_batch > 0 ? opts_.eval_batch : opts_.batch;
-      e = std::make_unique<Evaluator>(model_, *g.dev, alpha_ == 0 ? g.mean.get() : g.z.get(),
-                                      g.state_avg.get(), eb);
-    }
-    r = e->evaluate(next);
-  });
+  // On device 0's synchronisation stream, driven by its driver.
+  groups_[0]->driver.run([&] { r = evaluator().evaluate(next); });
+  return r;
+}
+
+std::vector<Tensor> Trainer::eval_outputs(const Tensor& images, const Tensor& labels) {
+  average_for_eval();
+  std::vector<Tensor> r;
+  groups_[0]->driver.run([&] { r = evaluator().outputs(images, labels); });
   return r;
 }
 

@@ -184,6 +184,9 @@ class Trainer {
   // `next` gives (an evaluation pass of runtime/data/pipeline.h), or over an in-memory set.
   EvalResult evaluate(const NextBatch& next);
   EvalResult evaluate(const ImageSet& set);
+  // The eval graph's outputs for one batch, from the model evaluation uses (z, or the learners'
+  // average with alpha 0, and the averaged BN statistics): what an exported model computes.
+  std::vector<Tensor> eval_outputs(const Tensor& images, const Tensor& labels);
   // The same model, host copies by value name (for export).
   std::map<std::string, Tensor> trained_tensors();
   void check_labels(const Examples& set, const std::string& what) const;
@@ -248,6 +251,7 @@ class Trainer {
   double alpha_ = 0;
   int64_t steps_ = 0;
   std::unique_ptr<Evaluator> eval_z_, eval_mean_;
+  Evaluator& evaluator();  // of the model evaluation uses; on device 0's driver
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<std::unique_ptr<Learner>> learners_;  // local, device-major
   std::vector<double> status_;                      // step(): per device agreement results

@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   TrainerOptions topts;
   RunOptions ropts;
   double lr = 0.01;
-  bool no_shuffle = false;
+  bool no_shuffle = false, output_training = false;
   int threads = hardware_threads();
   std::string learners = "auto", devices = "cpu", memory_budget, metrics;
   RunOptions& sro = ropts;
@@ -258,7 +258,12 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--output,-o", output,
-                 "write the trained model here (ONNX), at every evaluation (tmp + rename)");
+                 "write the trained model here (ONNX), at every evaluation (tmp + rename), in "
+                 "inference form: BatchNormalization on its running statistics, Dropout as "
+                 "Identity, no training-only outputs");
+  app.add_flag("--output-training", output_training,
+               "write --output in training form instead (the graph as exported, for training "
+               "elsewhere)");
   app.add_option("--learners", learners,
                  "learners per device: a number, or auto (the auto-tuner adds learners while "
                  "throughput grows)")
@@ -371,12 +376,14 @@ int main(int argc, char** argv) {
     parse_devices(devices);
     parse_lr_scaling(lr_scaling);
     if (!memory_budget.empty()) parse_bytes(memory_budget);
+    if (output_training && output.empty()) fail("--output-training needs --output");
   } catch (const Error& e) {
     fmt::print(stderr, "cb-train: error: {}\n", e.what());
     return 2;
   }
   try {
     if (!output.empty()) check_writable_folder(output, "--output");
+    const ExportForm form = output_training ? ExportForm::Training : ExportForm::Inference;
     if (!checkpoint_dir.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(checkpoint_dir, ec);
@@ -597,7 +604,7 @@ int main(int argc, char** argv) {
           fail("{}: writing the metrics failed (is the disk full, or the file removed?)", metrics);
       }
       if (!output.empty()) {
-        export_trained(model, output, trainer.trained_tensors());
+        export_trained(model, output, trainer.trained_tensors(), form);
         wrote = true;
       }
       std::fflush(stdout);
@@ -681,7 +688,7 @@ int main(int argc, char** argv) {
     if (s.stopped) {
       const int sig = g_signal;
       if (!output.empty()) {
-        export_trained(model, output, trainer.trained_tensors());
+        export_trained(model, output, trainer.trained_tensors(), form);
         fmt::print("wrote    {} (the model at step {})\n", output, loop.step);
       }
       fmt::print(stderr, "cb-train: stopped by {} after step {}{}\n",
@@ -719,7 +726,8 @@ int main(int argc, char** argv) {
         fmt::print("target   test accuracy {:.2f}% not reached ({} after {:.2f} epochs)\n",
                    100 * sro.target_accuracy, accuracy_text(s.test), s.epochs);
     }
-    if (!output.empty()) fmt::print("wrote    {}\n", output);
+    if (!output.empty())
+      fmt::print("wrote    {} ({} form)\n", output, output_training ? "training" : "inference");
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "cb-train: error: {}\n", e.what());
