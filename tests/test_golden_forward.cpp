@@ -99,3 +99,28 @@ TEST_CASE("golden forward: cb-run writes PyTorch's output") {
   CHECK(rel_max_diff(got, want) <= 1e-4);
   fs::remove_all(out);
 }
+
+TEST_CASE("golden forward: cb-run runs each node as the file says; --eval-mode forces inference") {
+  // ResNet-20 is exported in training mode: BatchNormalization normalises with the batch
+  // statistics unless --eval-mode asks for the running ones.
+  fs::path out = fs::temp_directory_path() / "cb_run_modes";
+  fs::remove_all(out);
+  const std::string fx = CB_SOURCE_DIR "/models/fixtures/resnet20";
+  if (!test::need(fx + "/train.pb", "the ResNet-20 fixtures (models/export_zoo.py)")) return;
+  auto run = [&](const std::string& flags, const std::string& dir) {
+    const std::string cmd = fmt::format(
+        "{}/cb-run {}/models/resnet20_op17.onnx --input input={}/input.pb --output-dir {} {} "
+        "> /dev/null 2>&1",
+        CB_BINARY_DIR, CB_SOURCE_DIR, fx, (out / dir).string(), flags);
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  REQUIRE(run("", "file") == 0);
+  REQUIRE(run("--eval-mode", "eval") == 0);
+  CHECK(rel_max_diff(*read_tensor_file((out / "file/logits.pb").string()),
+                     *read_tensor_file(fx + "/train.pb")) <= 1e-4);
+  CHECK(rel_max_diff(*read_tensor_file((out / "eval/logits.pb").string()),
+                     *read_tensor_file(fx + "/eval.pb")) <= 1e-4);
+  CHECK(run("--eval-mode --train-mode", "both") == 2);  // a usage error
+  fs::remove_all(out);
+}

@@ -361,13 +361,22 @@ TEST_CASE("batchnorm: training-mode statistics and running updates by hand") {
   p.epsilon = 1e-3f;
   p.momentum = 0.8f;
   p.training = true;
+  p.unbiased_running_var = true;  // the trainer's (PyTorch's) running variance
   std::any params = p;
-  std::vector<double> y(x.size()), om(2), ov(2), sm(2), sv(2);
+  std::vector<double> y(x.size()), om(2), ov(2), sm(2), sv(2), ov_onnx(2);
   KernelArgs a;
   a.in = {view(x, {N, C, 2, 2}), view(scale, {C}), view(bias, {C}), view(rmean, {C}),
           view(rvar, {C})};
   a.out = {view(y, {N, C, 2, 2}), view(om, {C}), view(ov, {C}), view(sm, {C}), view(sv, {C})};
   launch(OpKind::BatchNormalization, a, *two, &params);
+  // The ONNX spec's: the biased batch variance.
+  ops::BatchNormalizationParams po = p;
+  po.unbiased_running_var = false;
+  std::any params_onnx = po;
+  std::vector<double> y2(x.size()), om2(2);
+  KernelArgs a2 = a;
+  a2.out = {view(y2, {N, C, 2, 2}), view(om2, {C}), view(ov_onnx, {C})};
+  launch(OpKind::BatchNormalization, a2, *two, &params_onnx);
   const double mom = double(0.8f), eps = double(1e-3f);
   for (int64_t c = 0; c < C; ++c) {
     double sum = 0, sq = 0;
@@ -381,6 +390,8 @@ TEST_CASE("batchnorm: training-mode statistics and running updates by hand") {
           doctest::Approx(rmean[size_t(c)] * mom + mean * (1 - mom)).epsilon(1e-12));
     CHECK(ov[size_t(c)] ==
           doctest::Approx(rvar[size_t(c)] * mom + var_unbiased * (1 - mom)).epsilon(1e-12));
+    CHECK(ov_onnx[size_t(c)] ==
+          doctest::Approx(rvar[size_t(c)] * mom + var * (1 - mom)).epsilon(1e-12));
     CHECK(sm[size_t(c)] == doctest::Approx(mean).epsilon(1e-12));
     CHECK(sv[size_t(c)] == doctest::Approx(var).epsilon(1e-12));
     for (int64_t n = 0; n < N; ++n)

@@ -1,9 +1,13 @@
-// cb-run MODEL.onnx --input NAME=FILE.pb|random ... --output-dir DIR [--time N] [--train-mode]
+// cb-run MODEL.onnx --input NAME=FILE.pb|random ... --output-dir DIR [--time N]
+//        [--eval-mode | --train-mode]
 // Runs a model forward on the CPU: inputs from ONNX TensorProto files (the ONNX test suite's
 // format) or random data, every graph output written as DIR/<output name>.pb, and with --time N
-// the per-iteration latency. Inference by default: BatchNormalization uses its running
-// statistics and Dropout is the identity even in a model exported for training; --train-mode
-// runs it as exported (batch statistics, active dropout).
+// the per-iteration latency. Each node runs as ONNX says the file asks: a BatchNormalization in
+// training mode (training_mode=1, or its statistics outputs at opset <= 13) normalises with the
+// batch statistics and outputs the updated running statistics (the spec's biased variance), a
+// Dropout given training_mode=true drops. --eval-mode runs every such node in inference mode
+// (running statistics, Dropout the identity): what a model exported for training is deployed as.
+// --train-mode runs every one in training mode, as the trainer does (unbiased running variance).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -75,7 +79,7 @@ int main(int argc, char** argv) {
   int64_t batch = 0;
   int threads = hardware_threads(), time_iters = 0;
   uint64_t seed = 0;
-  bool train_mode = false;
+  bool train_mode = false, eval_mode = false;
   app.add_option("model", model, "ONNX model file")->required();
   app.add_option("--input,-i", inputs, "NAME=FILE.pb (ONNX TensorProto) or NAME=random");
   app.add_option("--output-dir,-o", out_dir, "write every graph output as DIR/<name>.pb");
@@ -84,8 +88,12 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
   app.add_option("--time", time_iters, "time N iterations after one warm-up, print latency");
   app.add_option("--seed", seed, "seed for random inputs");
+  auto* eval_flag = app.add_flag(
+      "--eval-mode", eval_mode,
+      "run every BatchNormalization/Dropout in inference mode (default: each as the file says)");
   app.add_flag("--train-mode", train_mode,
-               "run BatchNormalization/Dropout in training mode (default: inference)");
+               "run every BatchNormalization/Dropout in training mode, as the trainer does")
+      ->excludes(eval_flag);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -93,7 +101,7 @@ int main(int argc, char** argv) {
   }
   try {
     ImportResult r = import_model(model);
-    set_training(r.graph, train_mode);
+    if (eval_mode || train_mode) set_training(r.graph, train_mode);
     const Graph& g = r.graph;
     std::map<std::string, std::string> spec;
     for (const std::string& s : inputs) {

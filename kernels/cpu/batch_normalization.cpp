@@ -4,8 +4,9 @@
 // Training (BatchNormalizationParams::training): normalise with the batch statistics (biased
 // variance), and write
 //   out 1, 2: running_mean = mean * momentum + batch_mean * (1 - momentum),
-//             running_var  = var * momentum + batch_var_unbiased * (1 - momentum)   (PyTorch's
-//             rule; the ONNX reference uses the biased variance here),
+//             running_var  = var * momentum + batch_var * (1 - momentum), batch_var the
+//             biased variance (the ONNX spec) or, with unbiased_running_var, the unbiased one
+//             (PyTorch's and TensorFlow's rule, what the trainer uses),
 //   out 3, 4 (opset <= 13): saved_mean = batch_mean, saved_var = batch_var (biased), as the
 //             ONNX spec names them.
 // Statistics are accumulated in double. Outputs 1..4 may alias inputs 3/4 (each channel is read
@@ -83,7 +84,9 @@ void batch_norm(const KernelArgs& a) {
   parallel(n * c, s, [&](int64_t p0, int64_t p1) { scale_shift(x, y, p0, p1, c, s, mul, add); });
   if (!p.training) return;
   const double mom = p.momentum;
-  const double unbias = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1;
+  const double unbias = p.unbiased_running_var && count > 1
+                            ? static_cast<double>(count) / static_cast<double>(count - 1)
+                            : 1;
   for (int64_t ch = 0; ch < c; ++ch) {
     double rm = real_at(a.in[3], ch), rv = real_at(a.in[4], ch);  // read before any aliased write
     if (a.out.size() > 1 && a.out[1].present())

@@ -37,8 +37,13 @@ void infer(InferCtx& c) {
   c.set(0, c.dtype(0), c.shape(0));
   for (size_t i = 1; i < 5; ++i) c.set(i, c.dtype(3), {ch});
 }
+// Forcing training mode (the trainer, cb-run --train-mode) trains as the frameworks do: the running
+// variance moves with the unbiased batch variance. A node left in the mode its file gives keeps
+// the ONNX spec's biased one.
 void set_training(Node& n, bool training) {
-  std::any_cast<BatchNormalizationParams&>(n.params).training = training;
+  auto& p = std::any_cast<BatchNormalizationParams&>(n.params);
+  p.training = training;
+  p.unbiased_running_var = training;
 }
 // Training mode: BatchNormalizationGrad(dY, X, scale) -> (dX, dscale, dB), recomputing the batch
 // statistics from X (cheaper in memory than saving them; opset 14+ BN has no saved outputs).

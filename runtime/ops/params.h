@@ -30,6 +30,10 @@ struct BatchNormalizationParams {
   float epsilon = 1e-5f;
   float momentum = 0.9f;  // ONNX convention: running = running * momentum + batch * (1 - momentum)
   bool training = false;
+  // The running variance's update in training: the ONNX spec's biased batch variance (false), or
+  // the unbiased one PyTorch and TensorFlow use (true; set with training by set_training(), which
+  // the trainer calls, so that training matches the frameworks the models come from).
+  bool unbiased_running_var = false;
 };
 
 // cast.cpp

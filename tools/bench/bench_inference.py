@@ -3,7 +3,7 @@
 
 For each model, batch size and thread count: PyTorch (eval mode, torch.set_num_threads(T), the
 fair configuration of models/torch_reference.py: OPENBLAS_NUM_THREADS=1 and no malloc trimming)
-and `cb-run --time` (inference mode, --threads T) are timed alternately, several rounds, and the
+and `cb-run --time --eval-mode` (inference mode, --threads T) are timed alternately, several rounds, and the
 medians are compared. Prints a table with the ratio PyTorch / crossbow (> 1: crossbow faster).
 
 Run with Debian's torch:  /usr/bin/python3 tools/bench/bench_inference.py [--models lenet5,resnet20]
@@ -39,7 +39,7 @@ def torch_latency(model, x, iters):
 
 def cb_latency(cb_run, onnx_path, batch, threads, iters):
     out = subprocess.run([cb_run, onnx_path, "--input", "input=random", "--batch-size", str(batch),
-                          "--threads", str(threads), "--time", str(iters)],
+                          "--threads", str(threads), "--time", str(iters), "--eval-mode"],
                          capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError("cb-run failed: " + out.stderr.strip())
