@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kMagic = "crossbow-checkpoint";
-constexpr int kVersion = 1;
+// 2 added model_path, loss and model_is; version 1 (without them) is still read.
+constexpr int kVersion = 2;
 
 std::string hexf(double v) { return fmt::format("{:a}", v); }
 
@@ -169,14 +170,25 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
   std::optional<TunerOptions> topts;
   AutoTuner::State tstate;
   bool have_tuner = false;
+  int64_t version = 0;
   for (const std::string& l : lines) {
     const size_t sp = l.find(' ');
     const std::string key = l.substr(0, sp);
     const std::string rest = sp == std::string::npos ? "" : l.substr(sp + 1);
     Reader r{mf.string(), split(rest)};
     if (key == kMagic) {
-      if (r.integer("the version") != kVersion)
-        fail("{}: checkpoint format {}, this crossbow reads {}", mf.string(), rest, kVersion);
+      const int64_t v = r.integer("the version");
+      if (v < 1 || v > kVersion)
+        fail("{}: checkpoint format {}, this crossbow reads 1 to {}", mf.string(), rest, kVersion);
+      version = v;
+    } else if (key == "model_path") {
+      meta.model_path = rest;
+    } else if (key == "loss") {
+      meta.loss = rest;
+    } else if (key == "model_is") {
+      const std::string& w = r.next("mean or z");
+      if (w != "mean" && w != "z") fail("{}: model_is '{}': expected mean or z", mf.string(), w);
+      m.model_is_mean = w == "mean";
     } else if (key == "model_hash") {
       meta.model_hash = rest;
     } else if (key == "data") {
@@ -293,10 +305,35 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
   }
   if (!lp.started || m.learners_per_device < 1 || m.learners.empty() || m.z.empty())
     fail("{}: the manifest lacks the loop position or the model", mf.string());
+  // Version 1 did not say; alpha is 0 by default only with one learner in all.
+  if (version == 1) m.model_is_mean = m.learners.size() == 1;
   return s;
 }
 
 }  // namespace
+
+std::string loss_record(const LossSpec& l) {
+  const char* kind = l.kind == LossKind::SoftmaxCrossEntropy ? "cross-entropy"
+                     : l.kind == LossKind::MeanSquaredError  ? "mse"
+                                                             : "model";
+  return l.output.empty() ? kind : fmt::format("{} {}", kind, l.output);
+}
+
+LossSpec parse_loss_record(const std::string& s, const std::string& where) {
+  const size_t sp = s.find(' ');
+  const std::string kind = s.substr(0, sp);
+  LossSpec l;
+  if (kind == "cross-entropy")
+    l.kind = LossKind::SoftmaxCrossEntropy;
+  else if (kind == "mse")
+    l.kind = LossKind::MeanSquaredError;
+  else if (kind == "model")
+    l.kind = LossKind::ModelOutput;
+  else
+    fail("{}: loss '{}': expected cross-entropy, mse or model", where, s);
+  if (sp != std::string::npos) l.output = s.substr(sp + 1);
+  return l;
+}
 
 std::string file_hash(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -326,6 +363,9 @@ std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
   std::string text = fmt::format("{} {}\n", kMagic, kVersion);
   text += fmt::format("model_hash {}\ndata {}\nbatch {}\ncommand {}\n", meta.model_hash,
                       one_line(meta.data), meta.batch, one_line(meta.command));
+  if (!meta.model_path.empty()) text += fmt::format("model_path {}\n", one_line(meta.model_path));
+  if (!meta.loss.empty()) text += fmt::format("loss {}\n", one_line(meta.loss));
+  text += fmt::format("model_is {}\n", m.model_is_mean ? "mean" : "z");
   text += fmt::format("learners_per_device {}\nmodel_steps {}\n", m.learners_per_device, m.steps);
   text += fmt::format("loop {} {} {} {} {} {} {}\n", lp.step, lp.consumed, lp.decays,
                       hexf(lp.prev_lr), lp.since_change, hexf(lp.tune_s), lp.tune_images);
@@ -396,10 +436,10 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
     return r;
   }
   if (!fs::is_directory(path, ec))
-    fail("--resume {}: no such checkpoint or checkpoint folder", path);
+    fail("{}: no such checkpoint or checkpoint folder", path);
   std::vector<std::string> all = list_checkpoints(path);
   if (all.empty())
-    fail("--resume {}: no checkpoint in this folder (ckpt-NNNNNNNNNN/ folders)", path);
+    fail("{}: no checkpoint in this folder (ckpt-NNNNNNNNNN/ folders)", path);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       r.state = read_one(*it, r.meta);
@@ -411,7 +451,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
   }
   std::string why;
   for (const std::string& w : r.refused) why += "\n  " + w;
-  fail("--resume {}: every checkpoint fails its checks:{}", path, why);
+  fail("{}: every checkpoint fails its checks:{}", path, why);
 }
 
 void prune_checkpoints(const std::string& dir, int keep) {

@@ -4,8 +4,9 @@
 // A checkpoint is a directory DIR/ckpt-<step, 10 digits> holding
 //  - tensors.bin: every float tensor of the state, one after another (z, z_prev, then each
 //    learner's params, opt1, opt2, BN state), little-endian;
-//  - MANIFEST: text, one item per line: the format version, what the run was (model hash, data,
-//    batch size, command line), the loop position (step, batches consumed, learning-rate decays,
+//  - MANIFEST: text, one item per line: the format version, what the run was (model hash and
+//    path, loss, data, batch size, command line), whether the model is z or the learners'
+//    average, the loop position (step, batches consumed, learning-rate decays,
 //    previous rate, the auto-tuner's state and measuring window), each learner's step count, each
 //    tensor's offset, length and CRC-32, the size and CRC-32 of tensors.bin, and a last line with
 //    the CRC-32 of every line before it. Doubles are written as hex floats (%a): exact.
@@ -28,7 +29,14 @@ struct CheckpointMeta {
   std::string data;        // what the data set was: path, kind, sizes
   int64_t batch = 0;       // per learner
   std::string command;     // the command line, for the record
+  std::string model_path;  // the model file, absolute (cb-export finds it there); "" unknown
+  std::string loss;        // "KIND OUTPUT" (loss_kind_name, the output's name); "" unknown
 };
+
+// The loss as a checkpoint records it: "cross-entropy|mse|model OUTPUT" (cb-train's --loss names
+// and the output it reads), and back (throws cb::Error naming `where` when it cannot be read).
+std::string loss_record(const LossSpec& l);
+LossSpec parse_loss_record(const std::string& s, const std::string& where);
 
 // FNV-1a 64 of a file's bytes, in hex. Throws cb::Error naming the file when it cannot be read.
 std::string file_hash(const std::string& path);

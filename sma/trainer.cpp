@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "runtime/error.h"
@@ -573,6 +574,58 @@ EvalResult Trainer::evaluate(const NextBatch& next) {
   return r;
 }
 
+std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelState& s) {
+  const size_t P = static_cast<size_t>(m.flat_elems()), S = static_cast<size_t>(m.state_elems());
+  const size_t k = static_cast<size_t>(s.learners_per_device), n = s.learners.size();
+  if (k < 1 || n == 0 || n % k != 0 || s.z.size() != P)
+    fail("the saved state ({} values per replica, {} learners) does not fit the model ({} values)",
+         s.z.size(), n, P);
+  for (const LearnerState& l : s.learners)
+    if (l.params.size() != P || l.state.size() != S)
+      fail("the saved learners' buffers do not fit the model");
+  // As SmaRowSum (y = scale * x_0, then y = y + scale * x_r) on each device, then the devices'
+  // sums added in device order (the collective's all-reduce).
+  const float scale = static_cast<float>(1.0 / static_cast<double>(n));
+  auto average = [&](size_t len, auto row) {
+    std::vector<float> total(len, 0.0f), dev(len);
+    for (size_t d = 0; d < n / k; ++d) {
+      const std::vector<float>& x0 = row(d * k);
+      for (size_t i = 0; i < len; ++i) dev[i] = scale * x0[i];
+      for (size_t r = 1; r < k; ++r) {
+        const std::vector<float>& x = row(d * k + r);
+        for (size_t i = 0; i < len; ++i) dev[i] = dev[i] + scale * x[i];
+      }
+      if (d == 0)
+        total = dev;
+      else
+        for (size_t i = 0; i < len; ++i) total[i] += dev[i];
+    }
+    return total;
+  };
+  const std::vector<float> params =
+      s.model_is_mean ? average(P, [&](size_t l) -> const std::vector<float>& {
+        return s.learners[l].params;
+      })
+                      : s.z;
+  const std::vector<float> state =
+      average(S, [&](size_t l) -> const std::vector<float>& { return s.learners[l].state; });
+  std::map<std::string, Tensor> out;
+  auto put = [&](const std::vector<FlatSlot>& slots, const std::vector<float>& flat) {
+    for (const FlatSlot& slot : slots) {
+      const Value& v = m.training_graph().graph.value(slot.value);
+      Tensor t;
+      t.dtype = DType::F32;
+      t.dims = v.data->dims;
+      t.bytes.resize(static_cast<size_t>(slot.numel) * sizeof(float));
+      std::memcpy(t.bytes.data(), flat.data() + slot.offset, t.bytes.size());
+      out.emplace(v.name, std::move(t));
+    }
+  };
+  put(m.param_slots(), params);
+  put(m.state_slots(), state);
+  return out;
+}
+
 std::vector<Tensor> Trainer::eval_outputs(const Tensor& images, const Tensor& labels) {
   average_for_eval();
   std::vector<Tensor> r;
@@ -631,6 +684,7 @@ ModelState Trainer::state() const {
   ModelState s;
   s.learners_per_device = k_;
   s.steps = steps_;
+  s.model_is_mean = alpha_ == 0;
   s.z = central(0);
   const Group& g0 = *groups_[0];
   s.z_prev.resize(s.z.size());

@@ -142,7 +142,15 @@ struct ModelState {
   int64_t steps = 0;                   // trainer steps (also each learner's Dropout position)
   std::vector<float> z, z_prev;        // identical on every device
   std::vector<LearnerState> learners;  // this process's, device-major
+  bool model_is_mean = false;          // alpha 0: the model is the learners' average, not z
 };
+
+// The trained model a state holds, host copies by value name: z (or, with model_is_mean, the
+// learners' average) and the learners' averaged BatchNorm statistics, averaged in the order the
+// trainer averages them (per device, then over devices), so that on the CPU it equals
+// Trainer::trained_tensors() bit for bit. What cb-export writes from a checkpoint. Throws cb::Error
+// when the state does not fit `m`.
+std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelState& s);
 
 // Where a step's time went (wall time of the calling thread): phase A is every learner's forward
 // and backward, phase B what the step then waited for on the drivers (the fused update, and the

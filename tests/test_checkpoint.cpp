@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -110,6 +112,70 @@ TEST_CASE("checkpoint: stopped, written, read back and continued = never stopped
       CHECK(b.replica(l) == whole.replica(l));
       CHECK(b.velocity(l) == whole.velocity(l));
     }
+  }
+}
+
+TEST_CASE("checkpoint: the model a state holds equals the trainer's (z or the mean, averaged BN)") {
+  // ResNet-20 has BatchNorm statistics, averaged over the learners; with alpha 0 the parameters
+  // are the learners' average too. model_tensors() (what cb-export writes) must equal
+  // Trainer::trained_tensors() (what cb-train --output writes) bit for bit, also after a trip
+  // through a checkpoint on disk.
+  ImportResult r = import_model(CB_SOURCE_DIR "/models/resnet20_op17.onnx");
+  const LossSpec loss = detect_loss(r.graph);
+  struct Setup {
+    int devices, learners;
+    std::optional<double> alpha;
+  };
+  for (const Setup& st : {Setup{1, 3, {}}, Setup{2, 2, {}}, Setup{1, 2, 0.0}, Setup{1, 1, {}}}) {
+    CAPTURE(st.devices);
+    CAPTURE(st.learners);
+    test::CpuSetup s;
+    s.opts.batch = 2;
+    s.opts.learners = st.learners;
+    s.opts.alpha = st.alpha;
+    s.devices = st.devices;
+    s.cores = st.devices == 1 ? std::vector<int>{0} : std::vector<int>{0, 1};
+    test::CpuTrainer t(r.graph, loss, s);
+    std::mt19937 rng(3);
+    for (int step = 0; step < 2; ++step) {
+      std::vector<Batch> bs(static_cast<size_t>(t.local_learners()));
+      for (Batch& b : bs) {
+        b.images.dtype = DType::F32;
+        b.images.dims = {2, 3, 32, 32};
+        b.images.bytes.resize(2 * 3 * 32 * 32 * sizeof(float));
+        for (int64_t i = 0; i < b.images.numel(); ++i)
+          b.images.data<float>()[i] = std::uniform_real_distribution<float>(-1, 1)(rng);
+        b.labels.dtype = DType::I64;
+        b.labels.dims = {2};
+        b.labels.bytes.resize(2 * sizeof(int64_t));
+        for (int i = 0; i < 2; ++i) b.labels.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
+      }
+      t.step(bs, 0.05);
+    }
+    const ModelState ms = t.state();
+    CHECK(ms.model_is_mean == (st.learners * st.devices == 1 || st.alpha == 0.0));
+    const std::map<std::string, Tensor> want = t.trained_tensors();
+    auto same = [&](const std::map<std::string, Tensor>& got) {
+      REQUIRE(got.size() == want.size());
+      for (const auto& [name, tensor] : want) {
+        CAPTURE(name);
+        REQUIRE(got.count(name));
+        CHECK(got.at(name).dims == tensor.dims);
+        CHECK(got.at(name).bytes == tensor.bytes);
+      }
+    };
+    same(model_tensors(t.model(), ms));
+    TempDir d("tensors");
+    LoopState lp;
+    lp.started = true;
+    lp.step = 2;
+    CheckpointMeta meta{"hash", "data", 2, "cb-train ...", "/x/model.onnx", loss_record(loss)};
+    write_checkpoint(d.path.string(), TrainState{ms, lp}, meta);
+    LoadedCheckpoint ck = load_checkpoint(d.path.string());
+    CHECK(ck.meta.model_path == "/x/model.onnx");
+    CHECK(parse_loss_record(ck.meta.loss, "x").kind == loss.kind);
+    CHECK(parse_loss_record(ck.meta.loss, "x").output == loss.output);
+    same(model_tensors(t.model(), ck.state.model));
   }
 }
 
@@ -222,6 +288,27 @@ TEST_CASE("cb-train: SIGTERM leaves a checkpoint and the model; --resume finishe
   CHECK(stopped < 2000);
   CHECK(contains(ck.meta.command, "--checkpoint-every 20"));
   CHECK(import_model(d / "out.onnx").graph.nodes.size() > 0);
+
+  // cb-export writes the model of the checkpoint: the very file --output wrote at the stop.
+  auto run = [&](const std::string& args, const std::string& log) {
+    const int rc = std::system(
+        fmt::format("{}/cb-export {} > {} 2>&1", CB_BINARY_DIR, args, log).c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  CHECK(run(fmt::format("{} --out {}", d / "ck", d / "exp.onnx"), d / "exp.log") == 0);
+  CHECK(contains(read_text(d / "exp.log"), "inference form"));
+  CHECK(bytes_of(d / "exp.onnx") == bytes_of(d / "out.onnx"));
+  CHECK(run(fmt::format("{} --out {} --training", ck.path, d / "exp_t.onnx"), d / "t.log") == 0);
+  CHECK(import_model(d / "exp_t.onnx").graph.nodes.size() > 0);
+  // Another model is refused, naming the hashes; a missing checkpoint is named; usage is 2.
+  CHECK(run(fmt::format("{} --out {} --model {}/models/mlp_op17.onnx", d / "ck", d / "x.onnx",
+                        CB_SOURCE_DIR),
+            d / "bad.log") == 1);
+  CHECK(contains(read_text(d / "bad.log"), "is not the model the checkpoint was trained from"));
+  CHECK(!fs::exists(d / "x.onnx"));
+  CHECK(run(fmt::format("{} --out {}", d / "nothing", d / "x.onnx"), d / "bad.log") == 1);
+  CHECK(contains(read_text(d / "bad.log"), d / "nothing"));
+  CHECK(run(d / "ck", d / "bad.log") == 2);  // --out is required
 
   // Other settings are refused, naming them; the same ones finish the run.
   std::string e;

@@ -616,6 +616,8 @@ int main(int argc, char** argv) {
                             data.train->size(), data.test->size());
     meta.batch = topts.batch;
     meta.command = command_line;
+    meta.model_path = std::filesystem::absolute(model).string();
+    meta.loss = loss_record(spec);
     LoopState loop;
     if (!resume.empty()) {
       LoadedCheckpoint ck = load_checkpoint(resume);
