@@ -14,6 +14,7 @@
 #include "runtime/error.h"
 #include "runtime/op_catalog.h"
 #include "runtime/passes.h"
+#include "runtime/small_vec.h"
 
 namespace cb {
 
@@ -182,6 +183,7 @@ class Importer {
       ValueId id = define(t.name(), what);
       set_constant(id, tensor_from_proto(t, file_ + ": " + what, dir_), ValueKind::Constant);
       res_.graph.value(id).initializer = true;
+      check_rank(res_.graph.value(id).shape, what);
     }
     if (gp.sparse_initializer_size() > 0)
       bad("sparse initializers are not supported ('{}')", gp.sparse_initializer(0).values().name());
@@ -239,10 +241,17 @@ class Importer {
             what, d.dim_param(), i);
       }
     }
+    check_rank(v.shape, what);
     if (auto why = too_large(v.shape, v.dtype))
       bad("{} has shape {}: {}; the file is corrupt or the dims are wrong", what,
           to_string(v.shape), *why);
     v.shape_known = true;
+  }
+
+  // Kernels index tensors of rank up to kMaxRank.
+  void check_rank(const Shape& s, const std::string& what) {
+    if (s.size() > kMaxRank)
+      bad("{} has rank {}; crossbow supports tensors of rank up to {}", what, s.size(), kMaxRank);
   }
 
   // Why a value of this shape cannot exist (per sample, for shapes in terms of N), if it cannot.
@@ -400,6 +409,8 @@ class Importer {
       for (ValueId o : g.nodes[n].outputs) {
         if (o == kNoValue || !g.value(o).shape_known) continue;
         const Value& v = g.value(o);
+        check_rank(v.shape, fmt::format("{} output '{}'", g.node_label(static_cast<NodeId>(n)),
+                                        v.name));
         if (auto why = too_large(v.shape, v.dtype))
           bad("{} output '{}' would have shape {}: {}", g.node_label(static_cast<NodeId>(n)),
               v.name, to_string(v.shape), *why);

@@ -17,6 +17,13 @@ class Error : public std::runtime_error {
   explicit Error(std::string msg) : std::runtime_error(std::move(msg)) {}
 };
 
+// A limit of crossbow's (the rank of a tensor, say) that input exceeded: bad input, thrown where
+// the node is not known; the op catalog adds the node's name as it passes.
+class LimitError : public Error {
+ public:
+  explicit LimitError(std::string msg) : Error(std::move(msg)) {}
+};
+
 // A broken invariant inside crossbow (a bug, not bad input).
 class InternalError : public std::logic_error {
  public:

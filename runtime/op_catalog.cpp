@@ -204,7 +204,11 @@ void parse_node(Graph& g, NodeId id) {
     fail("{} has {} outputs; {} gives {}", g.node_label(id), no, d.name,
          range(d.outputs_min, d.outputs_max));
   ParseCtx ctx(g, id);
-  if (d.parse) n.params = d.parse(ctx);
+  try {
+    if (d.parse) n.params = d.parse(ctx);
+  } catch (const LimitError& e) {
+    fail("{} {}", g.node_label(id), e.what());
+  }
   ctx.finish();
 }
 
@@ -214,7 +218,11 @@ void infer_node(Graph& g, NodeId id) {
   for (size_t i = 0; i < n.inputs.size(); ++i)
     if (n.inputs[i] != kNoValue && !g.value(n.inputs[i]).shape_known) return;  // lenient mode
   InferCtx ctx(g, id);
-  n.def->infer(ctx);
+  try {
+    n.def->infer(ctx);
+  } catch (const LimitError& e) {
+    fail("{} {}", g.node_label(id), e.what());
+  }
   for (size_t i = 0; i < n.outputs.size(); ++i)
     if (n.outputs[i] != kNoValue && !g.value(n.outputs[i]).shape_known)
       throw InternalError(fmt::format("{}: infer() left output {} unset", g.node_label(id), i));

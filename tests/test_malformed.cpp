@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "importer/onnx_importer.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/error.h"
+#include "runtime/executor.h"
 
 extern char** environ;
 
@@ -101,12 +103,21 @@ const std::vector<Case> kCorpus = {
   // types: a bias must have the input's type (fuzzing found these read as float)
   {"gemm_uint8_bias.onnx", {"[Gemm node 'fc']", "'x' (f32) and 2 'C' (u8) must have the same type"}},
   {"conv_int32_bias.onnx", {"[Conv node 'conv']", "'x' (f32) and 2 'B' (i32) must have the same type"}},
+  // SAME padding with a zero stride (it divides by the stride: SIGFPE before the check)
+  {"conv_same_stride0.onnx", {"[Conv node 'c0'] strides must be positive, got 0"}},
+  {"maxpool_same_stride0.onnx", {"[MaxPool node 'p0'] strides must be positive, got 0"}},
+  {"avgpool_same_stride0.onnx", {"[AveragePool node 'p1'] strides must be positive, got 0"}},
+  // ranks above what the kernels index, named where they appear
+  {"input_rank20.onnx", {"graph input 'x' has rank 20; crossbow supports tensors of rank up to 8"}},
+  {"initializer_rank12.onnx", {"initializer 'c' has rank 12"}},
+  {"reshape_rank12.onnx", {"[Reshape node 'to_rank12'] output 'y' has rank 12"}},
+  {"transpose_perm20.onnx", {"[Transpose node 't0'] 20 values where crossbow supports at most 8"}},
 };
 // clang-format on
 
 // The rows of kCorpus and the files of tests/malformed/ as measured: a corpus that shrinks or goes
 // missing fails instead of checking less.
-constexpr size_t kCorpusFloor = 39;
+constexpr size_t kCorpusFloor = 46;
 
 std::string corpus_dir() { return std::string(CB_SOURCE_DIR) + "/tests/malformed"; }
 
@@ -285,4 +296,61 @@ TEST_CASE("a pipe, a folder or a symlink loop given as the model is an error, ne
   fs::create_symlink(d / "a", d / "b");
   CHECK(message((d / "a").string()).find("cannot open the file") != std::string::npos);
   fs::remove_all(d);
+}
+
+TEST_CASE("a pool kernel far larger than its SAME-padded input runs, and ends") {
+  // Fuzzing (issue 13): MaxPool/AveragePool with kernel 40 over an 8x8 input, SAME_UPPER, ran
+  // without end. Every window covers the whole input: the max, and the mean over the input
+  // (count_include_pad=0).
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    CAPTURE(op);
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    onnx::GraphProto& g = *m.mutable_graph();
+    g.set_name("g");
+    auto io = [](onnx::ValueInfoProto* v, const char* name) {
+      v->set_name(name);
+      auto* t = v->mutable_type()->mutable_tensor_type();
+      t->set_elem_type(onnx::TensorProto::FLOAT);
+      for (int64_t d : {1, 1, 8, 8}) t->mutable_shape()->add_dim()->set_dim_value(d);
+    };
+    io(g.add_input(), "x");
+    io(g.add_output(), "y");
+    onnx::NodeProto& n = *g.add_node();
+    n.set_op_type(op);
+    n.set_name("big");
+    n.add_input("x");
+    n.add_output("y");
+    auto* a = n.add_attribute();
+    a->set_name("auto_pad");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s("SAME_UPPER");
+    a = n.add_attribute();
+    a->set_name("kernel_shape");
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(40);
+    a->add_ints(40);
+    const std::string path =
+        (fs::temp_directory_path() / fmt::format("cb_pool40_{}_{}.onnx", op, getpid())).string();
+    {
+      std::ofstream f(path, std::ios::binary);
+      REQUIRE(m.SerializeToOstream(&f));
+    }
+    cb::ImportResult r = cb::import_model(path);
+    fs::remove(path);
+    auto dev = cb::make_cpu_device(1);
+    cb::Executor ex(r.graph, *dev, 1);
+    cb::Tensor x;
+    x.dtype = cb::DType::F32;
+    x.dims = {1, 1, 8, 8};
+    x.bytes.resize(64 * sizeof(float));
+    for (int i = 0; i < 64; ++i) x.data<float>()[i] = static_cast<float>(i);
+    ex.set_input(0, x);
+    ex.run();
+    cb::Tensor y = ex.output(0);
+    REQUIRE(y.dims == std::vector<int64_t>{1, 1, 8, 8});
+    for (int i = 0; i < 64; ++i)
+      CHECK(y.data<float>()[i] == doctest::Approx(std::string(op) == "MaxPool" ? 63.0 : 31.5));
+  }
 }

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
+#include <new>
 
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
@@ -69,6 +70,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "cb-export: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "cb-export: error: out of memory (the checkpoint holds every learner: it needs that much memory to read)\n");
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "cb-export: internal error: {}\n", e.what());

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <new>
 #include <optional>
 #include <sstream>
 
@@ -94,6 +95,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const cb::Error& e) {
     std::cerr << "cb-inspect: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "cb-inspect: error: out of memory (lower --batch-size)\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "cb-inspect: internal error: " << e.what() << "\n";

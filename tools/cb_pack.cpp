@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <new>
 #include <thread>
 
 #include "runtime/data/pack.h"
@@ -55,6 +56,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "cb-pack: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "cb-pack: error: out of memory (lower --workers or --size)\n");
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "cb-pack: internal error: {}\n", e.what());

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <new>
 #include <map>
 #include <random>
 
@@ -183,6 +184,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "cb-run: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "cb-run: error: out of memory (lower --batch-size)\n");
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "cb-run: internal error: {}\n", e.what());

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <fstream>
 #include <optional>
 
@@ -733,6 +734,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const Error& e) {
     fmt::print(stderr, "cb-train: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "cb-train: error: out of memory (lower --batch-size or --learners, or set --memory-budget)\n");
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "cb-train: internal error: {}\n", e.what());

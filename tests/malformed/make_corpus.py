@@ -218,6 +218,36 @@ def main():
         [inp("x", ["batch", 1, 8, 8])], [inp("y", ["batch", 1, 6, 6])],
         inits=[numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "W"),
                numpy_helper.from_array(np.ones(1, np.int32), "B")]))
+    # Fuzzing found these (issue 13): SAME padding divides by the stride (SIGFPE on 0); a pool
+    # kernel far larger than its SAME-padded input ran without end; ranks above the kernels' limit
+    # were "internal error"s or named no node.
+    write("conv_same_stride0.onnx", model(
+        [helper.make_node("Conv", ["x", "W"], ["y"], name="c0", auto_pad="SAME_UPPER",
+                          strides=[0, 1])],
+        [inp("x", ["batch", 1, 8, 8])], [inp("y", ["batch", 1, 8, 8])],
+        inits=[numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "W")]))
+    write("maxpool_same_stride0.onnx", model(
+        [helper.make_node("MaxPool", ["x"], ["y"], name="p0", auto_pad="SAME_LOWER",
+                          kernel_shape=[3, 3], strides=[0, 0])],
+        [inp("x", ["batch", 1, 8, 8])], [inp("y", ["batch", 1, 8, 8])]))
+    write("avgpool_same_stride0.onnx", model(
+        [helper.make_node("AveragePool", ["x"], ["y"], name="p1", auto_pad="SAME_UPPER",
+                          kernel_shape=[3, 3], strides=[1, 0])],
+        [inp("x", ["batch", 1, 8, 8])], [inp("y", ["batch", 1, 8, 8])]))
+    write("input_rank20.onnx", model(
+        [helper.make_node("Relu", ["x"], ["y"], name="r0")],
+        [inp("x", [1] * 20)], [inp("y", [1] * 20)]))
+    write("initializer_rank12.onnx", model(
+        [helper.make_node("Add", ["x", "c"], ["y"], name="a0")],
+        [inp("x", [1])], [inp("y", [1] * 12)],
+        inits=[numpy_helper.from_array(np.ones([1] * 12, np.float32), "c")]))
+    write("reshape_rank12.onnx", model(
+        [helper.make_node("Reshape", ["x", "s"], ["y"], name="to_rank12")],
+        [inp("x", [1])], [inp("y", [1] * 12)],
+        inits=[numpy_helper.from_array(np.ones(12, np.int64), "s")]))
+    write("transpose_perm20.onnx", model(
+        [helper.make_node("Transpose", ["x"], ["y"], name="t0", perm=list(range(20)))],
+        [inp("x", [2, 3])], [inp("y", [2, 3])]))
     write("wrong_arity.onnx", model(
         [helper.make_node("Relu", ["x", "x"], ["y"], name="act2")],
         [inp("x", ["batch", 4])], [inp("y", ["batch", 4])]))
