@@ -10,6 +10,10 @@ namespace cb {
 // CRC-32 (zlib's, as gzip and PNG use) of n bytes, any n.
 uint32_t crc32_of(const void* data, size_t n);
 
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord files (TensorBoard's event
+// files) frame their records with.
+uint32_t crc32c_of(const void* data, size_t n);
+
 // FNV-1a 64: `h` continues an earlier hash (the default starts one).
 constexpr uint64_t kFnv1aStart = 1469598103934665603ull;
 inline uint64_t fnv1a(const void* data, size_t n, uint64_t h = kFnv1aStart) {

@@ -201,6 +201,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
       r.images_per_s = eval_train_s > 0 ? static_cast<double>(eval_images) / eval_train_s : 0;
       r.learners = t.total_learners();
       r.data_wait_s = eval_wait_s;
+      r.spread = t.spread();
       r.test = evaluate();
       r.time_s = seconds_since(t_run);
       sum.test = r.test;

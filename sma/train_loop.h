@@ -70,6 +70,7 @@ struct EvalReport {
   double images_per_s = 0;  // since the previous evaluation
   int learners = 0;
   double data_wait_s = 0;  // waiting for training data since the previous evaluation
+  double spread = 0;       // Trainer::spread() at this evaluation
   EvalResult test;
 };
 

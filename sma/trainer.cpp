@@ -626,6 +626,31 @@ std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelStat
   return out;
 }
 
+double Trainer::spread() {
+  const int n = local_learners();
+  if (n <= 1) return 0;
+  std::vector<float> center;
+  if (alpha_ == 0) {
+    average_for_eval();
+    const Group& g = *groups_[0];
+    center.resize(static_cast<size_t>(model_.flat_elems()));
+    g.dev->download(center.data(), g.mean.get(), center.size() * sizeof(float));
+  } else {
+    center = central(0);
+  }
+  double sum = 0;
+  for (int l = 0; l < n; ++l) {
+    const std::vector<float> r = replica(l);
+    double d2 = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const double d = static_cast<double>(r[i]) - center[i];
+      d2 += d * d;
+    }
+    sum += std::sqrt(d2);
+  }
+  return sum / n;
+}
+
 std::vector<Tensor> Trainer::eval_outputs(const Tensor& images, const Tensor& labels) {
   average_for_eval();
   std::vector<Tensor> r;

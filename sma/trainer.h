@@ -210,6 +210,11 @@ class Trainer {
   // process): the loop's global decisions (the tuner's measurements, the memory check).
   void agree(std::span<double> values, ReduceOp op);
 
+  // The SMA spread: the mean over this process's learners of the L2 distance of the replica from
+  // the central model (z, or with alpha 0 the learners' average, as evaluation uses). 0 with one
+  // learner. Reads every replica back (evaluation time, not every step).
+  double spread();
+
   // Host copies for tests: device d's z, local learner l's rows, learner 0's gradients.
   std::vector<float> central(int device = 0) const;
   std::vector<float> replica(int learner) const;

@@ -36,6 +36,7 @@
 #include "runtime/data/pipeline.h"
 #include "runtime/error.h"
 #include "sma/checkpoint.h"
+#include "sma/tensorboard.h"
 #include "sma/train_loop.h"
 #include "sma/trainer.h"
 
@@ -183,7 +184,7 @@ int main(int argc, char** argv) {
   double lr = 0.01;
   bool no_shuffle = false, output_training = false;
   int threads = hardware_threads();
-  std::string learners = "auto", devices = "cpu", memory_budget, metrics;
+  std::string learners = "auto", devices = "cpu", memory_budget, metrics, tensorboard;
   RunOptions& sro = ropts;
   std::optional<double> alpha;
   std::string lr_scaling = lr_scaling_name(TrainerOptions{}.lr_scaling);
@@ -309,6 +310,8 @@ int main(int argc, char** argv) {
                  "stop once the central model's test accuracy reaches this (0-1); reports the "
                  "time to it");
   app.add_option("--metrics", metrics, "append one JSON object per evaluation to this file");
+  app.add_option("--tensorboard", tensorboard,
+                 "write TensorBoard event files into this folder (tensorboard --logdir DIR)");
   std::string checkpoint_dir, checkpoint_every, resume;
   int keep = 3;
   app.add_option("--checkpoint-dir", checkpoint_dir,
@@ -449,6 +452,8 @@ int main(int argc, char** argv) {
       tspec = plan_transforms(data, model_input(r.graph, spec), ropts.transforms);
     }
     const bool sma = topts.optimizer == OptimizerKind::Sgd;
+    std::unique_ptr<EventWriter> tb;
+    if (!tensorboard.empty()) tb = std::make_unique<EventWriter>(tensorboard);
     std::unique_ptr<std::ofstream> metrics_out;
     if (!metrics.empty()) {
       metrics_out = std::make_unique<std::ofstream>(metrics, std::ios::app);
@@ -546,7 +551,15 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     Callbacks cbs;
-    cbs.on_progress = [&](const Progress& p) { progress.show(p); };
+    cbs.on_progress = [&](const Progress& p) {
+      progress.show(p);
+      if (tb)
+        tb->scalars(p.step, {{"train/loss", p.loss},
+                             {"train/lr", p.lr},
+                             {"train/images_per_s", p.images_per_s},
+                             {"train/learners", p.learners},
+                             {"train/data_wait_share", p.data_wait}});
+    };
     cbs.on_tune = [&](const TunerDecision& d, const TrainMemory& m) {
       progress.clear();
       const char* what = d.action == TunerDecision::Action::Add       ? "add one"
@@ -596,13 +609,27 @@ int main(int argc, char** argv) {
         *metrics_out << fmt::format(
             "{{\"time\": {:.3f}, \"epoch\": {:.4f}, \"step\": {}, \"loss\": {:.6g}, "
             "\"test_loss\": {:.6g}, \"accuracy\": {}, \"images_per_s\": {:.1f}, "
-            "\"learners\": {}, \"lr\": {:.6g}, \"data_wait_s\": {:.3f}}}\n",
+            "\"learners\": {}, \"lr\": {:.6g}, \"data_wait_s\": {:.3f}, \"spread\": {:.6g}}}\n",
             p.time_s, p.epoch, p.step, p.train_loss, p.test.loss,
             p.test.accuracy < 0 ? std::string("null") : fmt::format("{:.6f}", p.test.accuracy),
-            p.images_per_s, p.learners, p.lr, p.data_wait_s);
+            p.images_per_s, p.learners, p.lr, p.data_wait_s, p.spread);
         metrics_out->flush();
         if (!*metrics_out)
           fail("{}: writing the metrics failed (is the disk full, or the file removed?)", metrics);
+      }
+      if (tb) {
+        std::vector<std::pair<std::string, double>> v = {
+            {"eval/train_loss", p.train_loss},
+            {"eval/test_loss", p.test.loss},
+            {"eval/lr", p.lr},
+            {"eval/images_per_s", p.images_per_s},
+            {"eval/learners", p.learners},
+            {"eval/learners_per_device", trainer.learners_per_device()},
+            {"eval/data_wait_s", p.data_wait_s},
+            {"eval/sma_spread", p.spread},
+            {"eval/epoch", p.epoch}};
+        if (p.test.accuracy >= 0) v.emplace_back("eval/test_accuracy", p.test.accuracy);
+        tb->scalars(p.step, v);
       }
       if (!output.empty()) {
         export_trained(model, output, trainer.trained_tensors(), form);
