@@ -92,7 +92,7 @@ TEST_CASE("checkpoint: stopped, written, read back and continued = never stopped
     RunSummary sa = train(a, data, ro, stop, &la);
     CHECK(sa.stopped);
     CHECK(la.step == 9);
-    CheckpointMeta meta{"hash", "data", 8, "cb-train ..."};
+    CheckpointMeta meta{"hash", "data", 8, "cb-train ...", "", ""};
     const std::string path = write_checkpoint(d.path.string(), capture(a, la), meta);
     CHECK(fs::path(path).filename() == "ckpt-0000000009");
     LoadedCheckpoint ck = load_checkpoint(d.path.string());
@@ -193,7 +193,7 @@ TEST_CASE("checkpoint: truncated or bit-flipped checkpoints are refused, the pre
   ro.steps = 6;
   ro.eval_every = 100;
   const std::string dir = d.path.string();
-  const CheckpointMeta meta{"h", "d", 8, "c"};
+  const CheckpointMeta meta{"h", "d", 8, "c", "", ""};
   Callbacks cb;
   cb.after_step = [&](const LoopState& st) {
     if (st.step == 2 || st.step == 4) write_checkpoint(dir, capture(t, st), meta);

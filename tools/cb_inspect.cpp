@@ -1,4 +1,5 @@
-// cb-inspect MODEL.onnx [--json | --dot] [--no-fold] [--memory [--batch-size N]] [--train]
+// cb-inspect MODEL.onnx [--json | --dot] [--html FILE] [--no-fold] [--memory [--batch-size N]]
+//            [--train]
 // Reads any ONNX model and shows it back: inputs/outputs, parameters, op histogram, per-node
 // shapes, and which nodes (if any) keep crossbow from training it.
 // Exit codes: 0 trainable, 1 the model (or a file) is bad, 2 usage, 3 read fine but training is
@@ -15,15 +16,22 @@
 #include "runtime/error.h"
 #include "runtime/memory_plan.h"
 #include "tools/inspect_report.h"
+#include "tools/viz/graph_html.h"
+#include "tools/viz/report.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"cb-inspect: show what crossbow reads from an ONNX model"};
   std::string model;
   bool json = false, dot = false, no_fold = false, memory = false, train = false;
+  std::string html;
   int64_t batch = 1;
   app.add_option("model", model, "ONNX model file")->required();
   auto* j = app.add_flag("--json", json, "machine-readable JSON on stdout");
   app.add_flag("--dot", dot, "Graphviz dot on stdout")->excludes(j);
+  app.add_option("--html", html,
+                 "write the graph view here: one HTML file with an SVG of the graph (shapes on "
+                 "the edges, parameters and output bytes per node, search); with --train, the "
+                 "training graph");
   app.add_flag("--no-fold", no_fold, "keep constant and shape-arithmetic nodes as in the file");
   app.add_flag("--memory", memory, "print the memory plan: peak, no-reuse total, reuse ratio");
   app.add_flag("--train", train,
@@ -83,6 +91,13 @@ int main(int argc, char** argv) {
         cb::tools::print_plan_json(out, plan);
       else
         cb::print_plan(out, r.graph, plan);
+    }
+    if (!html.empty()) {
+      cb::viz::GraphViewOptions vo;
+      vo.title = model + (train ? " (training graph)" : "");
+      vo.batch = batch;
+      cb::viz::write_file_atomically(html, cb::viz::render_graph_html(r.graph, vo));
+      std::cerr << "cb-inspect: wrote " << html << "\n";
     }
     std::cout << out.str();
     if (!r.blockers.empty()) {

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <signal.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@
 #include "runtime/error.h"
 #include "sma/checkpoint.h"
 #include "sma/tensorboard.h"
+#include "tools/viz/report.h"
 #include "sma/train_loop.h"
 #include "sma/trainer.h"
 
@@ -154,12 +156,13 @@ struct ProgressLine {
     if (tty && shown) fmt::print("\r\033[K");
     shown = false;
   }
-  void show(const Progress& p) {
+  // per_device: learners per device; memory: the device memory they use (the plan's bytes).
+  void show(const Progress& p, int per_device, int64_t memory) {
     std::string line = fmt::format(
-        "epoch {:.2f}  step {}  {:.0f} images/s  loss {:.4f}  lr {:.5g}  learners {}  data wait "
-        "{:.0f}%  ETA {}",
-        p.epoch, p.step, p.images_per_s, p.loss, p.lr, p.learners, 100 * p.data_wait,
-        duration_text(p.eta_s));
+        "epoch {:.2f}  step {}  {:.0f} images/s  loss {:.4f}  lr {:.5g}  learners {} ({}/device, "
+        "{:.1f} MiB)  data wait {:.0f}%  ETA {}",
+        p.epoch, p.step, p.images_per_s, p.loss, p.lr, p.learners, per_device,
+        static_cast<double>(memory) / (1 << 20), 100 * p.data_wait, duration_text(p.eta_s));
     if (tty) {
       fmt::print("\r\033[K{}", line);
       shown = true;
@@ -184,7 +187,7 @@ int main(int argc, char** argv) {
   double lr = 0.01;
   bool no_shuffle = false, output_training = false;
   int threads = hardware_threads();
-  std::string learners = "auto", devices = "cpu", memory_budget, metrics, tensorboard;
+  std::string learners = "auto", devices = "cpu", memory_budget, metrics, tensorboard, report;
   RunOptions& sro = ropts;
   std::optional<double> alpha;
   std::string lr_scaling = lr_scaling_name(TrainerOptions{}.lr_scaling);
@@ -310,6 +313,9 @@ int main(int argc, char** argv) {
                  "stop once the central model's test accuracy reaches this (0-1); reports the "
                  "time to it");
   app.add_option("--metrics", metrics, "append one JSON object per evaluation to this file");
+  app.add_option("--report", report,
+                 "write the run report here: one self-contained HTML file with plots, redrawn at "
+                 "every evaluation (cb-report draws it from a --metrics file too)");
   app.add_option("--tensorboard", tensorboard,
                  "write TensorBoard event files into this folder (tensorboard --logdir DIR)");
   std::string checkpoint_dir, checkpoint_every, resume;
@@ -387,6 +393,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (!output.empty()) check_writable_folder(output, "--output");
+    if (!report.empty()) check_writable_folder(report, "--report");
     const ExportForm form = output_training ? ExportForm::Training : ExportForm::Inference;
     if (!checkpoint_dir.empty()) {
       std::error_code ec;
@@ -459,6 +466,24 @@ int main(int argc, char** argv) {
       metrics_out = std::make_unique<std::ofstream>(metrics, std::ios::app);
       if (!*metrics_out) fail("{}: cannot open the metrics file for writing", metrics);
     }
+    // The run's records (tools/viz/report.h): appended to --metrics as JSON lines, and drawn into
+    // --report.
+    std::vector<nlohmann::ordered_json> records;
+    auto record = [&](nlohmann::ordered_json j, bool redraw) {
+      if (metrics_out) {
+        *metrics_out << j.dump() << "\n";
+        metrics_out->flush();
+        if (!*metrics_out)
+          fail("{}: writing the metrics failed (is the disk full, or the file removed?)", metrics);
+      }
+      records.push_back(std::move(j));
+      if (redraw && !report.empty())
+        viz::write_file_atomically(report, viz::render_report(records));
+    };
+    const auto t_start = std::chrono::steady_clock::now();
+    auto since_start = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    };
     fmt::print("loss     {}{}\n", loss_kind_name(spec.kind),
                loss == "auto" ? " (auto-detected)" : "");
     fmt::print(
@@ -549,16 +574,48 @@ int main(int argc, char** argv) {
         "buffers), {} shared, budget {} per device\n",
         mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget));
     std::fflush(stdout);
+    record(
+        {{"type", "config"},
+         {"model", model},
+         {"parameters", trainer.model().param_count()},
+         {"data", fmt::format("{} ({})", data.dir, data.description)},
+         {"training examples", data.train->size()},
+         {"test examples", data.test->size()},
+         {"batch per learner", topts.batch},
+         {"length", ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
+                                    : fmt::format("{} epochs", ropts.epochs)},
+         {"optimizer", opt_text},
+         {"schedule", sched_text},
+         {"learners per device", sro.auto_tune ? fmt::format("{} to start (auto-tuned)",
+                                                             trainer.learners_per_device())
+                                               : std::to_string(trainer.learners_per_device())},
+         {"devices", fmt::format("{} ({})", trainer.devices(), cores_text)},
+         {"alpha", trainer.alpha()},
+         {"learners' lr", lr * trainer.lr_factor()},
+         {"threads", threads},
+         {"target_accuracy", sro.target_accuracy},
+         {"command", command_line},
+         {"memory",
+          {{"arena", mem.arena},
+           {"per_replica", mem.per_replica},
+           {"fixed", mem.fixed},
+           {"budget", mem.budget}}}},
+        true);
 
     Callbacks cbs;
     cbs.on_progress = [&](const Progress& p) {
-      progress.show(p);
+      progress.show(p, trainer.learners_per_device(),
+                    trainer.memory().need(trainer.learners_per_device()));
       if (tb)
         tb->scalars(p.step, {{"train/loss", p.loss},
                              {"train/lr", p.lr},
                              {"train/images_per_s", p.images_per_s},
                              {"train/learners", p.learners},
-                             {"train/data_wait_share", p.data_wait}});
+                             {"train/data_wait_share", p.data_wait},
+                             {"train/learners_per_device", trainer.learners_per_device()},
+                             {"train/memory_mib", static_cast<double>(trainer.memory().need(
+                                                      trainer.learners_per_device())) /
+                                                      (1 << 20)}});
     };
     cbs.on_tune = [&](const TunerDecision& d, const TrainMemory& m) {
       progress.clear();
@@ -583,6 +640,18 @@ int main(int argc, char** argv) {
           lr * lr_scale(topts.lr_scaling, d.learners * trainer.ranks()), mib(m.need(d.learners)),
           mib(m.budget), d.reason);
       std::fflush(stdout);
+      record({{"type", "tune"},
+              {"time", since_start()},
+              {"measured", d.measured},
+              {"learners", d.learners},
+              {"action", what},
+              {"images_per_s", d.images_per_s},
+              {"windows", d.windows},
+              {"spread", d.spread},
+              {"gain", d.gain},
+              {"required", d.required},
+              {"reason", d.reason}},
+             true);
     };
     cbs.on_reset = [&](int64_t step, double new_lr) {
       progress.clear();
@@ -602,21 +671,25 @@ int main(int argc, char** argv) {
       progress.clear();
       fmt::print(
           "epoch {:6.2f}  step {:7d}  lr {:.5g}  train loss {:.4f}  test loss {:.4f}  "
-          "test accuracy {}  {:.0f} images/s  learners {}\n",
+          "test accuracy {}  {:.0f} images/s  learners {}  spread {:.4g}\n",
           p.epoch, p.step, p.lr, p.train_loss, p.test.loss, accuracy_text(p.test), p.images_per_s,
-          p.learners);
-      if (metrics_out) {
-        *metrics_out << fmt::format(
-            "{{\"time\": {:.3f}, \"epoch\": {:.4f}, \"step\": {}, \"loss\": {:.6g}, "
-            "\"test_loss\": {:.6g}, \"accuracy\": {}, \"images_per_s\": {:.1f}, "
-            "\"learners\": {}, \"lr\": {:.6g}, \"data_wait_s\": {:.3f}, \"spread\": {:.6g}}}\n",
-            p.time_s, p.epoch, p.step, p.train_loss, p.test.loss,
-            p.test.accuracy < 0 ? std::string("null") : fmt::format("{:.6f}", p.test.accuracy),
-            p.images_per_s, p.learners, p.lr, p.data_wait_s, p.spread);
-        metrics_out->flush();
-        if (!*metrics_out)
-          fail("{}: writing the metrics failed (is the disk full, or the file removed?)", metrics);
-      }
+          p.learners, p.spread);
+      record({{"type", "eval"},
+              {"time", p.time_s},
+              {"epoch", p.epoch},
+              {"step", p.step},
+              {"loss", p.train_loss},
+              {"test_loss", p.test.loss},
+              {"accuracy", p.test.accuracy < 0 ? nlohmann::ordered_json(nullptr)
+                                               : nlohmann::ordered_json(p.test.accuracy)},
+              {"images_per_s", p.images_per_s},
+              {"learners", p.learners},
+              {"learners_per_device", trainer.learners_per_device()},
+              {"lr", p.lr},
+              {"data_wait_s", p.data_wait_s},
+              {"spread", p.spread},
+              {"memory_bytes", trainer.memory().need(trainer.learners_per_device())}},
+             true);
       if (tb) {
         std::vector<std::pair<std::string, double>> v = {
             {"eval/train_loss", p.train_loss},
@@ -756,6 +829,30 @@ int main(int argc, char** argv) {
         fmt::print("target   test accuracy {:.2f}% not reached ({} after {:.2f} epochs)\n",
                    100 * sro.target_accuracy, accuracy_text(s.test), s.epochs);
     }
+    nlohmann::ordered_json sum = {{"type", "summary"},
+                          {"steps", s.steps},
+                          {"images", s.images},
+                          {"seconds", s.seconds},
+                          {"train_seconds", s.train_seconds},
+                          {"images_per_s", s.images_per_s},
+                          {"epochs", s.epochs},
+                          {"learners", s.learners},
+                          {"data_wait_s", s.data_wait_s},
+                          {"test_accuracy", s.test.accuracy < 0 ? nlohmann::ordered_json(nullptr)
+                                                                : nlohmann::ordered_json(s.test.accuracy)},
+                          {"test_loss", s.test.loss},
+                          {"phase_b_share", tm.phase_b_share()}};
+    if (sro.target_accuracy > 0) {
+      sum["target_accuracy"] = sro.target_accuracy;
+      sum["target_reached"] = s.reached_target;
+      if (s.reached_target) {
+        sum["target_seconds"] = s.target_seconds;
+        sum["target_epoch"] = s.target_epoch;
+        sum["target_step"] = s.target_step;
+      }
+    }
+    record(sum, true);
+    if (!report.empty()) fmt::print("report   {}\n", report);
     if (!output.empty())
       fmt::print("wrote    {} ({} form)\n", output, output_training ? "training" : "inference");
     return 0;

@@ -80,6 +80,7 @@ def run(args, side, k, lr, seed):
         if os.path.exists(metrics):
             with open(metrics) as f:
                 rows = [json.loads(line) for line in f if line.endswith("\n")]
+            rows = [r for r in rows if r.get("type", "eval") == "eval"]
         for r in rows:
             if hit is None and r["accuracy"] >= args.target:
                 hit = r["epoch"]
