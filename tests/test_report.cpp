@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "autodiff/autodiff.h"
 #include "importer/onnx_importer.h"
 #include "runtime/data/image.h"
 #include "tests/test_util.h"
@@ -142,6 +143,12 @@ TEST_CASE("report: the graph view has a box per node and an edge per tensor, wit
   CHECK(contains(h, "out 1.0 MiB"));  // [16,16,32,32] f32
   CHECK(contains(h, "272k parameters"));
   CHECK(contains(h, "function find("));
+  // The training graph (cb-inspect --train --html): forward, loss and backward nodes.
+  const TrainingGraph tg = build_training_graph(g, detect_loss(g));
+  const std::string t = viz::render_graph_html(tg.graph, o);
+  CHECK(count(t, "<g class=\"node\"") == tg.graph.nodes.size());
+  CHECK(tg.graph.nodes.size() > 2 * g.nodes.size());
+  CHECK(contains(t, "BatchNormalizationGrad"));
 }
 
 TEST_CASE("report: a real LeNet-5 run's report and graph view in headless Chromium") {
