@@ -409,8 +409,8 @@ class Importer {
       for (ValueId o : g.nodes[n].outputs) {
         if (o == kNoValue || !g.value(o).shape_known) continue;
         const Value& v = g.value(o);
-        check_rank(v.shape, fmt::format("{} output '{}'", g.node_label(static_cast<NodeId>(n)),
-                                        v.name));
+        check_rank(v.shape,
+                   fmt::format("{} output '{}'", g.node_label(static_cast<NodeId>(n)), v.name));
         if (auto why = too_large(v.shape, v.dtype))
           bad("{} output '{}' would have shape {}: {}", g.node_label(static_cast<NodeId>(n)),
               v.name, to_string(v.shape), *why);

@@ -85,9 +85,9 @@ class SmallVec {
  private:
   static void check(size_t n) {
     if (n > N)
-      throw LimitError(fmt::format(
-          "{} values where crossbow supports at most {} (tensors of rank up to {})", n, N,
-          kMaxRank));
+      throw LimitError(
+          fmt::format("{} values where crossbow supports at most {} (tensors of rank up to {})", n,
+                      N, kMaxRank));
   }
   T data_[N] = {};
   size_t size_ = 0;

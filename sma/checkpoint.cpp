@@ -435,11 +435,9 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
     r.state = read_one(path, r.meta);
     return r;
   }
-  if (!fs::is_directory(path, ec))
-    fail("{}: no such checkpoint or checkpoint folder", path);
+  if (!fs::is_directory(path, ec)) fail("{}: no such checkpoint or checkpoint folder", path);
   std::vector<std::string> all = list_checkpoints(path);
-  if (all.empty())
-    fail("{}: no checkpoint in this folder (ckpt-NNNNNNNNNN/ folders)", path);
+  if (all.empty()) fail("{}: no checkpoint in this folder (ckpt-NNNNNNNNNN/ folders)", path);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       r.state = read_one(*it, r.meta);

@@ -310,8 +310,7 @@ Executor& Evaluator::executor(int64_t batch) {
 
 std::vector<Tensor> Evaluator::outputs(const Tensor& images, const Tensor& labels) {
   const int64_t n = labels.numel();
-  if (n <= 0 || n > batch_)
-    fail("evaluation batch of {} examples: expected 1 to {}", n, batch_);
+  if (n <= 0 || n > batch_) fail("evaluation batch of {} examples: expected 1 to {}", n, batch_);
   Executor& ex = executor(n);
   m_.feed(ex, false, images, labels, staging_);
   ex.run();

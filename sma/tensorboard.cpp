@@ -24,8 +24,7 @@ uint32_t masked_crc(const void* data, size_t n) {
 }
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // Protobuf wire encoding, the few cases used.
@@ -36,7 +35,9 @@ void varint(std::string& out, uint64_t v) {
   }
   out.push_back(static_cast<char>(v));
 }
-void key(std::string& out, int field, int wire) { varint(out, static_cast<uint64_t>(field << 3 | wire)); }
+void key(std::string& out, int field, int wire) {
+  varint(out, static_cast<uint64_t>(field << 3 | wire));
+}
 void fixed64(std::string& out, int field, double v) {
   key(out, field, 1);
   char b[8];
@@ -99,7 +100,7 @@ EventWriter::EventWriter(const std::string& dir) {
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
   path_ = (std::filesystem::path(dir) / fmt::format("events.out.tfevents.{}.{}.{}",
-                                                     static_cast<int64_t>(now_s()), host, getpid()))
+                                                    static_cast<int64_t>(now_s()), host, getpid()))
               .string();
   f_ = std::fopen(path_.c_str(), "wb");
   if (!f_) fail("{}: cannot create the event file: {}", path_, std::strerror(errno));

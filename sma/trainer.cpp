@@ -603,10 +603,9 @@ std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelStat
     return total;
   };
   const std::vector<float> params =
-      s.model_is_mean ? average(P, [&](size_t l) -> const std::vector<float>& {
-        return s.learners[l].params;
-      })
-                      : s.z;
+      s.model_is_mean
+          ? average(P, [&](size_t l) -> const std::vector<float>& { return s.learners[l].params; })
+          : s.z;
   const std::vector<float> state =
       average(S, [&](size_t l) -> const std::vector<float>& { return s.learners[l].state; });
   std::map<std::string, Tensor> out;

@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <optional>
-#include <random>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <random>
 #include <thread>
 
 #include "importer/onnx_importer.h"
@@ -291,8 +291,8 @@ TEST_CASE("cb-train: SIGTERM leaves a checkpoint and the model; --resume finishe
 
   // cb-export writes the model of the checkpoint: the very file --output wrote at the stop.
   auto run = [&](const std::string& args, const std::string& log) {
-    const int rc = std::system(
-        fmt::format("{}/cb-export {} > {} 2>&1", CB_BINARY_DIR, args, log).c_str());
+    const int rc =
+        std::system(fmt::format("{}/cb-export {} > {} 2>&1", CB_BINARY_DIR, args, log).c_str());
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   };
   CHECK(run(fmt::format("{} --out {}", d / "ck", d / "exp.onnx"), d / "exp.log") == 0);

@@ -50,7 +50,8 @@ struct Builder {
     g->set_name("g");
   }
   void value(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* where,
-             const std::string& name, std::vector<int64_t> dims, int type = onnx::TensorProto::FLOAT) {
+             const std::string& name, std::vector<int64_t> dims,
+             int type = onnx::TensorProto::FLOAT) {
     auto* v = where->Add();
     v->set_name(name);
     auto* t = v->mutable_type()->mutable_tensor_type();
@@ -200,7 +201,9 @@ TEST_CASE("export: the inference form of BatchNormalization and Dropout, at opse
   }
 }
 
-TEST_CASE("export: a Dropout mask the model reads is kept (in inference mode); a read BN statistic is an error") {
+TEST_CASE(
+    "export: a Dropout mask the model reads is kept (in inference mode); a read BN statistic is an "
+    "error") {
   TempDir d("mask");
   {
     Builder b(17);
@@ -220,7 +223,7 @@ TEST_CASE("export: a Dropout mask the model reads is kept (in inference mode); a
     REQUIRE(count_op(m, "Dropout") == 1);
     for (const auto& n : m.graph().node())
       if (n.op_type() == "Dropout") CHECK(n.input_size() == 2);  // training_mode removed
-    CHECK(count_op(m, "Constant") == 1);                          // ratio stays, train goes
+    CHECK(count_op(m, "Constant") == 1);                         // ratio stays, train goes
   }
   {
     Builder b = bn_dropout_model(17);
@@ -239,7 +242,8 @@ TEST_CASE("export: a Dropout mask the model reads is kept (in inference mode); a
   }
 }
 
-TEST_CASE("export: every zoo model's inference form runs as ONNX and equals the trainer's evaluation") {
+TEST_CASE(
+    "export: every zoo model's inference form runs as ONNX and equals the trainer's evaluation") {
   std::ifstream zf(CB_SOURCE_DIR "/models/zoo.json");
   REQUIRE(zf.good());
   const nlohmann::json zoo = nlohmann::json::parse(zf);

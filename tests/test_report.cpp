@@ -65,9 +65,9 @@ Image load_png(const std::string& path) {
   const std::string bytes = read_text(path);
   Image img;
   std::string why;
-  REQUIRE_MESSAGE(decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), {},
-                               img, why),
-                  why);
+  REQUIRE_MESSAGE(
+      decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), {}, img, why),
+      why);
   return img;
 }
 }  // namespace
@@ -86,18 +86,40 @@ TEST_CASE("report: records drawn as charts and tables; a bad metrics line is nam
   r.push_back({{"type", "config"},
                {"model", "m<1>.onnx"},
                {"target_accuracy", 0.5},
-               {"memory", {{"arena", 1 << 20}, {"per_replica", 3 << 20}, {"fixed", 1 << 21},
-                           {"budget", 1LL << 33}}}});
-  r.push_back({{"type", "tune"}, {"time", 1.5}, {"measured", 1}, {"learners", 2},
-               {"action", "add one"}, {"images_per_s", 900}, {"gain", 0}, {"required", 0.05},
+               {"memory",
+                {{"arena", 1 << 20},
+                 {"per_replica", 3 << 20},
+                 {"fixed", 1 << 21},
+                 {"budget", 1LL << 33}}}});
+  r.push_back({{"type", "tune"},
+               {"time", 1.5},
+               {"measured", 1},
+               {"learners", 2},
+               {"action", "add one"},
+               {"images_per_s", 900},
+               {"gain", 0},
+               {"required", 0.05},
                {"reason", "first measurement"}});
   for (int i = 1; i <= 4; ++i)
-    r.push_back({{"type", "eval"}, {"time", 2.0 * i}, {"epoch", 0.25 * i}, {"step", 100 * i},
-                 {"loss", 2.0 / i}, {"test_loss", 2.2 / i}, {"accuracy", 0.2 * i},
-                 {"images_per_s", 1000 + i}, {"learners", 2}, {"lr", 0.01},
-                 {"data_wait_s", 0.01}, {"spread", 0.1 / i}});
-  r.push_back({{"type", "summary"}, {"steps", 400}, {"seconds", 8.5}, {"images_per_s", 1003},
-               {"target_reached", true}, {"target_seconds", 6.0}, {"target_epoch", 0.75}});
+    r.push_back({{"type", "eval"},
+                 {"time", 2.0 * i},
+                 {"epoch", 0.25 * i},
+                 {"step", 100 * i},
+                 {"loss", 2.0 / i},
+                 {"test_loss", 2.2 / i},
+                 {"accuracy", 0.2 * i},
+                 {"images_per_s", 1000 + i},
+                 {"learners", 2},
+                 {"lr", 0.01},
+                 {"data_wait_s", 0.01},
+                 {"spread", 0.1 / i}});
+  r.push_back({{"type", "summary"},
+               {"steps", 400},
+               {"seconds", 8.5},
+               {"images_per_s", 1003},
+               {"target_reached", true},
+               {"target_seconds", 6.0},
+               {"target_epoch", 0.75}});
   const std::string h = viz::render_report(r);
   CHECK(count(h, "<svg class=\"chart\"") == 8);
   CHECK(count(h, "<polyline class=\"series\"") == 10);  // two loss charts carry two series
@@ -106,7 +128,7 @@ TEST_CASE("report: records drawn as charts and tables; a bad metrics line is nam
   CHECK(count(h, "class=\"mark\"") == 0);    // the tuner decision (1.5 s) precedes the evals
   CHECK(contains(h, "m&lt;1&gt;.onnx"));     // escaped
   CHECK(contains(h, "first measurement"));
-  CHECK(contains(h, "3.0 MiB"));            // per replica
+  CHECK(contains(h, "3.0 MiB"));             // per replica
   CHECK(contains(h, "6.0 s (epoch 0.75)"));  // time to the target
   CHECK(!contains(h, "<script"));
   // Nothing fetched: the only URL is the SVG namespace.
@@ -115,7 +137,8 @@ TEST_CASE("report: records drawn as charts and tables; a bad metrics line is nam
   CHECK(count(viz::render_report({}), "no data yet") == 8);
 
   TempDir d("metrics");
-  std::ofstream(d / "m.jsonl") << r[0].dump() << "\n" << r[2].dump() << "\n{\"type\": \"eval\", \"ti";
+  std::ofstream(d / "m.jsonl") << r[0].dump() << "\n"
+                               << r[2].dump() << "\n{\"type\": \"eval\", \"ti";
   CHECK(viz::read_metrics(d / "m.jsonl").size() == 2);  // the cut last line is a run writing it
   std::ofstream(d / "bad.jsonl") << r[0].dump() << "\nnot json\n";
   CHECK(contains(error_of([&] { viz::read_metrics(d / "bad.jsonl"); }), "bad.jsonl:2"));
@@ -139,7 +162,7 @@ TEST_CASE("report: the graph view has a box per node and an edge per tensor, wit
   edges += g.outputs.size();
   CHECK(count(h, "<g class=\"edge\"") == edges);
   CHECK(contains(h, "[N,16,32,32]"));
-  CHECK(contains(h, "432 params"));  // conv1: 16 x 3 x 3 x 3
+  CHECK(contains(h, "432 params"));   // conv1: 16 x 3 x 3 x 3
   CHECK(contains(h, "out 1.0 MiB"));  // [16,16,32,32] f32
   CHECK(contains(h, "272k parameters"));
   CHECK(contains(h, "function find("));
@@ -164,8 +187,7 @@ TEST_CASE("report: a real LeNet-5 run's report and graph view in headless Chromi
   std::string cmd = fmt::format(
       "cd {} && {}/cb-train {} --data {} --learners 2 --epochs 1 --evals-per-epoch 10 "
       "--test-limit 1000 --target-accuracy 0.8 --metrics {} --report {} > {} 2>&1",
-      CB_SOURCE_DIR, CB_BINARY_DIR, model, fashion, d / "m.jsonl", d / "run.html",
-      d / "train.log");
+      CB_SOURCE_DIR, CB_BINARY_DIR, model, fashion, d / "m.jsonl", d / "run.html", d / "train.log");
   REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, read_text(d / "train.log"));
   // cb-report draws the same file from the metrics.
   cmd = fmt::format("{}/cb-report {} --out {} > /dev/null", CB_BINARY_DIR, d / "m.jsonl",

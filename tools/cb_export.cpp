@@ -25,8 +25,9 @@ int main(int argc, char** argv) {
   CLI::App app{"cb-export: write the model a cb-train checkpoint holds as ONNX"};
   std::string checkpoint, out, model;
   bool training = false;
-  app.add_option("checkpoint", checkpoint,
-                 "a checkpoint (ckpt-NNNNNNNNNN folder) or a --checkpoint-dir (its newest valid one)")
+  app.add_option(
+         "checkpoint", checkpoint,
+         "a checkpoint (ckpt-NNNNNNNNNN folder) or a --checkpoint-dir (its newest valid one)")
       ->required();
   app.add_option("--out,-o", out, "the ONNX file to write (FILE.tmp until complete)")->required();
   app.add_option("--model", model,
@@ -44,9 +45,10 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "cb-export: warning: checkpoint refused: {}\n", why);
     if (model.empty()) {
       if (ck.meta.model_path.empty())
-        fail("{}: the checkpoint does not record its model's path (an older format): give it "
-             "with --model FILE",
-             ck.path);
+        fail(
+            "{}: the checkpoint does not record its model's path (an older format): give it "
+            "with --model FILE",
+            ck.path);
       model = ck.meta.model_path;
       std::error_code ec;
       if (!fs::is_regular_file(model, ec))
@@ -60,8 +62,8 @@ int main(int argc, char** argv) {
           "give that model with --model FILE",
           model, hash, ck.meta.model_hash);
     ImportResult r = import_model(model);
-    const LossSpec loss = ck.meta.loss.empty() ? detect_loss(r.graph)
-                                               : parse_loss_record(ck.meta.loss, ck.path);
+    const LossSpec loss =
+        ck.meta.loss.empty() ? detect_loss(r.graph) : parse_loss_record(ck.meta.loss, ck.path);
     const TrainModel m(r.graph, loss);
     export_trained(model, out, model_tensors(m, ck.state.model),
                    training ? ExportForm::Training : ExportForm::Inference);
@@ -72,7 +74,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "cb-export: error: {}\n", e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "cb-export: error: out of memory (the checkpoint holds every learner: it needs that much memory to read)\n");
+    fmt::print(stderr,
+               "cb-export: error: out of memory (the checkpoint holds every learner: it needs that "
+               "much memory to read)\n");
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "cb-export: internal error: {}\n", e.what());

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <new>
 #include <map>
+#include <new>
 #include <random>
 
 #include "importer/onnx_importer.h"

@@ -24,8 +24,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <new>
 #include <fstream>
+#include <new>
 #include <optional>
 
 #include "autodiff/autodiff.h"
@@ -38,9 +38,9 @@
 #include "runtime/error.h"
 #include "sma/checkpoint.h"
 #include "sma/tensorboard.h"
-#include "tools/viz/report.h"
 #include "sma/train_loop.h"
 #include "sma/trainer.h"
+#include "tools/viz/report.h"
 
 using namespace cb;
 
@@ -574,48 +574,48 @@ int main(int argc, char** argv) {
         "buffers), {} shared, budget {} per device\n",
         mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget));
     std::fflush(stdout);
-    record(
-        {{"type", "config"},
-         {"model", model},
-         {"parameters", trainer.model().param_count()},
-         {"data", fmt::format("{} ({})", data.dir, data.description)},
-         {"training examples", data.train->size()},
-         {"test examples", data.test->size()},
-         {"batch per learner", topts.batch},
-         {"length", ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
-                                    : fmt::format("{} epochs", ropts.epochs)},
-         {"optimizer", opt_text},
-         {"schedule", sched_text},
-         {"learners per device", sro.auto_tune ? fmt::format("{} to start (auto-tuned)",
-                                                             trainer.learners_per_device())
-                                               : std::to_string(trainer.learners_per_device())},
-         {"devices", fmt::format("{} ({})", trainer.devices(), cores_text)},
-         {"alpha", trainer.alpha()},
-         {"learners' lr", lr * trainer.lr_factor()},
-         {"threads", threads},
-         {"target_accuracy", sro.target_accuracy},
-         {"command", command_line},
-         {"memory",
-          {{"arena", mem.arena},
-           {"per_replica", mem.per_replica},
-           {"fixed", mem.fixed},
-           {"budget", mem.budget}}}},
-        true);
+    record({{"type", "config"},
+            {"model", model},
+            {"parameters", trainer.model().param_count()},
+            {"data", fmt::format("{} ({})", data.dir, data.description)},
+            {"training examples", data.train->size()},
+            {"test examples", data.test->size()},
+            {"batch per learner", topts.batch},
+            {"length", ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
+                                       : fmt::format("{} epochs", ropts.epochs)},
+            {"optimizer", opt_text},
+            {"schedule", sched_text},
+            {"learners per device",
+             sro.auto_tune ? fmt::format("{} to start (auto-tuned)", trainer.learners_per_device())
+                           : std::to_string(trainer.learners_per_device())},
+            {"devices", fmt::format("{} ({})", trainer.devices(), cores_text)},
+            {"alpha", trainer.alpha()},
+            {"learners' lr", lr * trainer.lr_factor()},
+            {"threads", threads},
+            {"target_accuracy", sro.target_accuracy},
+            {"command", command_line},
+            {"memory",
+             {{"arena", mem.arena},
+              {"per_replica", mem.per_replica},
+              {"fixed", mem.fixed},
+              {"budget", mem.budget}}}},
+           true);
 
     Callbacks cbs;
     cbs.on_progress = [&](const Progress& p) {
       progress.show(p, trainer.learners_per_device(),
                     trainer.memory().need(trainer.learners_per_device()));
       if (tb)
-        tb->scalars(p.step, {{"train/loss", p.loss},
-                             {"train/lr", p.lr},
-                             {"train/images_per_s", p.images_per_s},
-                             {"train/learners", p.learners},
-                             {"train/data_wait_share", p.data_wait},
-                             {"train/learners_per_device", trainer.learners_per_device()},
-                             {"train/memory_mib", static_cast<double>(trainer.memory().need(
-                                                      trainer.learners_per_device())) /
-                                                      (1 << 20)}});
+        tb->scalars(p.step,
+                    {{"train/loss", p.loss},
+                     {"train/lr", p.lr},
+                     {"train/images_per_s", p.images_per_s},
+                     {"train/learners", p.learners},
+                     {"train/data_wait_share", p.data_wait},
+                     {"train/learners_per_device", trainer.learners_per_device()},
+                     {"train/memory_mib",
+                      static_cast<double>(trainer.memory().need(trainer.learners_per_device())) /
+                          (1 << 20)}});
     };
     cbs.on_tune = [&](const TunerDecision& d, const TrainMemory& m) {
       progress.clear();
@@ -829,19 +829,20 @@ int main(int argc, char** argv) {
         fmt::print("target   test accuracy {:.2f}% not reached ({} after {:.2f} epochs)\n",
                    100 * sro.target_accuracy, accuracy_text(s.test), s.epochs);
     }
-    nlohmann::ordered_json sum = {{"type", "summary"},
-                          {"steps", s.steps},
-                          {"images", s.images},
-                          {"seconds", s.seconds},
-                          {"train_seconds", s.train_seconds},
-                          {"images_per_s", s.images_per_s},
-                          {"epochs", s.epochs},
-                          {"learners", s.learners},
-                          {"data_wait_s", s.data_wait_s},
-                          {"test_accuracy", s.test.accuracy < 0 ? nlohmann::ordered_json(nullptr)
-                                                                : nlohmann::ordered_json(s.test.accuracy)},
-                          {"test_loss", s.test.loss},
-                          {"phase_b_share", tm.phase_b_share()}};
+    nlohmann::ordered_json sum = {
+        {"type", "summary"},
+        {"steps", s.steps},
+        {"images", s.images},
+        {"seconds", s.seconds},
+        {"train_seconds", s.train_seconds},
+        {"images_per_s", s.images_per_s},
+        {"epochs", s.epochs},
+        {"learners", s.learners},
+        {"data_wait_s", s.data_wait_s},
+        {"test_accuracy", s.test.accuracy < 0 ? nlohmann::ordered_json(nullptr)
+                                              : nlohmann::ordered_json(s.test.accuracy)},
+        {"test_loss", s.test.loss},
+        {"phase_b_share", tm.phase_b_share()}};
     if (sro.target_accuracy > 0) {
       sum["target_accuracy"] = sro.target_accuracy;
       sum["target_reached"] = s.reached_target;
@@ -860,7 +861,9 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "cb-train: error: {}\n", e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "cb-train: error: out of memory (lower --batch-size or --learners, or set --memory-budget)\n");
+    fmt::print(stderr,
+               "cb-train: error: out of memory (lower --batch-size or --learners, or set "
+               "--memory-budget)\n");
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "cb-train: internal error: {}\n", e.what());

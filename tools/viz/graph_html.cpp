@@ -17,13 +17,6 @@ namespace {
 
 constexpr int kBoxW = 200, kBoxH = 52, kGapX = 36, kGapY = 64, kMargin = 30;
 
-std::string bytes_text(double b) {
-  if (b >= 1 << 30) return fmt::format("{:.2f} GiB", b / (1 << 30));
-  if (b >= 1 << 20) return fmt::format("{:.1f} MiB", b / (1 << 20));
-  if (b >= 1 << 10) return fmt::format("{:.1f} KiB", b / (1 << 10));
-  return fmt::format("{:.0f} B", b);
-}
-
 std::string shorten(const std::string& s, size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 1) + "\u2026";
 }
@@ -90,9 +83,10 @@ std::string render_graph_html(const Graph& g, const GraphViewOptions& o) {
       producer[out] = static_cast<int>(boxes.size());
     }
     total_params += params;
-    b.detail = params > 0 ? fmt::format("{} params · out {}", short_number(static_cast<double>(params)),
-                                        bytes_text(out_bytes))
-                          : fmt::format("out {}", bytes_text(out_bytes));
+    b.detail = params > 0
+                   ? fmt::format("{} params · out {}", short_number(static_cast<double>(params)),
+                                 bytes_text(out_bytes))
+                   : fmt::format("out {}", bytes_text(out_bytes));
     b.search = node.op_type + " " + node.name + tensors;
     boxes.push_back(std::move(b));
   }
@@ -184,20 +178,22 @@ std::string render_graph_html(const Graph& g, const GraphViewOptions& o) {
     }
   for (const Box& b : boxes) {
     const char* cls = b.kind == Box::Input ? "node io" : b.kind == Box::Output ? "node io" : "node";
-    const char* fill = b.kind == Box::Op ? (b.detail.find("params") != std::string::npos ? "#e8f0fe"
-                                                                                         : "#fff")
-                                         : "#f4f4f4";
+    const char* fill = b.kind == Box::Op
+                           ? (b.detail.find("params") != std::string::npos ? "#e8f0fe" : "#fff")
+                           : "#f4f4f4";
     svg += fmt::format(
         "<g class=\"{}\" data-search=\"{}\"><rect x=\"{:.1f}\" y=\"{}\" width=\"{}\" height=\"{}\" "
         "rx=\"6\" fill=\"{}\" stroke=\"#4a6fa5\"/>"
         "<text x=\"{:.1f}\" y=\"{}\" font-size=\"12\" font-weight=\"600\" "
         "text-anchor=\"middle\">{}</text>"
-        "<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" fill=\"#555\" text-anchor=\"middle\">{}</text>"
-        "<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" fill=\"#555\" text-anchor=\"middle\">{}</text>"
+        "<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" fill=\"#555\" "
+        "text-anchor=\"middle\">{}</text>"
+        "<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" fill=\"#555\" "
+        "text-anchor=\"middle\">{}</text>"
         "<title>{}\n{}\n{}</title></g>\n",
         cls, esc(b.search), b.x - kBoxW / 2.0, top(b), kBoxW, kBoxH, fill, b.x, top(b) + 16,
-        esc(shorten(b.title, 30)), b.x, top(b) + 31, esc(shorten(b.subtitle, 36)), b.x,
-        top(b) + 45, esc(b.detail), esc(b.title), esc(b.subtitle), esc(b.detail));
+        esc(shorten(b.title, 30)), b.x, top(b) + 31, esc(shorten(b.subtitle, 36)), b.x, top(b) + 45,
+        esc(b.detail), esc(b.title), esc(b.subtitle), esc(b.detail));
   }
   svg += "</svg>\n";
 

@@ -66,17 +66,10 @@ std::string type_of(const json& j) { return j.contains("type") ? str(j, "type") 
 std::string duration(double s) {
   if (!std::isfinite(s)) return "–";
   if (s < 60) return fmt::format("{:.1f} s", s);
-  if (s < 3600) return fmt::format("{}m{:02d}s", static_cast<int>(s / 60), static_cast<int>(s) % 60);
+  if (s < 3600)
+    return fmt::format("{}m{:02d}s", static_cast<int>(s / 60), static_cast<int>(s) % 60);
   return fmt::format("{}h{:02d}m", static_cast<int>(s / 3600), static_cast<int>(s / 60) % 60);
 }
-std::string bytes_text(double b) {
-  if (!std::isfinite(b)) return "–";
-  if (b >= 1 << 30) return fmt::format("{:.2f} GiB", b / (1 << 30));
-  if (b >= 1 << 20) return fmt::format("{:.1f} MiB", b / (1 << 20));
-  if (b >= 1 << 10) return fmt::format("{:.1f} KiB", b / (1 << 10));
-  return fmt::format("{:.0f} B", b);
-}
-
 std::string table(const std::vector<std::pair<std::string, std::string>>& rows,
                   const std::string& cls) {
   std::string h = fmt::format("<table class=\"{}\">\n", cls);
@@ -85,7 +78,8 @@ std::string table(const std::vector<std::pair<std::string, std::string>>& rows,
   return h + "</table>\n";
 }
 
-const char* kCss = R"(body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;background:#fafafa}
+const char* kCss =
+    R"(body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;background:#fafafa}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 10px}.sub{color:#666;font-size:13px}
 .cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:10px 14px;min-width:150px}
 .card .v{font-size:20px;font-weight:600}.card .k{font-size:12px;color:#666}
@@ -114,10 +108,10 @@ std::string render_report(const std::vector<json>& records) {
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   h += fmt::format("<title>crossbow run: {}</title>\n<style>{}</style></head><body>\n",
                    esc(model.empty() ? "report" : model), kCss);
-  h += fmt::format("<h1>crossbow run{}</h1>\n<div class=\"sub\">{}</div>\n",
-                   model.empty() ? "" : ": " + esc(model),
-                   esc(summary.is_null() ? "in progress (drawn at the last evaluation)"
-                                         : "finished"));
+  h += fmt::format(
+      "<h1>crossbow run{}</h1>\n<div class=\"sub\">{}</div>\n",
+      model.empty() ? "" : ": " + esc(model),
+      esc(summary.is_null() ? "in progress (drawn at the last evaluation)" : "finished"));
 
   // Cards: the latest evaluation and the summary.
   const json last = evals.empty() ? json::object() : evals.back();
@@ -133,8 +127,8 @@ std::string render_report(const std::vector<json>& records) {
   cards.emplace_back("steps", last.contains("step") ? str(last, "step") : "–");
   const double ips = summary.is_null() ? num(last, "images_per_s") : num(summary, "images_per_s");
   cards.emplace_back("images/s", std::isfinite(ips) ? short_number(ips) : "–");
-  cards.emplace_back("time", duration(summary.is_null() ? num(last, "time")
-                                                         : num(summary, "seconds")));
+  cards.emplace_back("time",
+                     duration(summary.is_null() ? num(last, "time") : num(summary, "seconds")));
   if (target > 0) {
     std::string reached = "not reached";
     if (!summary.is_null() && summary.value("target_reached", false)) {
@@ -151,8 +145,9 @@ std::string render_report(const std::vector<json>& records) {
   }
   h += "<div class=\"cards\">\n";
   for (const auto& [k, v] : cards)
-    h += fmt::format("<div class=\"card\"><div class=\"v\">{}</div><div class=\"k\">{}</div></div>\n",
-                     esc(v), esc(k));
+    h += fmt::format(
+        "<div class=\"card\"><div class=\"v\">{}</div><div class=\"k\">{}</div></div>\n", esc(v),
+        esc(k));
   h += "</div>\n";
 
   // Charts.
@@ -167,9 +162,9 @@ std::string render_report(const std::vector<json>& records) {
   };
   std::vector<std::pair<double, std::string>> marks;
   for (const json& t : tunes)
-    marks.emplace_back(num(t, "time"), fmt::format("tuner: {} -> {} learners/device ({})",
-                                                   str(t, "measured"), str(t, "learners"),
-                                                   str(t, "action")));
+    marks.emplace_back(num(t, "time"),
+                       fmt::format("tuner: {} -> {} learners/device ({})", str(t, "measured"),
+                                   str(t, "learners"), str(t, "action")));
   ChartOptions o;
   h += "<h2>Training</h2>\n<div class=\"charts\">\n";
   o.title = "Loss against time";
@@ -232,9 +227,9 @@ std::string render_report(const std::vector<json>& records) {
           "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td>"
           "<td class=\"num\">{:.0f}</td><td class=\"num\">{:+.1f}%</td>"
           "<td class=\"num\">{:.1f}%</td><td>{} &#8594; {}</td><td>{}</td></tr>\n",
-          esc(duration(num(d, "time"))), esc(str(d, "measured")),
-          num(d, "images_per_s", 0), 100 * num(d, "gain", 0), 100 * num(d, "required", 0),
-          esc(str(d, "action")), esc(str(d, "learners")), esc(str(d, "reason")));
+          esc(duration(num(d, "time"))), esc(str(d, "measured")), num(d, "images_per_s", 0),
+          100 * num(d, "gain", 0), 100 * num(d, "required", 0), esc(str(d, "action")),
+          esc(str(d, "learners")), esc(str(d, "reason")));
     h += "</table>\n";
   }
 
@@ -242,7 +237,8 @@ std::string render_report(const std::vector<json>& records) {
   h += "<h2>Configuration</h2>\n";
   std::vector<std::pair<std::string, std::string>> rows;
   for (const auto& [k, v] : config.items())
-    if (k != "type" && k != "memory") rows.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+    if (k != "type" && k != "memory")
+      rows.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
   h += rows.empty() ? "<p class=\"sub\">no configuration record</p>\n" : table(rows, "config");
   h += "<h2>Memory plan (one device)</h2>\n";
   if (config.contains("memory") && config["memory"].is_object()) {

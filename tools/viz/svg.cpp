@@ -14,12 +14,23 @@ std::string esc(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -49,6 +60,14 @@ std::string short_number(double v) {
   if (a >= 100) return fmt::format("{:.0f}", v);
   if (a == 0) return "0";
   return fmt::format("{:.3g}", v);
+}
+
+std::string bytes_text(double b) {
+  if (!std::isfinite(b)) return "\u2013";
+  if (b >= 1 << 30) return fmt::format("{:.2f} GiB", b / (1 << 30));
+  if (b >= 1 << 20) return fmt::format("{:.1f} MiB", b / (1 << 20));
+  if (b >= 1 << 10) return fmt::format("{:.1f} KiB", b / (1 << 10));
+  return fmt::format("{:.0f} B", b);
 }
 
 std::string line_chart(const std::vector<Series>& series, const ChartOptions& o) {
@@ -82,8 +101,10 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
     y0 = std::min(y0, *o.h_line);
     y1 = std::max(y1, *o.h_line);
   }
-  if (o.y_min) y0 = *o.y_min;
-  else if (y0 >= 0 && y0 < 0.5 * y1) y0 = 0;
+  if (o.y_min)
+    y0 = *o.y_min;
+  else if (y0 >= 0 && y0 < 0.5 * y1)
+    y0 = 0;
   if (o.y_max) y1 = std::max(*o.y_max, y1);
   if (x1 <= x0) {
     x0 -= 0.5;
@@ -122,7 +143,8 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
   svg += fmt::format(
       "<line class=\"axis\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#333\"/>"
       "<line class=\"axis\" x1=\"{0}\" x2=\"{3}\" y1=\"{2}\" y2=\"{2}\" stroke=\"#333\"/>\n"
-      "<text class=\"xlabel\" x=\"{4}\" y=\"{5}\" font-size=\"12\" text-anchor=\"middle\">{6}</text>"
+      "<text class=\"xlabel\" x=\"{4}\" y=\"{5}\" font-size=\"12\" "
+      "text-anchor=\"middle\">{6}</text>"
       "<text class=\"ylabel\" transform=\"translate(14 {7}) rotate(-90)\" font-size=\"12\" "
       "text-anchor=\"middle\">{8}</text>\n",
       L, T, T + ph, L + pw, L + pw / 2, H - 8, esc(o.x_label), T + ph / 2, esc(o.y_label));
@@ -138,8 +160,7 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
         "<line class=\"target\" x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#2a2\" "
         "stroke-dasharray=\"6 4\"/><text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" fill=\"#2a2\" "
         "text-anchor=\"end\">{}</text>\n",
-        L, L + pw, Y(*o.h_line), Y(*o.h_line), L + pw - 4, Y(*o.h_line) - 4,
-        esc(o.h_line_label));
+        L, L + pw, Y(*o.h_line), Y(*o.h_line), L + pw - 4, Y(*o.h_line) - 4, esc(o.h_line_label));
   }
   // Series.
   for (const Series& s : series) {

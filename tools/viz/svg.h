@@ -19,6 +19,9 @@ std::vector<double> nice_ticks(double lo, double hi, int n);
 // A number as a short label: 12.3k, 0.0123, 1.5M.
 std::string short_number(double v);
 
+// Bytes as "1.5 MiB" ("–" for a non-finite value).
+std::string bytes_text(double b);
+
 struct Series {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (x, y), any order of x is drawn as given
