@@ -13,6 +13,7 @@ PACKAGES=(
   libturbojpeg0-dev libpng-dev  # JPEG (libjpeg-turbo) and PNG images
   ocl-icd-opencl-dev  # libdnnl-dev's CMake config needs OpenCL (only a Recommends of libdnnl-dev)
   python3-torch python3-torchvision python3-onnx python3-pil dataset-fashion-mnist
+  libopenmpi-dev openmpi-bin  # cb-train under mpirun (several processes, several machines)
   chromium fonts-dejavu-core  # headless, for the tests of the HTML report and graph view
 )
 

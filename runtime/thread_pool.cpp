@@ -40,7 +40,23 @@ inline uint64_t generation_of(uint64_t w) { return w >> (2 * kIndexBits); }
 inline uint64_t chunks_of(uint64_t w) { return (w >> kIndexBits) & kIndexMask; }
 }  // namespace
 
-int ThreadPool::hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+const std::vector<int>& ThreadPool::allowed_cores() {
+  static const std::vector<int> cores = [] {
+    std::vector<int> c;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+      for (int i = 0; i < CPU_SETSIZE; ++i)
+        if (CPU_ISSET(i, &set)) c.push_back(i);
+    if (c.empty())
+      for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency()); ++i)
+        c.push_back(static_cast<int>(i));
+    return c;
+  }();
+  return cores;
+}
+
+int ThreadPool::hardware_threads() { return static_cast<int>(allowed_cores().size()); }
 
 ThreadPool::ThreadPool(int threads, std::vector<int> cores) {
   threads = std::max(1, threads);

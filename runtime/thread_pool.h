@@ -29,6 +29,9 @@ class ThreadPool {
   // Runs fn(begin, end) over [0, n) in contiguous chunks of at least `grain`; returns when done.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
+  // The cores this process may run on (its affinity mask at start: taskset, cgroups, or an MPI
+  // launcher's binding), in order; hardware_threads() is their number.
+  static const std::vector<int>& allowed_cores();
   static int hardware_threads();
 
  private:

@@ -368,15 +368,16 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
   // With alpha 0 nothing pulls and nothing moves z: local steps only (the same values, without
   // the pull's pass, the sum and the z update).
   const bool sync = alpha_ != 0 && (steps_ + 1) % opts_.sync_every == 0;
-  std::vector<double>& status = status_;   // per device: [failed rank+1, diverged]
-  status.assign(groups_.size() * 2, 0.0);  // sized once: no allocation per step
+  std::vector<double>& status = status_;   // per device: [failed rank+1, diverged, stop]
+  status.assign(groups_.size() * 3, 0.0);  // sized once: no allocation per step
+  const double stop = stop_requested_ ? 1 : 0;
   for (auto& gp : groups_) {
     Group& g = *gp;
     g.error = nullptr;
-    g.driver.post([this, &g, lr, sync, &status] {
-      double* st = &status[static_cast<size_t>(g.index) * 2];
+    g.driver.post([this, &g, lr, sync, &status, stop] {
+      double* st = &status[static_cast<size_t>(g.index) * 3];
       try {
-        double v[2] = {0, 0};
+        double v[3] = {0, 0, stop};
         for (int j = 0; j < k_; ++j) {
           const Learner& l = *learners_[static_cast<size_t>(g.index * k_ + j)];
           if (l.error) v[0] = g.coll->rank() + 1;
@@ -385,6 +386,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
         g.coll->agree(v, ReduceOp::Max);
         st[0] = v[0];
         st[1] = v[1];
+        st[2] = v[2];
         if (v[0] > 0 || v[1] > 0) return;  // nobody updates anything at this step
         auto& sp = std::any_cast<ops::SmaStepParams&>(g.step_params);
         sp.lr = static_cast<float>(lr * lr_factor());
@@ -400,6 +402,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
     });
   }
   for (auto& gp : groups_) gp->driver.wait();
+  stop_agreed_ = stop_agreed_ || status[2] > 0;
   timing_.phase_b_s += seconds(Clock::now() - t_b);
   ++timing_.steps;
   for (auto& lp : learners_)
@@ -626,28 +629,31 @@ std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelStat
 }
 
 double Trainer::spread() {
-  const int n = local_learners();
-  if (n <= 1) return 0;
-  std::vector<float> center;
-  if (alpha_ == 0) {
-    average_for_eval();
-    const Group& g = *groups_[0];
-    center.resize(static_cast<size_t>(model_.flat_elems()));
-    g.dev->download(center.data(), g.mean.get(), center.size() * sizeof(float));
-  } else {
-    center = central(0);
-  }
-  double sum = 0;
-  for (int l = 0; l < n; ++l) {
-    const std::vector<float> r = replica(l);
-    double d2 = 0;
-    for (size_t i = 0; i < r.size(); ++i) {
-      const double d = static_cast<double>(r[i]) - center[i];
-      d2 += d * d;
+  // Every process calls this at the same evaluation: the sum over its learners is agreed over
+  // the job (processes under MPI), so every rank reports the spread of all K learners.
+  double v[2] = {0, static_cast<double>(local_learners())};
+  if (total_learners() > 1) {
+    std::vector<float> center;
+    if (alpha_ == 0) {
+      average_for_eval();
+      const Group& g = *groups_[0];
+      center.resize(static_cast<size_t>(model_.flat_elems()));
+      g.dev->download(center.data(), g.mean.get(), center.size() * sizeof(float));
+    } else {
+      center = central(0);
     }
-    sum += std::sqrt(d2);
+    for (int l = 0; l < local_learners(); ++l) {
+      const std::vector<float> r = replica(l);
+      double d2 = 0;
+      for (size_t i = 0; i < r.size(); ++i) {
+        const double d = static_cast<double>(r[i]) - center[i];
+        d2 += d * d;
+      }
+      v[0] += std::sqrt(d2);
+    }
   }
-  return sum / n;
+  agree(v, ReduceOp::Sum);
+  return v[1] > 0 ? v[0] / v[1] : 0;
 }
 
 std::vector<Tensor> Trainer::eval_outputs(const Tensor& images, const Tensor& labels) {

@@ -58,6 +58,7 @@
 //   - Evaluation runs on device 0's synchronisation stream.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -206,13 +207,19 @@ class Trainer {
   ModelState state() const;
   void restore(const ModelState& s);
 
+  // A stop asked by this process (a signal): carried by the next step's agreement, after which
+  // stop_agreed() is true on every rank, so that all of them stop after the same step.
+  void request_stop() { stop_requested_ = true; }
+  bool stop_agreed() const { return stop_agreed_; }
+
   // Values agreed over the job's collective, one contribution per process (same result in every
   // process): the loop's global decisions (the tuner's measurements, the memory check).
   void agree(std::span<double> values, ReduceOp op);
 
-  // The SMA spread: the mean over this process's learners of the L2 distance of the replica from
-  // the central model (z, or with alpha 0 the learners' average, as evaluation uses). 0 with one
-  // learner. Reads every replica back (evaluation time, not every step).
+  // The SMA spread: the mean over all K learners (every process's, agreed) of the L2 distance of
+  // the replica from the central model (z, or with alpha 0 the learners' average, as evaluation
+  // uses). 0 with one learner. Reads every replica back (evaluation time, not every step); every
+  // process must call it at the same point.
   double spread();
 
   // Host copies for tests: device d's z, local learner l's rows, learner 0's gradients.
@@ -265,6 +272,8 @@ class Trainer {
   int64_t steps_ = 0;
   std::unique_ptr<Evaluator> eval_z_, eval_mean_;
   Evaluator& evaluator();  // of the model evaluation uses; on device 0's driver
+  std::atomic<bool> stop_requested_{false};
+  bool stop_agreed_ = false;
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<std::unique_ptr<Learner>> learners_;  // local, device-major
   std::vector<double> status_;                      // step(): per device agreement results

@@ -27,6 +27,7 @@
 #include "sma/trainer.h"
 #include "tests/test_util.h"
 #include "tests/trainer_util.h"
+#include "tools/viz/report.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
@@ -953,13 +954,23 @@ TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergenc
   CHECK(contains(text, "learners 4"));
   CHECK(fs::exists(out));
   CHECK(!fs::exists(out + ".tmp"));
-  std::ifstream m(metrics);
-  std::vector<std::string> lines;
-  for (std::string l; std::getline(m, l);) lines.push_back(l);
-  REQUIRE(lines.size() == 2);
-  for (const char* key : {"\"time\"", "\"epoch\"", "\"step\": 40", "\"loss\"", "\"accuracy\"",
-                          "\"images_per_s\"", "\"learners\": 4"})
-    CHECK(contains(lines[1], key));
+  // The records: config, one per evaluation, summary (tools/viz/report.h).
+  const std::vector<nlohmann::ordered_json> recs = viz::read_metrics(metrics);
+  REQUIRE(recs.size() == 4);
+  CHECK(recs[0]["type"] == "config");
+  CHECK(recs[0]["memory"]["per_replica"].get<int64_t>() > 0);
+  CHECK(recs[1]["type"] == "eval");
+  CHECK(recs[3]["type"] == "summary");
+  CHECK(recs[3]["steps"] == 40);
+  const auto& last = recs[2];
+  CHECK(last["type"] == "eval");
+  CHECK(last["step"] == 40);
+  CHECK(last["learners"] == 4);
+  CHECK(last["learners_per_device"] == 2);
+  for (const char* key : {"time", "epoch", "loss", "test_loss", "accuracy", "images_per_s", "lr",
+                          "data_wait_s", "spread", "memory_bytes"})
+    CHECK(last.contains(key));
+  CHECK(last["spread"].get<double>() > 0);
   ImportResult back = import_model(out);
   CHECK(back.graph.nodes.size() > 0);
 

@@ -27,16 +27,20 @@
 #include <fstream>
 #include <new>
 #include <optional>
+#include <sstream>
 
 #include "autodiff/autodiff.h"
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
 #include "kernels/cpu/cpu_device.h"
+#include "runtime/checksum.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/pack.h"
 #include "runtime/data/pipeline.h"
 #include "runtime/error.h"
+#include "runtime/thread_pool.h"
 #include "sma/checkpoint.h"
+#include "sma/mpi_job.h"
 #include "sma/tensorboard.h"
 #include "sma/train_loop.h"
 #include "sma/trainer.h"
@@ -318,6 +322,12 @@ int main(int argc, char** argv) {
                  "every evaluation (cb-report draws it from a --metrics file too)");
   app.add_option("--tensorboard", tensorboard,
                  "write TensorBoard event files into this folder (tensorboard --logdir DIR)");
+  double collective_timeout = 300;
+  app.add_option("--collective-timeout", collective_timeout,
+                 "under mpirun: seconds a sum or agreement between the processes may take before "
+                 "the whole job is aborted (a rank died, hangs or is far slower)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   std::string checkpoint_dir, checkpoint_every, resume;
   int keep = 3;
   app.add_option("--checkpoint-dir", checkpoint_dir,
@@ -389,6 +399,34 @@ int main(int argc, char** argv) {
     if (output_training && output.empty()) fail("--output-training needs --output");
   } catch (const Error& e) {
     fmt::print(stderr, "cb-train: error: {}\n", e.what());
+    return 2;
+  }
+  // Under mpirun: one process per device, rank 0 prints and writes (sma/mpi_job.h).
+  std::unique_ptr<MpiJob> mpi;
+  std::string who = "cb-train";
+  try {
+    if (launched_by_mpi()) {
+      mpi = std::make_unique<MpiJob>(collective_timeout);
+      who = fmt::format("cb-train (rank {} of {})", mpi->rank(), mpi->size());
+      char host[256] = "?";
+      gethostname(host, sizeof host - 1);
+      fmt::print(stderr, "{}: pid {} on {}\n", who, getpid(), host);
+      if (parse_devices(devices) != 1)
+        fail("--devices {}: under mpirun each process is one device (start one rank per device)",
+             devices);
+      if (!checkpoint_dir.empty() || !resume.empty())
+        fail("--checkpoint-dir and --resume are not supported under mpirun yet");
+      if (!cache.empty()) fail("--cache under mpirun: make the pack first with cb-pack");
+      if (mpi->rank() != 0) {  // rank 0 prints and writes; the others keep only stderr
+        output.clear();
+        metrics.clear();
+        report.clear();
+        tensorboard.clear();
+        if (!std::freopen("/dev/null", "w", stdout)) fail("cannot silence stdout on this rank");
+      }
+    }
+  } catch (const Error& e) {
+    fmt::print(stderr, "{}: error: {}\n", who, e.what());
     return 2;
   }
   try {
@@ -510,13 +548,18 @@ int main(int argc, char** argv) {
         ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed) : "file order";
 
     // The devices and the collective are made here and given to the trainer: CPU core groups
-    // and an in-process group today (GPUs, NCCL and MPI plug into the same two interfaces).
-    std::vector<int> cores;
-    const int hw = hardware_threads();
-    for (int c = 0; c < threads; ++c) cores.push_back(c % hw);
+    // and an in-process group, or under mpirun the job's MPI collective (GPUs and NCCL plug into
+    // the same two interfaces).
+    std::vector<int> cores;  // within this process's affinity (an MPI launcher binds each rank)
+    const std::vector<int>& allowed = ThreadPool::allowed_cores();
+    for (int c = 0; c < threads; ++c)
+      cores.push_back(allowed[static_cast<size_t>(c) % allowed.size()]);
     std::vector<std::unique_ptr<Device>> devs = make_cpu_devices(parse_devices(devices), cores);
-    std::vector<std::unique_ptr<Collective>> colls =
-        make_shared_memory_collectives(static_cast<int>(devs.size()));
+    std::vector<std::unique_ptr<Collective>> colls;
+    if (mpi)
+      colls.push_back(mpi->collective());
+    else
+      colls = make_shared_memory_collectives(static_cast<int>(devs.size()));
     Placement where;
     for (size_t d = 0; d < devs.size(); ++d) {
       where.devices.push_back(devs[d].get());
@@ -534,6 +577,40 @@ int main(int argc, char** argv) {
     sro.auto_tune = sma && auto_learners;
     ProgressLine progress;
     sro.progress_interval_s = progress.tty ? 0.25 : 10;
+    if (mpi) {
+      // Every rank must run the same job: refused before the first step, naming each difference.
+      const std::vector<std::pair<std::string, std::string>> mine = {
+          {"crossbow version", CB_VERSION},
+          {"model (hash)", file_hash(model)},
+          {"--batch-size", std::to_string(topts.batch)},
+          {"--learners", learners},
+          {"training examples", std::to_string(data.train->size())},
+          {"test examples", std::to_string(data.test->size())},
+          {"--seed", std::to_string(ropts.seed)},
+          {"--steps/--epochs", fmt::format("{}/{}", ropts.steps, ropts.epochs)}};
+      std::string text;
+      for (const auto& [k, v] : mine) text += v + "\n";
+      const std::vector<std::string> all = mpi->all_gather(text);
+      std::string diff;
+      for (int rk = 1; rk < mpi->size(); ++rk) {
+        std::istringstream a(all[0]), b(all[static_cast<size_t>(rk)]);
+        for (const auto& [k, v] : mine) {
+          std::string va, vb;
+          std::getline(a, va);
+          std::getline(b, vb);
+          if (va != vb) diff += fmt::format("\n  {}: rank 0 has {}, rank {} has {}", k, va, rk, vb);
+        }
+      }
+      if (!diff.empty())
+        fail(
+            "the ranks of this job differ:{}\nstart every rank with the same model, data and "
+            "settings",
+            diff);
+      fmt::print(
+          "ranks    {} processes (mpirun), one device each; sums: reduce to rank 0 + "
+          "broadcast, timeout {:.0f} s\n",
+          mpi->size(), collective_timeout);
+    }
     Trainer trainer(r.graph, spec, topts, where);
     const Value& out =
         trainer.model().training_graph().graph.value(trainer.model().training_graph().output);
@@ -753,7 +830,15 @@ int main(int argc, char** argv) {
     auto last_ckpt_time = std::chrono::steady_clock::now();
     int64_t last_ckpt_epochs = spe > 0 ? loop.consumed / spe : 0;
     cbs.after_step = [&](const LoopState& st) {
-      if (g_signal != 0) return true;
+      if (mpi) {  // every rank stops after the same step when any of them was signalled
+        if (g_signal != 0) trainer.request_stop();
+        if (trainer.stop_agreed()) {
+          if (g_signal == 0) g_signal = SIGTERM;  // another rank's signal
+          return true;
+        }
+      } else if (g_signal != 0) {
+        return true;
+      }
       if (checkpoint_dir.empty()) return false;
       bool due = false;
       if (every.unit == 's') {
@@ -802,6 +887,18 @@ int main(int argc, char** argv) {
                      ? std::string(" (no --checkpoint-dir: the run cannot be resumed)")
                      : fmt::format("; continue with --resume {}", checkpoint_dir));
       return 128 + sig;
+    }
+    if (mpi) {
+      // The central model must be the same bits on every rank: checked, not assumed.
+      const std::vector<float> z = trainer.central(0);
+      const std::string h = fmt::format("{:016x}", fnv1a(z.data(), z.size() * sizeof(float)));
+      const std::vector<std::string> all = mpi->all_gather(h);
+      for (int rk = 1; rk < mpi->size(); ++rk)
+        if (all[static_cast<size_t>(rk)] != all[0])
+          fail("the central model differs between rank 0 ({}) and rank {} ({})", all[0], rk,
+               all[static_cast<size_t>(rk)]);
+      fmt::print(stderr, "{}: z fnv1a {}\n", who, h);
+      fmt::print("ranks    z identical on all {} ranks (fnv1a {})\n", mpi->size(), h);
     }
     fmt::print(
         "done     {} steps, {} images in {:.2f} s ({:.2f} s training): {:.0f} images/s, "
@@ -860,7 +957,7 @@ int main(int argc, char** argv) {
       fmt::print("wrote    {} ({} form)\n", output, output_training ? "training" : "inference");
     return 0;
   } catch (const Error& e) {
-    fmt::print(stderr, "cb-train: error: {}\n", e.what());
+    fmt::print(stderr, "{}: error: {}\n", who, e.what());
     return 1;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr,

@@ -1,0 +1,290 @@
+// MPI processes (see mpi_job.h).
+#include "sma/mpi_job.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "runtime/error.h"
+
+#ifdef CB_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace cb {
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+#ifndef CB_HAVE_MPI
+
+bool built_with_mpi() { return false; }
+MpiJob::MpiJob(double timeout_s) : timeout_s_(timeout_s) {
+  fail(
+      "this process was started by an MPI launcher, but this cb-train was built without MPI: "
+      "install OpenMPI (apt-get install libopenmpi-dev openmpi-bin; ./setup.sh does) and build "
+      "again");
+}
+MpiJob::~MpiJob() = default;
+std::unique_ptr<Collective> MpiJob::collective() { return nullptr; }
+std::vector<std::string> MpiJob::all_gather(const std::string&) { return {}; }
+void MpiJob::abort(const std::string& why, int code) {
+  fmt::print(stderr, "{}\n", why);
+  std::exit(code);
+}
+
+#else
+
+bool built_with_mpi() { return true; }
+
+namespace {
+
+// Blocking MPI collectives (MPI's own progress loop: the lowest latency) watched by one thread:
+// a call in flight for longer than the timeout (a rank died, hangs or is far slower) is named
+// and the whole job aborted, so no rank is left waiting. To name the rank at fault, every other
+// rank's watchdog sends rank 0 a heartbeat with its call counts four times a second (on a
+// communicator of its own); rank 0's names the ranks whose heartbeats stopped (stopped, or their
+// host is gone) or whose counts are behind (alive but stuck before that call).
+class Watchdog {
+ public:
+  Watchdog(int rank, int size, double timeout_s)
+      : rank_(rank), size_(size), timeout_(timeout_s), seen_(static_cast<size_t>(size)) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &beat_comm_);
+    for (Seen& s : seen_) s.at = Clock::now();
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    if (send_pending_) {
+      MPI_Cancel(&send_req_);
+      MPI_Request_free(&send_req_);
+    }
+    MPI_Comm_free(&beat_comm_);
+  }
+  // While a Guard lives, its call counts as in flight; `count` numbers the calls of its slot.
+  class Guard {
+   public:
+    Guard(Watchdog& w, int slot, int64_t count, std::string what) : w_(w), slot_(slot) {
+      std::lock_guard<std::mutex> lk(w_.mu_);
+      w_.slots_[slot_] = {Clock::now(), std::move(what), true};
+      w_.counts_[slot_] = count;
+    }
+    ~Guard() {
+      std::lock_guard<std::mutex> lk(w_.mu_);
+      w_.slots_[slot_].busy = false;
+    }
+
+   private:
+    Watchdog& w_;
+    int slot_;
+  };
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr int kSlots = 3, kTag = 7;
+  struct Slot {
+    Clock::time_point since;
+    std::string what;
+    bool busy = false;
+  };
+  struct Seen {
+    Clock::time_point at;
+    int64_t counts[kSlots] = {0, 0, 0};
+  };
+  static double since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  }
+  void heartbeat() {  // with mu_ held
+    if (rank_ != 0) {
+      int done = 1;
+      if (send_pending_) MPI_Test(&send_req_, &done, MPI_STATUS_IGNORE);
+      if (done) {
+        std::copy(counts_, counts_ + kSlots, beat_);
+        MPI_Isend(beat_, kSlots, MPI_INT64_T, 0, kTag, beat_comm_, &send_req_);
+        send_pending_ = true;
+      }
+      return;
+    }
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, kTag, beat_comm_, &flag, &st);
+      if (!flag) break;
+      int64_t c[kSlots];
+      MPI_Recv(c, kSlots, MPI_INT64_T, st.MPI_SOURCE, kTag, beat_comm_, MPI_STATUS_IGNORE);
+      Seen& s = seen_[static_cast<size_t>(st.MPI_SOURCE)];
+      s.at = Clock::now();
+      std::copy(c, c + kSlots, s.counts);
+    }
+  }
+  // Rank 0's view of who is at fault for the call in `slot`.
+  std::string culprits(int slot) const {
+    std::string out;
+    for (int r = 1; r < size_; ++r) {
+      const Seen& s = seen_[static_cast<size_t>(r)];
+      if (since(s.at) > std::max(2.0, timeout_ / 2))
+        out +=
+            fmt::format("; rank {} sent no heartbeat for {:.0f} s (stopped, or its host is gone)",
+                        r, since(s.at));
+      else if (s.counts[slot] < counts_[slot])
+        out += fmt::format("; rank {} is alive but has not reached this call (it is at call {})", r,
+                           s.counts[slot]);
+    }
+    return out;
+  }
+  void run() {
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!stop_) {
+      cv_.wait_for(lk, std::chrono::milliseconds(250));
+      if (stop_) break;
+      heartbeat();
+      for (int i = 0; i < kSlots; ++i) {
+        const Slot& s = slots_[i];
+        if (!s.busy || since(s.since) <= timeout_) continue;
+        fmt::print(stderr,
+                   "cb-train: rank {}: {} did not complete within {:.0f} s "
+                   "(--collective-timeout){}; aborting the whole job\n",
+                   rank_, s.what, timeout_,
+                   rank_ == 0 ? culprits(i) : std::string(": a rank died, hangs or is far slower"));
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+      }
+    }
+  }
+  int rank_, size_;
+  double timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  Slot slots_[kSlots];
+  int64_t counts_[kSlots] = {0, 0, 0};
+  std::vector<Seen> seen_;  // rank 0: each rank's last heartbeat
+  MPI_Comm beat_comm_;
+  MPI_Request send_req_;
+  bool send_pending_ = false;
+  int64_t beat_[kSlots];
+  std::thread thread_;
+};
+
+enum Slots { kSums = 0, kAgree = 1, kStartup = 2 };
+
+class MpiCollective : public Collective {
+ public:
+  MpiCollective(int rank, int size, Watchdog& dog) : rank_(rank), size_(size), dog_(dog) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &sums_);
+    MPI_Comm_dup(MPI_COMM_WORLD, &agree_);
+  }
+  ~MpiCollective() override {
+    MPI_Comm_free(&sums_);
+    MPI_Comm_free(&agree_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void allreduce_sum(Device& dev, Stream stream, float* data, int64_t n) override {
+    if (size_ == 1 || n == 0) return;
+    CB_CHECK(dev.caps().host_memory);  // MPI reads and writes the buffer directly
+    dev.synchronize(stream);           // the work that produced `data` is done
+    ++calls_;
+    Watchdog::Guard g(dog_, kSums, calls_,
+                      fmt::format("the sum of {} values (call {})", n, calls_));
+    constexpr int64_t kChunk = 1 << 28;  // counts are ints
+    for (int64_t at = 0; at < n; at += kChunk) {
+      const int m = static_cast<int>(std::min(kChunk, n - at));
+      float* p = data + at;
+      MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : p, rank_ == 0 ? p : nullptr, m, MPI_FLOAT, MPI_SUM, 0,
+                 sums_);
+      MPI_Bcast(p, m, MPI_FLOAT, 0, sums_);
+    }
+  }
+
+  void agree(std::span<double> values, ReduceOp op) override {
+    if (size_ == 1 || values.empty()) return;
+    ++agrees_;
+    Watchdog::Guard g(dog_, kAgree, agrees_,
+                      fmt::format("an agreement between the ranks (call {})", agrees_));
+    MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : values.data(), rank_ == 0 ? values.data() : nullptr,
+               static_cast<int>(values.size()), MPI_DOUBLE, op == ReduceOp::Sum ? MPI_SUM : MPI_MAX,
+               0, agree_);
+    MPI_Bcast(values.data(), static_cast<int>(values.size()), MPI_DOUBLE, 0, agree_);
+  }
+
+ private:
+  int rank_, size_;
+  Watchdog& dog_;
+  MPI_Comm sums_, agree_;
+  int64_t calls_ = 0, agrees_ = 0;
+};
+
+}  // namespace
+
+MpiJob::MpiJob(double timeout_s) : timeout_s_(timeout_s) {
+  // A rank's threads share the cores it is bound to: OpenMPI's blocking calls then yield while
+  // they poll instead of spinning the learners' compute off the core (an explicit setting wins).
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+    fail("MPI_Init_thread failed");
+  if (provided < MPI_THREAD_MULTIPLE) {
+    MPI_Finalize();
+    fail("this MPI library gives thread level {} where crossbow needs MPI_THREAD_MULTIPLE ({})",
+         provided, static_cast<int>(MPI_THREAD_MULTIPLE));
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  dog_ = std::make_shared<Watchdog>(rank_, size_, timeout_s_);
+}
+
+MpiJob::~MpiJob() {
+  dog_.reset();
+  MPI_Finalize();
+}
+
+std::unique_ptr<Collective> MpiJob::collective() {
+  return std::make_unique<MpiCollective>(rank_, size_, *std::static_pointer_cast<Watchdog>(dog_));
+}
+
+std::vector<std::string> MpiJob::all_gather(const std::string& text) {
+  const int n = static_cast<int>(text.size());
+  std::vector<int> sizes(static_cast<size_t>(size_));
+  Watchdog::Guard g(*std::static_pointer_cast<Watchdog>(dog_), kStartup, ++gathers_,
+                    "the start-up agreement (all_gather)");
+  MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::vector<int> offsets(static_cast<size_t>(size_));
+  int total = 0;
+  for (int r = 0; r < size_; ++r) {
+    offsets[static_cast<size_t>(r)] = total;
+    total += sizes[static_cast<size_t>(r)];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Allgatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR,
+                 MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r)
+    out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
+                             static_cast<size_t>(sizes[static_cast<size_t>(r)])));
+  return out;
+}
+
+void MpiJob::abort(const std::string& why, int code) {
+  fmt::print(stderr, "{}\n", why);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+#endif
+
+}  // namespace cb

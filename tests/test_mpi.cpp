@@ -1,0 +1,228 @@
+// cb-train under mpirun (sma/mpi_job.h): two processes with one learner each keep z bit-identical
+// and train the same weights as one process with two learners; ranks that disagree are refused
+// before the first step, naming the difference; a rank killed, or stopped, ends the whole job
+// within the timeout with a message naming it; SIGTERM stops every rank after the same step.
+// Needs OpenMPI (./setup.sh installs libopenmpi-dev and openmpi-bin) and Fashion-MNIST.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "importer/onnx_importer.h"
+#include "sma/mpi_job.h"
+#include "tests/test_util.h"
+
+using namespace cb;
+using test::contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kFashion = "/usr/share/datasets/fashion-mnist";
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag)
+      : path(fs::temp_directory_path() / fmt::format("cb_mpi_{}_{}", tag, getpid())) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& f) const { return (path / f).string(); }
+};
+
+std::string read_text(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// Whether MPI tests can run: a crossbow built with MPI and mpirun. Root needs OpenMPI's consent.
+bool have_mpi() {
+  if (!built_with_mpi()) {
+    test::need("/nonexistent/crossbow-built-with-mpi",
+               "a crossbow built with MPI (./setup.sh installs libopenmpi-dev and openmpi-bin)");
+    return false;
+  }
+  if (!test::need("/usr/bin/mpirun", "OpenMPI's mpirun (./setup.sh installs openmpi-bin)"))
+    return false;
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return false;
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);  // 2 ranks on 2 cores, threads besides
+  return true;
+}
+
+std::string cb_train() { return std::string(CB_BINARY_DIR) + "/cb-train"; }
+
+std::string common(const std::string& extra) {
+  return fmt::format(
+      "{}/models/lenet5_op17.onnx --data {} --threads 1 --test-limit 200 --seed 1 {}",
+      CB_SOURCE_DIR, kFashion, extra);
+}
+
+int run(const std::string& cmd) {
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// mpirun in the background, its output in `log`.
+pid_t start(const std::string& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = fmt::format("exec mpirun {} > {} 2>&1", args, log);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` up to `seconds`; its exit status, or -1 (then it is killed).
+int finish(pid_t pid, double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The pid rank `rank` printed at start ("cb-train (rank R of N): pid P on HOST"), once it has.
+pid_t rank_pid(const std::string& log, int rank) {
+  const std::regex re(fmt::format(R"(rank {} of \d+\): pid (\d+))", rank));
+  for (int i = 0; i < 600; ++i) {
+    std::smatch m;
+    const std::string text = read_text(log);
+    if (std::regex_search(text, m, re)) return static_cast<pid_t>(std::stol(m[1]));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return 0;
+}
+
+void wait_for_text(const std::string& log, const std::string& text) {
+  for (int i = 0; i < 1200 && !contains(read_text(log), text); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+}  // namespace
+
+TEST_CASE("mpi: 2 ranks x 1 learner keep z identical and equal 1 rank x 2 learners") {
+  if (!have_mpi()) return;
+  TempDir d("same");
+  const std::string args = "--steps 60 --eval-every 30 --learners 1";
+  REQUIRE(run(fmt::format("mpirun -np 2 {} {} --output {} > {} 2> {}", cb_train(), common(args),
+                          d / "two.onnx", d / "out", d / "err")) == 0);
+  const std::string out = read_text(d / "out"), err = read_text(d / "err");
+  INFO(out);
+  INFO(err);
+  CHECK(contains(out, "ranks    2 processes (mpirun)"));
+  CHECK(contains(out, "z identical on all 2 ranks"));
+  // Each rank printed its z's hash: the same.
+  std::smatch m0, m1;
+  REQUIRE(std::regex_search(err, m0, std::regex(R"(rank 0 of 2\): z fnv1a ([0-9a-f]+))")));
+  REQUIRE(std::regex_search(err, m1, std::regex(R"(rank 1 of 2\): z fnv1a ([0-9a-f]+))")));
+  CHECK(m0[1] == m1[1]);
+  CHECK(contains(out, "learners 2"));  // K counts every rank's learners
+  // One process with two learners, the same data order: the same weights.
+  REQUIRE(run(fmt::format("{} {} --output {} > /dev/null 2>&1", cb_train(),
+                          common("--steps 60 --eval-every 30 --learners 2"), d / "one.onnx")) == 0);
+  ImportResult a = import_model(d / "two.onnx"), b = import_model(d / "one.onnx");
+  int compared = 0;
+  for (const Value& va : a.graph.values) {
+    if (va.kind != ValueKind::Parameter || !va.data) continue;
+    const Value* vb = nullptr;
+    for (const Value& v : b.graph.values)
+      if (v.name == va.name) vb = &v;
+    REQUIRE(vb != nullptr);
+    REQUIRE(va.data->bytes.size() == vb->data->bytes.size());
+    double worst = 0;
+    for (int64_t i = 0; i < va.data->numel(); ++i)
+      worst = std::max(worst, std::abs(static_cast<double>(va.data->data<float>()[i]) -
+                                       vb->data->data<float>()[i]));
+    CAPTURE(va.name);
+    CHECK(worst <= 1e-6);
+    ++compared;
+  }
+  CHECK(compared == 10);  // LeNet-5's 10 parameter tensors
+}
+
+TEST_CASE("mpi: ranks that differ are refused before the first step, naming the difference") {
+  if (!have_mpi()) return;
+  TempDir d("differ");
+  const int rc =
+      run(fmt::format("mpirun -np 1 {0} {1} --batch-size 16 : -np 1 {0} {1} "
+                      "--batch-size 32 > {2} 2>&1",
+                      cb_train(), common("--steps 10 --learners 1"), d / "log"));
+  const std::string log = read_text(d / "log");
+  INFO(log);
+  CHECK(rc != 0);
+  CHECK(contains(log, "the ranks of this job differ"));
+  CHECK(contains(log, "--batch-size: rank 0 has 16, rank 1 has 32"));
+  CHECK(!contains(log, "epoch "));  // no step was taken
+}
+
+TEST_CASE("mpi: a rank killed or stopped ends the whole job, named, within the timeout") {
+  if (!have_mpi()) return;
+  TempDir d("dead");
+  for (const char* how : {"kill", "stop"}) {
+    CAPTURE(how);
+    const std::string log = d / fmt::format("{}.log", how);
+    const pid_t job = start(fmt::format("-np 2 {} {}", cb_train(),
+                                        common("--steps 1000000 --learners 1 "
+                                               "--collective-timeout 5")),
+                            log);
+    const pid_t victim = rank_pid(log, 1);
+    REQUIRE(victim > 0);
+    wait_for_text(log, "train    batch");  // both ranks are past start-up
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const auto t0 = std::chrono::steady_clock::now();
+    kill(victim, std::string(how) == "kill" ? SIGKILL : SIGSTOP);
+    const int rc = finish(job, 60);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string text = read_text(log);
+    INFO(text);
+    CHECK(rc != 0);
+    CHECK(rc != -1);  // it ended by itself
+    CHECK(took < 30);
+    if (std::string(how) == "kill") {
+      CHECK(contains(text, "rank 1"));  // mpirun names the process that died
+    } else {
+      CHECK(contains(text, "did not complete within 5 s"));
+      CHECK(contains(text, "rank 1 sent no heartbeat"));  // rank 0 names the rank at fault
+      kill(victim, SIGKILL);                              // if MPI_Abort left it stopped
+    }
+  }
+}
+
+TEST_CASE("mpi: SIGTERM to the job stops every rank after the same step, the model written") {
+  if (!have_mpi()) return;
+  TempDir d("sigterm");
+  const std::string log = d / "log";
+  const pid_t job = start(fmt::format("-np 2 {} {} --output {}", cb_train(),
+                                      common("--steps 1000000 --learners 1"), d / "out.onnx"),
+                          log);
+  wait_for_text(log, "train    batch");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  kill(job, SIGTERM);
+  finish(job, 60);
+  const std::string text = read_text(log);
+  INFO(text);
+  CHECK(contains(text, "stopped by SIGTERM after step"));
+  CHECK(fs::exists(d / "out.onnx"));
+  CHECK(import_model(d / "out.onnx").graph.nodes.size() > 0);
+}
