@@ -154,7 +154,8 @@ void check_writable_folder(const std::string& file, const char* flag) {
 
 // The progress line: redrawn in place on a terminal, plain lines in a log.
 struct ProgressLine {
-  bool tty = isatty(fileno(stdout)) != 0;
+  // Under mpirun stdout is a pseudo-terminal that ends up in a log: plain lines there.
+  bool tty = isatty(fileno(stdout)) != 0 && !launched_by_mpi();
   bool shown = false;
   void clear() {
     if (tty && shown) fmt::print("\r\033[K");
