@@ -173,6 +173,20 @@ TEST_CASE("mpi: ranks that differ are refused before the first step, naming the 
   CHECK(contains(log, "the ranks of this job differ"));
   CHECK(contains(log, "--batch-size: rank 0 has 16, rank 1 has 32"));
   CHECK(!contains(log, "epoch "));  // no step was taken
+
+  // A rank that fails on its own (its data folder is missing) ends the job at once, named.
+  const auto t0 = std::chrono::steady_clock::now();
+  const int bad = run(fmt::format("mpirun -np 1 {0} {1} : -np 1 {0} {2} > {3} 2>&1", cb_train(),
+                                  common("--steps 10 --learners 1"),
+                                  fmt::format("{}/models/lenet5_op17.onnx --data {} --steps 10 "
+                                              "--learners 1 --threads 1",
+                                              CB_SOURCE_DIR, d / "missing"),
+                                  d / "bad.log"));
+  const std::string badlog = read_text(d / "bad.log");
+  INFO(badlog);
+  CHECK(bad != 0);
+  CHECK(contains(badlog, "cb-train (rank 1 of 2): error: data folder"));
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 60);
 }
 
 TEST_CASE("mpi: a rank killed or stopped ends the whole job, named, within the timeout") {

@@ -958,15 +958,21 @@ int main(int argc, char** argv) {
       fmt::print("wrote    {} ({} form)\n", output, output_training ? "training" : "inference");
     return 0;
   } catch (const Error& e) {
+    // Under mpirun a rank that fails ends the job at once: its peers would otherwise wait in the
+    // next collective until the timeout.
+    if (mpi) mpi->abort(fmt::format("{}: error: {}", who, e.what()), 1);
     fmt::print(stderr, "{}: error: {}\n", who, e.what());
     return 1;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr,
-               "cb-train: error: out of memory (lower --batch-size or --learners, or set "
-               "--memory-budget)\n");
+    const std::string m = fmt::format(
+        "{}: error: out of memory (lower --batch-size or --learners, or set --memory-budget)", who);
+    if (mpi) mpi->abort(m, 1);
+    fmt::print(stderr, "{}\n", m);
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "cb-train: internal error: {}\n", e.what());
+    const std::string m = fmt::format("{}: internal error: {}", who, e.what());
+    if (mpi) mpi->abort(m, 1);
+    fmt::print(stderr, "{}\n", m);
     return 1;
   }
 }
