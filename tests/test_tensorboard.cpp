@@ -122,6 +122,23 @@ print(';'.join(out))
   std::getline(o, line);
   CHECK(line ==
         "brain.Event:2|0|;|10|loss=2.5,accuracy=0.25;|20|loss=1.25;|1099511627776|big step=-3");
+
+  // TensorBoard's own reader, where its Python package is installed (Debian has none).
+  if (std::system("/usr/bin/python3 -c 'import tensorboard' 2>/dev/null") != 0) {
+    MESSAGE("the tensorboard Python package is not installed: its reader is not run");
+    return;
+  }
+  std::ofstream(d / "tb.py") << R"(import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ea = EventAccumulator(sys.argv[1])
+ea.Reload()
+print(';'.join('%d=%g' % (e.step, e.value) for e in ea.Scalars('loss')))
+)";
+  REQUIRE(std::system(fmt::format("/usr/bin/python3 {} {} > {}", d / "tb.py", path, d / "tb.out")
+                          .c_str()) == 0);
+  std::ifstream t(d / "tb.out");
+  std::getline(t, line);
+  CHECK(line == "10=2.5;20=1.25");
 }
 
 TEST_CASE("tensorboard: cb-train --tensorboard logs the run's scalars") {
