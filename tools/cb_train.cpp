@@ -427,6 +427,7 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const Error& e) {
+    if (mpi) mpi->abort(fmt::format("{}: error: {}", who, e.what()), 2);  // peers must not wait
     fmt::print(stderr, "{}: error: {}\n", who, e.what());
     return 2;
   }
