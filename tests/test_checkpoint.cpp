@@ -25,6 +25,8 @@
 
 using namespace cb;
 namespace fs = std::filesystem;
+using test::TempDir;
+using test::read_text;
 using test::contains;
 using test::error_of;
 
@@ -33,17 +35,6 @@ namespace {
 const char* const kFashion = "/usr/share/datasets/fashion-mnist";
 constexpr std::string_view kFashionHow =
     "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)";
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / fmt::format("cb_test_ckpt_{}_{}", tag, getpid());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-};
 
 Dataset small_fashion() {
   Dataset d = load_dataset(kFashion);
@@ -256,11 +247,6 @@ int finish(pid_t pid) {
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
-std::string read_text(const std::string& p) {
-  std::ifstream f(p);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
 }  // namespace
 
 TEST_CASE("cb-train: SIGTERM leaves a checkpoint and the model; --resume finishes the run") {

@@ -29,6 +29,7 @@
 
 using namespace cb;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
 
@@ -38,18 +39,6 @@ constexpr std::string_view kFashionHow =
 constexpr size_t kPixels = 3 * 32 * 32;
 
 // A fresh folder under the temp dir, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / fmt::format("cb_test_data_{}_{}", tag, getpid());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-  std::string str() const { return path.string(); }
-};
-
 using test::contains;
 using test::error_of;
 using test::need;

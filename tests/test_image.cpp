@@ -22,6 +22,7 @@
 
 using namespace cb;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
 
@@ -100,17 +101,6 @@ for line in open(f'{d}/jobs.txt'):
 )";
 
 // A fresh folder under the temp dir, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / fmt::format("cb_test_image_{}_{}", tag, getpid());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-};
-
 // Whether /usr/bin/python3 can import `modules`; a missing interpreter or module goes through
 // test::need (a skip, or a failure under CI).
 bool need_python(const std::string& modules, std::string_view what) {

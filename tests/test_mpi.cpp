@@ -23,26 +23,12 @@
 using namespace cb;
 using test::contains;
 namespace fs = std::filesystem;
+using test::TempDir;
+using test::read_text;
 
 namespace {
 
 const char* const kFashion = "/usr/share/datasets/fashion-mnist";
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / fmt::format("cb_mpi_{}_{}", tag, getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-};
-
-std::string read_text(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
 
 // Whether MPI tests can run: a crossbow built with MPI and mpirun. Root needs OpenMPI's consent.
 bool have_mpi() {

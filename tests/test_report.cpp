@@ -24,29 +24,15 @@ using namespace cb;
 using test::contains;
 using test::error_of;
 namespace fs = std::filesystem;
+using test::TempDir;
+using test::read_text;
 using json = nlohmann::ordered_json;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / fmt::format("cb_report_{}_{}", tag, getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-};
-
 size_t count(const std::string& s, const std::string& part) {
   size_t n = 0;
   for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
   return n;
-}
-
-std::string read_text(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
 }
 
 // Pixels of a screenshot within `tol` of an RGB colour.

@@ -19,19 +19,9 @@ using namespace cb;
 using test::contains;
 using test::error_of;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / fmt::format("cb_tb_{}_{}", tag, getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-};
-
 std::string only_event_file(const fs::path& dir) {
   std::string found;
   int n = 0;

@@ -31,23 +31,13 @@
 
 using namespace cb;
 namespace fs = std::filesystem;
+using test::TempDir;
 
 namespace {
 
 const char* const kFashion = "/usr/share/datasets/fashion-mnist";
 
 // A fresh folder under the temp dir, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / fmt::format("cb_test_{}_{}", tag, getpid());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-};
-
 std::vector<uint8_t> idx_bytes(std::vector<uint32_t> dims, uint8_t fill_base) {
   std::vector<uint8_t> b = {0, 0, 8, static_cast<uint8_t>(dims.size())};
   size_t n = 1;
