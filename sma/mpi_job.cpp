@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "runtime/error.h"
@@ -35,6 +36,9 @@ MpiJob::MpiJob(double timeout_s) : timeout_s_(timeout_s) {
 MpiJob::~MpiJob() = default;
 std::unique_ptr<Collective> MpiJob::collective() { return nullptr; }
 std::vector<std::string> MpiJob::all_gather(const std::string&) { return {}; }
+std::string MpiJob::differences(const std::vector<std::pair<std::string, std::string>>&) {
+  return "";
+}
 void MpiJob::abort(const std::string& why, int code) {
   fmt::print(stderr, "{}\n", why);
   std::exit(code);
@@ -276,6 +280,23 @@ std::vector<std::string> MpiJob::all_gather(const std::string& text) {
     out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]),
                              static_cast<size_t>(sizes[static_cast<size_t>(r)])));
   return out;
+}
+
+std::string MpiJob::differences(const std::vector<std::pair<std::string, std::string>>& mine) {
+  std::string text;
+  for (const auto& [name, value] : mine) text += value + "\n";
+  const std::vector<std::string> all = all_gather(text);
+  std::string diff;
+  for (int rk = 1; rk < size_; ++rk) {
+    std::istringstream a(all[0]), b(all[static_cast<size_t>(rk)]);
+    for (const auto& [name, value] : mine) {
+      std::string va, vb;
+      std::getline(a, va);
+      std::getline(b, vb);
+      if (va != vb) diff += fmt::format("\n  {}: rank 0 has {}, rank {} has {}", name, va, rk, vb);
+    }
+  }
+  return diff;
 }
 
 void MpiJob::abort(const std::string& why, int code) {

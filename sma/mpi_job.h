@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sma/collective.h"
@@ -39,8 +40,12 @@ class MpiJob {
   int size() const { return size_; }
   // The job's collective (one per process: this process's one device).
   std::unique_ptr<Collective> collective();
-  // Every rank's `text`, gathered on every rank (start-up agreement).
+  // Every rank's `text`, gathered on every rank.
   std::vector<std::string> all_gather(const std::string& text);
+  // The start-up agreement: every rank's (name, value) settings compared with rank 0's. Returns
+  // each difference on a line of its own ("  --batch-size: rank 0 has 16, rank 1 has 32"), the
+  // same text on every rank; "" when all agree. Values must not contain newlines.
+  std::string differences(const std::vector<std::pair<std::string, std::string>>& mine);
   // Ends every process of the job with `code` (after printing `why` on stderr).
   [[noreturn]] void abort(const std::string& why, int code = 1);
 

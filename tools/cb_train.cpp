@@ -27,7 +27,6 @@
 #include <fstream>
 #include <new>
 #include <optional>
-#include <sstream>
 
 #include "autodiff/autodiff.h"
 #include "importer/onnx_exporter.h"
@@ -590,19 +589,7 @@ int main(int argc, char** argv) {
           {"test examples", std::to_string(data.test->size())},
           {"--seed", std::to_string(ropts.seed)},
           {"--steps/--epochs", fmt::format("{}/{}", ropts.steps, ropts.epochs)}};
-      std::string text;
-      for (const auto& [k, v] : mine) text += v + "\n";
-      const std::vector<std::string> all = mpi->all_gather(text);
-      std::string diff;
-      for (int rk = 1; rk < mpi->size(); ++rk) {
-        std::istringstream a(all[0]), b(all[static_cast<size_t>(rk)]);
-        for (const auto& [k, v] : mine) {
-          std::string va, vb;
-          std::getline(a, va);
-          std::getline(b, vb);
-          if (va != vb) diff += fmt::format("\n  {}: rank 0 has {}, rank {} has {}", k, va, rk, vb);
-        }
-      }
+      const std::string diff = mpi->differences(mine);
       if (!diff.empty())
         fail(
             "the ranks of this job differ:{}\nstart every rank with the same model, data and "

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -60,6 +61,15 @@ std::string str(const json& j, const char* k) {
   auto it = j.find(k);
   if (it == j.end() || it->is_null()) return "";
   return it->is_string() ? it->get<std::string>() : it->dump();
+}
+// A record's fields as table rows, in their order, without the `skip` keys.
+std::vector<std::pair<std::string, std::string>> fields(const json& j,
+                                                        std::initializer_list<std::string> skip) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (const auto& [k, v] : j.items())
+    if (std::find(skip.begin(), skip.end(), k) == skip.end())
+      rows.emplace_back(k, str(j, k.c_str()));
+  return rows;
 }
 std::string type_of(const json& j) { return j.contains("type") ? str(j, "type") : "eval"; }
 
@@ -235,10 +245,7 @@ std::string render_report(const std::vector<json>& records) {
 
   // Configuration and memory.
   h += "<h2>Configuration</h2>\n";
-  std::vector<std::pair<std::string, std::string>> rows;
-  for (const auto& [k, v] : config.items())
-    if (k != "type" && k != "memory")
-      rows.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+  const auto rows = fields(config, {"type", "memory"});
   h += rows.empty() ? "<p class=\"sub\">no configuration record</p>\n" : table(rows, "config");
   h += "<h2>Memory plan (one device)</h2>\n";
   if (config.contains("memory") && config["memory"].is_object()) {
@@ -255,10 +262,7 @@ std::string render_report(const std::vector<json>& records) {
   }
   if (!summary.is_null()) {
     h += "<h2>Summary</h2>\n";
-    std::vector<std::pair<std::string, std::string>> srows;
-    for (const auto& [k, v] : summary.items())
-      if (k != "type") srows.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
-    h += table(srows, "summary");
+    h += table(fields(summary, {"type"}), "summary");
   }
   h += "</body></html>\n";
   return h;
