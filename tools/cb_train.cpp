@@ -578,11 +578,12 @@ int main(int argc, char** argv) {
     sro.auto_tune = sma && auto_learners;
     ProgressLine progress;
     sro.progress_interval_s = progress.tty ? 0.25 : 10;
+    const std::string model_hash = file_hash(model);  // checkpoints and the ranks' agreement
     if (mpi) {
       // Every rank must run the same job: refused before the first step, naming each difference.
       const std::vector<std::pair<std::string, std::string>> mine = {
           {"crossbow version", CB_VERSION},
-          {"model (hash)", file_hash(model)},
+          {"model (hash)", model_hash},
           {"--batch-size", std::to_string(topts.batch)},
           {"--learners", learners},
           {"training examples", std::to_string(data.train->size())},
@@ -779,7 +780,7 @@ int main(int argc, char** argv) {
     };
     // Checkpoints, resume and signals.
     CheckpointMeta meta;
-    meta.model_hash = file_hash(model);
+    meta.model_hash = model_hash;
     meta.data = fmt::format("{} ({}): {} training, {} test images", data.dir, data.description,
                             data.train->size(), data.test->size());
     meta.batch = topts.batch;
