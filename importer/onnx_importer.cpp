@@ -123,6 +123,7 @@ class Importer {
     read_initializers(gp);
     read_inputs(gp);
     read_nodes(gp);
+    bind_input_values();
     read_outputs(gp);
     check_blockers();
     infer_all();
@@ -200,6 +201,13 @@ class Importer {
   }
 
   void read_inputs(const onnx::GraphProto& gp) {
+    // The batch: the name of a symbolic axis 0 of any input (every dim of that name is N).
+    for (const auto& in : gp.input()) {
+      if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
+      const auto& sh = in.type().tensor_type().shape();
+      if (sh.dim_size() > 0 && sh.dim(0).has_dim_param() && !sh.dim(0).dim_param().empty())
+        batch_names_.insert(sh.dim(0).dim_param());
+    }
     for (const auto& in : gp.input()) {
       auto it = ids_.find(in.name());
       if (it != ids_.end() && res_.graph.value(it->second).data) continue;  // initializer (IR<4)
@@ -213,6 +221,58 @@ class Importer {
       read_type(in, v);
       res_.graph.inputs.push_back(id);
     }
+    for (const auto& [name, shape] : opts_.input_shapes)
+      if (!ids_.count(name) || res_.graph.value(ids_.at(name)).kind != ValueKind::Input)
+        bad("a shape is given for '{}', which is not a graph input (inputs: {})", name,
+            input_names(gp));
+    for (const auto& [name, t] : opts_.input_values)
+      if (!ids_.count(name) || res_.graph.value(ids_.at(name)).kind != ValueKind::Input)
+        bad("a value is given for '{}', which is not a graph input (inputs: {})", name,
+            input_names(gp));
+  }
+
+  std::string input_names(const onnx::GraphProto& gp) const {
+    std::string out;
+    for (const auto& in : gp.input())
+      if (!res_.graph.value(ids_.at(in.name())).data)
+        out += (out.empty() ? "" : ", ") + in.name();
+    return out;
+  }
+
+  // The concrete size of a symbolic (non-batch) dimension, or a clear error.
+  int64_t concrete_size(const std::string& input, size_t axis, size_t rank,
+                        const std::string& param) {
+    const std::string key = param.empty() ? fmt::format("{}:{}", input, axis) : param;
+    std::optional<int64_t> size;
+    std::string from;
+    if (auto d = opts_.dims.find(param); !param.empty() && d != opts_.dims.end()) {
+      size = d->second;
+      from = fmt::format("--dim {}={}", param, d->second);
+    } else if (auto s = opts_.input_shapes.find(input);
+               s != opts_.input_shapes.end() && axis < s->second.size()) {
+      size = s->second[axis];
+      from = fmt::format("the shape given for '{}'", input);
+    } else if (auto t = opts_.input_values.find(input);
+               t != opts_.input_values.end() && axis < t->second->dims.size()) {
+      size = t->second->dims[axis];
+      from = fmt::format("the data given for '{}'", input);
+    } else if (opts_.size_of) {
+      size = opts_.size_of(input, axis, rank);
+      from = "the data";
+    }
+    std::string what = fmt::format("graph input '{}' has a symbolic dimension{} at axis {}", input,
+                                   param.empty() ? "" : fmt::format(" '{}'", param), axis);
+    if (!size)
+      bad("{}: give its size{}", what,
+          opts_.sizes_hint.empty() ? " in ImportOptions::dims or input_shapes"
+                                   : " " + opts_.sizes_hint);
+    if (*size <= 0) bad("{}: its size from {} is {}; sizes must be positive", what, from, *size);
+    auto [it, fresh] = res_.sizes_bound.emplace(key, *size);
+    if (!fresh && it->second != *size)
+      bad("{}: {} gives it size {}, but it is {} elsewhere in the model (the same name means the "
+          "same size)",
+          what, from, *size, it->second);
+    return *size;
   }
 
   void read_type(const onnx::ValueInfoProto& vi, Value& v) {
@@ -227,18 +287,37 @@ class Importer {
     v.dtype = *dt;
     if (!tt.has_shape())
       bad("{} has no shape; re-export with input shapes (dynamic_axes only for the batch)", what);
-    for (int i = 0; i < tt.shape().dim_size(); ++i) {
-      const auto& d = tt.shape().dim(i);
+    const size_t rank = static_cast<size_t>(tt.shape().dim_size());
+    // A shape given for the input (or its data's) must match what the file declares.
+    const std::vector<int64_t>* given = nullptr;
+    std::string given_from;
+    if (auto s = opts_.input_shapes.find(vi.name()); s != opts_.input_shapes.end()) {
+      given = &s->second;
+      given_from = "the shape given";
+    } else if (auto t = opts_.input_values.find(vi.name()); t != opts_.input_values.end()) {
+      given = &t->second->dims;
+      given_from = "the data given";
+      if (t->second->dtype != v.dtype)
+        bad("{} is {} but the data given for it is {}", what, dtype_name(v.dtype),
+            dtype_name(t->second->dtype));
+    }
+    if (given && given->size() != rank)
+      bad("{} has rank {} ({}) but {} for it has rank {} ({})", what, rank,
+          declared_text(tt.shape()), given_from, given->size(), to_string(shape_of(*given)));
+    for (size_t i = 0; i < rank; ++i) {
+      const auto& d = tt.shape().dim(static_cast<int>(i));
       if (d.has_dim_value()) {
         if (d.dim_value() < 0)
           bad("{} has a negative dimension {} at axis {}", what, d.dim_value(), i);
+        if (given && (*given)[i] != d.dim_value())
+          bad("{} has shape {} but {} for it has shape {}: axis {} must be {}", what,
+              declared_text(tt.shape()), given_from, to_string(shape_of(*given)), i,
+              d.dim_value());
         v.shape.push_back(Dim::of(d.dim_value()));
-      } else if (i == 0) {
+      } else if (i == 0 || (d.has_dim_param() && batch_names_.count(d.dim_param()))) {
         v.shape.push_back(Dim::N());
       } else {
-        bad("{} has a symbolic dimension '{}' at axis {}; crossbow supports a symbolic batch "
-            "dimension (axis 0) only: re-export with a fixed size for that axis",
-            what, d.dim_param(), i);
+        v.shape.push_back(Dim::of(concrete_size(vi.name(), i, rank, d.dim_param())));
       }
     }
     check_rank(v.shape, what);
@@ -246,6 +325,53 @@ class Importer {
       bad("{} has shape {}: {}; the file is corrupt or the dims are wrong", what,
           to_string(v.shape), *why);
     v.shape_known = true;
+  }
+
+  static std::string declared_text(const onnx::TensorShapeProto& s) {
+    std::string out = "[";
+    for (int i = 0; i < s.dim_size(); ++i) {
+      if (i) out += ",";
+      out += s.dim(i).has_dim_value() ? std::to_string(s.dim(i).dim_value())
+             : s.dim(i).dim_param().empty() ? "?"
+                                            : s.dim(i).dim_param();
+    }
+    return out + "]";
+  }
+
+  // Inputs given values (ImportOptions::input_values) whose values decide shapes or an If's
+  // branch become constants: walk back from every value input (and If condition) to the graph
+  // inputs it depends on.
+  void bind_input_values() {
+    if (opts_.input_values.empty()) return;
+    Graph& g = res_.graph;
+    std::vector<ValueId> stack;
+    for (const Node& n : g.nodes) {
+      uint32_t bits = n.def ? n.def->value_inputs : 0;
+      if (n.op_type == "If" && n.domain.empty()) bits |= 1u;
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        if (((bits >> i) & 1u) && n.inputs[i] != kNoValue) stack.push_back(n.inputs[i]);
+    }
+    std::set<ValueId> seen;
+    while (!stack.empty()) {
+      ValueId v = stack.back();
+      stack.pop_back();
+      if (!seen.insert(v).second) continue;
+      const Value& val = g.value(v);
+      if (val.producer >= 0)
+        for (ValueId in : g.nodes[static_cast<size_t>(val.producer)].inputs)
+          if (in != kNoValue) stack.push_back(in);
+    }
+    std::vector<ValueId> kept;
+    for (ValueId in : g.inputs) {
+      auto t = opts_.input_values.find(g.value(in).name);
+      if (seen.count(in) && t != opts_.input_values.end()) {
+        set_constant(in, t->second, ValueKind::Constant);
+        res_.inputs_bound.push_back(g.value(in).name);
+      } else {
+        kept.push_back(in);
+      }
+    }
+    g.inputs = std::move(kept);
   }
 
   // Kernels index tensors of rank up to kMaxRank.
@@ -425,6 +551,7 @@ class Importer {
   ImportResult res_;
   std::unordered_map<std::string, ValueId> ids_;
   std::unordered_map<std::string, std::string> defined_as_;
+  std::set<std::string> batch_names_;
 };
 
 }  // namespace

@@ -7,7 +7,9 @@
 // constants.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,26 @@ struct ImportOptions {
   bool lenient = false;
   // Graph inputs to treat as constants with these values (the ONNX test suite's input files).
   std::map<std::string, TensorPtr> constant_inputs;
+
+  // ---- Concrete sizes at load. A symbolic dimension (dim_param or an unnamed one) at axis 0 of
+  // a graph input is the batch N, as is every other dimension with that name. Every other
+  // symbolic dimension must get a concrete size, from (first match wins):
+  //   dims[name]                      (--dim NAME=N)
+  //   input_shapes[input][axis]       (--input-shape NAME=AxBxC, or the dims of an input file)
+  //   input_values[input]->dims[axis] (input files)
+  //   size_of(input, axis, rank)      (a tool's own rule: cb-train's image size)
+  // else the import fails naming the input, axis and name, followed by `sizes_hint` (how the
+  // tool takes sizes: "with --dim NAME=N or ...").
+  std::map<std::string, int64_t> dims;
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Values of graph inputs known at load (cb-run's input files). An input whose values decide a
+  // shape (it reaches a value input of some node: Reshape's shape, Slice's starts, Pad's pads,
+  // axes) or an If's condition is bound as a constant, as the ONNX test suite's runner does; the
+  // others stay inputs whose sizes the values give.
+  std::map<std::string, TensorPtr> input_values;
+  std::function<std::optional<int64_t>(const std::string& input, size_t axis, size_t rank)>
+      size_of;
+  std::string sizes_hint;
   // Fold shape arithmetic and drop dead nodes (off: keep the graph exactly as in the file).
   bool fold = true;
 };
@@ -37,6 +59,10 @@ struct ImportResult {
   int64_t nodes_in_file = 0;
   int64_t nodes_folded = 0;  // constant/shape nodes folded away
   int64_t nodes_dead = 0;    // nodes removed because no output reaches a graph output
+  // Symbolic dimensions given a concrete size at load (name -> size; unnamed ones as
+  // "input:axis"), and the graph inputs bound as constants from ImportOptions::input_values.
+  std::map<std::string, int64_t> sizes_bound;
+  std::vector<std::string> inputs_bound;
 };
 
 // Reads and imports `path`. Throws cb::Error on any problem (in strict mode, also on blockers,

@@ -2,9 +2,11 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 
+#include "runtime/checksum.h"
 #include "runtime/error.h"
 
 namespace cb {
@@ -25,6 +27,17 @@ void write_tensor_file(const std::string& path, const Tensor& t, const std::stri
     std::remove(tmp.c_str());
     fail("{}: cannot rename {} into place", path, tmp);
   }
+}
+
+std::string output_file_name(const std::string& name) {
+  std::string out;
+  for (unsigned char c : name) {
+    bool safe = (c < 0x80 && std::isalnum(c)) || c == '.' || c == '_' || c == '-';
+    out += safe ? std::string(1, static_cast<char>(c)) : fmt::format("%{:02X}", c);
+  }
+  if (out.size() > 200)
+    out = fmt::format("{}~{:016x}", out.substr(0, 180), fnv1a(name.data(), name.size()));
+  return out + ".pb";
 }
 
 }  // namespace cb

@@ -6,6 +6,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -81,6 +82,42 @@ inline std::vector<std::string> read_expected(const std::string& path) {
     out.push_back(line);
   }
   return out;
+}
+
+// "" when `got` matches the suite's `want`: f32/f64 |got-want| <= 1e-5 + 1e-3 |want| (NaN
+// matches NaN, infinities exactly), integers and bool exactly; else what differs.
+inline std::string compare(const Tensor& got, const Tensor& want) {
+  if (got.dtype != want.dtype)
+    return fmt::format("dtype {} vs expected {}", dtype_name(got.dtype), dtype_name(want.dtype));
+  if (got.dims != want.dims)
+    return fmt::format("shape {} vs expected {}", to_string(shape_of(got.dims)),
+                       to_string(shape_of(want.dims)));
+  int64_t bad = 0, first = -1;
+  double worst = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    bool ok;
+    if (dtype_is_float(got.dtype)) {
+      double g = got.real_at(i), w = want.real_at(i);
+      if (std::isnan(w))
+        ok = std::isnan(g);
+      else if (std::isinf(w))
+        ok = g == w;
+      else {
+        double err = std::abs(g - w);
+        ok = err <= 1e-5 + 1e-3 * std::abs(w);
+        worst = std::max(worst, err);
+      }
+    } else {
+      ok = got.int_at(i) == want.int_at(i);
+    }
+    if (!ok && bad++ == 0) first = i;
+  }
+  if (!bad) return "";
+  return fmt::format("{} of {} elements differ (first at {}: got {}, want {}; max abs err {:.3g})",
+                     bad, got.numel(), first,
+                     dtype_is_float(got.dtype) ? got.real_at(first) : double(got.int_at(first)),
+                     dtype_is_float(got.dtype) ? want.real_at(first) : double(want.int_at(first)),
+                     worst);
 }
 
 }  // namespace cb::testing

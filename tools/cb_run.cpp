@@ -1,8 +1,12 @@
 // cb-run MODEL.onnx --input NAME=FILE.pb|random ... --output-dir DIR [--time N]
-//        [--eval-mode | --train-mode]
+//        [--dim NAME=N ...] [--input-shape NAME=AxBxC ...] [--eval-mode | --train-mode]
 // Runs a model forward on the CPU: inputs from ONNX TensorProto files (the ONNX test suite's
-// format) or random data, every graph output written as DIR/<output name>.pb, and with --time N
-// the per-iteration latency. Each node runs as ONNX says the file asks: a BatchNormalization in
+// format) or random data, every graph output written as DIR/<escaped output name>.pb (see
+// output_file_name), and with --time N the per-iteration latency.
+// Symbolic sizes are made concrete at load: the batch (a symbolic axis 0, and every dimension of
+// the same name) from the input files or --batch-size, every other one from the input files,
+// --dim or --input-shape. Inputs whose values decide shapes (Reshape's shape, Slice's starts,
+// Pad's pads, axes) or an If's branch are bound as constants from their files. Each node runs as ONNX says the file asks: a BatchNormalization in
 // training mode (training_mode=1, or its statistics outputs at opset <= 13) normalises with the
 // batch statistics and outputs the updated running statistics (the spec's biased variance), a
 // Dropout given training_mode=true drops. --eval-mode runs every such node in inference mode
@@ -12,6 +16,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -21,6 +27,7 @@
 #include "importer/onnx_importer.h"
 #include "importer/tensor_io.h"
 #include "kernels/cpu/cpu_device.h"
+#include "runtime/checksum.h"
 #include "runtime/error.h"
 #include "runtime/executor.h"
 #include "runtime/passes.h"
@@ -65,10 +72,21 @@ Tensor random_tensor(const Value& v, const std::vector<int64_t>& dims, std::mt19
   return t;
 }
 
-std::string safe_file_name(std::string s) {
-  for (char& c : s)
-    if (c == '/' || c == '\\' || c == ':') c = '_';
-  return s;
+// "NAME=A" pairs of a repeated option.
+std::pair<std::string, std::string> split_pair(const std::string& s, std::string_view option,
+                                               std::string_view form) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    fail("{} '{}': expected {}", option, s, form);
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+int64_t parse_size(const std::string& text, std::string_view option, const std::string& arg) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v <= 0)
+    fail("{} '{}': '{}' is not a positive size", option, arg, text);
+  return v;
 }
 
 }  // namespace
@@ -76,7 +94,7 @@ std::string safe_file_name(std::string s) {
 int main(int argc, char** argv) {
   CLI::App app{"cb-run: run an ONNX model forward on the CPU"};
   std::string model, out_dir;
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs, dim_opts, shape_opts;
   int64_t batch = 0;
   int threads = hardware_threads(), time_iters = 0;
   uint64_t seed = 0;
@@ -84,6 +102,10 @@ int main(int argc, char** argv) {
   app.add_option("model", model, "ONNX model file")->required();
   app.add_option("--input,-i", inputs, "NAME=FILE.pb (ONNX TensorProto) or NAME=random");
   app.add_option("--output-dir,-o", out_dir, "write every graph output as DIR/<name>.pb");
+  app.add_option("--dim", dim_opts,
+                 "NAME=N: the size of the symbolic dimension NAME (repeatable)");
+  app.add_option("--input-shape", shape_opts,
+                 "NAME=AxBxC: the shape of input NAME (fixes its symbolic sizes; repeatable)");
   app.add_option("--batch-size,-b", batch,
                  "batch size for random inputs (default: from the input files, else 1)");
   app.add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
@@ -101,36 +123,74 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
-    ImportResult r = import_model(model);
-    if (eval_mode || train_mode) set_training(r.graph, train_mode);
-    const Graph& g = r.graph;
     std::map<std::string, std::string> spec;
     for (const std::string& s : inputs) {
-      auto eq = s.find('=');
-      if (eq == std::string::npos || eq == 0)
-        fail("--input '{}': expected NAME=FILE.pb or NAME=random", s);
-      spec[s.substr(0, eq)] = s.substr(eq + 1);
+      auto [name, src] = split_pair(s, "--input", "NAME=FILE.pb or NAME=random");
+      spec[name] = src;
     }
+    ImportOptions opts;
+    opts.sizes_hint =
+        "with --dim NAME=N, --input-shape INPUT=AxBxC, or an input file (--input INPUT=FILE.pb)";
+    for (const std::string& s : dim_opts) {
+      auto [name, v] = split_pair(s, "--dim", "NAME=N");
+      opts.dims[name] = parse_size(v, "--dim", s);
+    }
+    for (const std::string& s : shape_opts) {
+      auto [name, v] = split_pair(s, "--input-shape", "NAME=AxBxC");
+      std::vector<int64_t> dims;
+      size_t at = 0;
+      while (true) {
+        size_t x = v.find('x', at);
+        dims.push_back(parse_size(v.substr(at, x == std::string::npos ? x : x - at),
+                                  "--input-shape", s));
+        if (x == std::string::npos) break;
+        at = x + 1;
+      }
+      opts.input_shapes[name] = dims;
+    }
+    for (const auto& [name, src] : spec)
+      if (src != "random") opts.input_values[name] = read_tensor_file(src);
+    ImportResult r = import_model(model, opts);
+    if (eval_mode || train_mode) set_training(r.graph, train_mode);
+    const Graph& g = r.graph;
+    for (const auto& [name, n] : r.sizes_bound) fmt::print(stderr, "size {} = {}\n", name, n);
     std::map<std::string, TensorPtr> files;
     for (const auto& [name, src] : spec) {
+      bool bound = std::find(r.inputs_bound.begin(), r.inputs_bound.end(), name) !=
+                   r.inputs_bound.end();
       // An init-capture, not the binding itself: clang < 16 cannot capture a structured binding.
       bool known = std::any_of(g.inputs.begin(), g.inputs.end(),
                                [&, &n = name](ValueId v) { return g.value(v).name == n; });
-      if (!known) {
+      if (!known && !bound) {
         std::string names;
         for (ValueId v : g.inputs) names += (names.empty() ? "" : ", ") + g.value(v).name;
         fail("--input '{}': the model has no input of that name (inputs: {})", name, names);
       }
-      if (src != "random") files[name] = read_tensor_file(src);
+      if (bound && src == "random")
+        fail("--input {}=random: '{}' decides shapes, so its values must be given as a file",
+             name, name);
+      if (src != "random") files[name] = opts.input_values.at(name);
     }
-    // The batch size: from input files where the model's axis 0 is N, else --batch-size.
+    // The batch size: from input files (or --input-shape) where the model's axis 0 is N, else
+    // --batch-size.
     for (ValueId v : g.inputs) {
       const Value& val = g.value(v);
-      auto f = files.find(val.name);
-      if (f == files.end() || val.shape.empty() || !val.shape[0].batch) continue;
-      int64_t b = f->second->dims.empty() ? 0 : f->second->dims[0] / val.shape[0].value;
+      if (val.shape.empty() || !val.shape[0].batch) continue;
+      std::vector<int64_t> dims;
+      std::string from;
+      if (auto f = files.find(val.name); f != files.end()) {
+        dims = f->second->dims;
+        from = "its file";
+      } else if (auto s = opts.input_shapes.find(val.name); s != opts.input_shapes.end()) {
+        dims = s->second;
+        from = "--input-shape";
+      } else {
+        continue;
+      }
+      int64_t b = dims.empty() ? 0 : dims[0] / val.shape[0].value;
       if (batch && b != batch)
-        fail("input '{}' has batch {} but the batch size is {}", val.name, b, batch);
+        fail("input '{}' has batch {} (from {}) but the batch size is {}", val.name, b, from,
+             batch);
       batch = b;
     }
     if (!batch) batch = 1;
@@ -171,8 +231,9 @@ int main(int argc, char** argv) {
       fs::create_directories(out_dir);
       for (size_t i = 0; i < g.outputs.size(); ++i) {
         const std::string& name = g.value(g.outputs[i]).name;
-        write_tensor_file((fs::path(out_dir) / (safe_file_name(name) + ".pb")).string(),
-                          ex.output(i), name);
+        const std::string file = output_file_name(name);
+        if (file != name + ".pb") fmt::print("output '{}' -> {}\n", name, file);
+        write_tensor_file((fs::path(out_dir) / file).string(), ex.output(i), name);
       }
     } else if (time_iters == 0) {
       for (size_t i = 0; i < g.outputs.size(); ++i) {
