@@ -5,6 +5,7 @@
 #include "runtime/error.h"
 #include "runtime/graph_builder.h"
 #include "runtime/op_catalog.h"
+#include "runtime/ops/params.h"
 #include "runtime/passes.h"
 #include "runtime/vjp.h"
 
@@ -35,19 +36,124 @@ ValueId find_output(const Graph& g, const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+std::string outputs_text(const Graph& g) {
+  std::string outs;
+  for (ValueId o : g.outputs)
+    outs += fmt::format("{}'{}' {}{}", outs.empty() ? "" : ", ", g.value(o).name,
+                        dtype_name(g.value(o).dtype), to_string(g.value(o).shape));
+  return outs;
+}
+bool is_scalar_loss(const Value& v) { return dtype_is_float(v.dtype) && v.shape.empty(); }
+bool is_logits(const Value& v) {
+  return dtype_is_float(v.dtype) && v.shape.size() == 2 && v.shape[0] == Dim::N() &&
+         v.shape[1].is_static() && v.shape[1].value >= 2;
+}
+std::vector<std::string> outputs_where(const Graph& g, bool (*fits)(const Value&)) {
+  std::vector<std::string> out;
+  for (ValueId o : g.outputs)
+    if (fits(g.value(o))) out.push_back(g.value(o).name);
+  return out;
+}
+// The one output among `names`, or an error naming them.
+std::string the_one(const Graph& g, const std::vector<std::string>& names, std::string_view what,
+                    std::string_view loss) {
+  if (names.size() == 1) return names[0];
+  if (names.empty())
+    fail("no output is {} (outputs: {}); choose the loss with --loss cross-entropy|mse|model and "
+         "the output with --output-name NAME",
+         what, outputs_text(g));
+  std::string list;
+  for (const auto& n : names) list += fmt::format("{}'{}'", list.empty() ? "" : ", ", n);
+  fail("{} outputs are {} ({}); say which one {} trains on with --output-name NAME", names.size(),
+       what, list, loss);
+}
+
+}  // namespace
+
+OutputForm output_form(const Graph& g, ValueId out, ValueId* logits) {
+  *logits = out;
+  const Value& o = g.value(out);
+  if (o.producer < 0) return OutputForm::Logits;
+  const Node& p = g.nodes[static_cast<size_t>(o.producer)];
+  const bool soft = p.op_type == "Softmax", log_soft = p.op_type == "LogSoftmax";
+  if (!(soft || log_soft) || !p.domain.empty() || !p.def) return OutputForm::Logits;
+  const int64_t axis = p.p<ops::SoftmaxParams>().axis;
+  const Value& in = g.value(p.inputs[0]);
+  if (o.shape.size() != 2 || (axis != 1 && axis != -1) || in.shape != o.shape ||
+      !dtype_is_float(in.dtype))
+    return OutputForm::Logits;
+  *logits = p.inputs[0];
+  return soft ? OutputForm::Probabilities : OutputForm::LogProbabilities;
+}
+
+std::string describe_loss(const Graph& g, const LossSpec& spec) {
+  const ValueId out = find_output(g, spec.output);
+  std::string text = fmt::format("{} on '{}'", loss_kind_name(spec.kind), g.value(out).name);
+  if (spec.kind != LossKind::SoftmaxCrossEntropy) return text;
+  ValueId logits = kNoValue;
+  switch (output_form(g, out, &logits)) {
+    case OutputForm::Logits:
+      return text;
+    case OutputForm::Probabilities:
+      return fmt::format(
+          "softmax cross-entropy on '{}', the logits under the model's final Softmax (its "
+          "output '{}' holds probabilities; the exported model keeps the Softmax)",
+          g.value(logits).name, g.value(out).name);
+    case OutputForm::LogProbabilities:
+      return fmt::format(
+          "softmax cross-entropy on '{}', the logits under the model's final LogSoftmax (= the "
+          "NLL of its output '{}'; the exported model keeps the LogSoftmax)",
+          g.value(logits).name, g.value(out).name);
+  }
+  return text;
+}
+
 LossSpec detect_loss(const Graph& g) {
-  for (ValueId o : g.outputs) {
-    const Value& v = g.value(o);
-    if (dtype_is_float(v.dtype) && v.shape.empty()) return {LossKind::ModelOutput, v.name};
+  auto scalars = outputs_where(g, is_scalar_loss);
+  if (!scalars.empty())
+    return {LossKind::ModelOutput, the_one(g, scalars, "scalar float losses", "the model")};
+  auto logits = outputs_where(g, is_logits);
+  if (logits.empty())
+    fail("cannot tell which loss to train with: no scalar loss output and no [N,C] (C >= 2) "
+         "classifier output (outputs: {}); pass --loss mse (prediction vs targets) with "
+         "--output-name NAME, or export the loss from the model",
+         outputs_text(g));
+  return {LossKind::SoftmaxCrossEntropy,
+          the_one(g, logits, "[N,C] classifier outputs", "cross-entropy")};
+}
+
+LossSpec choose_loss(const Graph& g, const std::string& loss, const std::string& output) {
+  if (!output.empty()) find_output(g, output);  // names the outputs when it is not one
+  if (loss == "auto") {
+    if (output.empty()) return detect_loss(g);
+    const Value& v = g.value(find_output(g, output));
+    if (is_scalar_loss(v)) return {LossKind::ModelOutput, output};
+    if (is_logits(v)) return {LossKind::SoftmaxCrossEntropy, output};
+    fail("output '{}' is {}{}: neither a scalar loss nor [N,C] (C >= 2) classifier scores; "
+         "choose the loss with --loss cross-entropy|mse|model",
+         output, dtype_name(v.dtype), to_string(v.shape));
   }
-  for (ValueId o : g.outputs) {
-    const Value& v = g.value(o);
-    if (dtype_is_float(v.dtype) && v.shape.size() == 2 && v.shape[0].batch)
-      return {LossKind::SoftmaxCrossEntropy, v.name};
-  }
-  fail(
-      "cannot tell which loss to train with: no scalar loss output and no [N,C] logits output; "
-      "pass --loss mse (prediction vs targets) or export the loss from the model");
+  if (loss == "cross-entropy")
+    return {LossKind::SoftmaxCrossEntropy,
+            output.empty() ? the_one(g, outputs_where(g, is_logits),
+                                     "[N,C] classifier outputs", "cross-entropy")
+                           : output};
+  if (loss == "mse")
+    return {LossKind::MeanSquaredError,
+            output.empty() ? the_one(g, outputs_where(g, [](const Value& v) {
+                                       return dtype_is_float(v.dtype) && !v.shape.empty() &&
+                                              v.shape[0] == Dim::N();
+                                     }),
+                                     "float [N,...] predictions", "mse")
+                           : output};
+  if (loss == "model")
+    return {LossKind::ModelOutput,
+            output.empty() ? the_one(g, outputs_where(g, is_scalar_loss), "scalar float losses",
+                                     "--loss model")
+                           : output};
+  fail("unknown --loss '{}' (choices: auto, cross-entropy, mse, model)", loss);
 }
 
 TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
@@ -61,13 +167,20 @@ TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
   const Value out = g.value(t.output);
   GraphBuilder lb(g, "loss");
   switch (spec.kind) {
-    case LossKind::SoftmaxCrossEntropy:
+    case LossKind::SoftmaxCrossEntropy: {
       if (out.shape.size() != 2 || !dtype_is_float(out.dtype))
         fail("softmax cross-entropy needs [N,C] float logits; output '{}' is {}{}", out.name,
              dtype_name(out.dtype), to_string(out.shape));
+      if (out.shape[1] == Dim::of(1))
+        fail("output '{}' is {}: cross-entropy over one class is always 0; train it with --loss "
+             "mse, or export the classifier with one score per class",
+             out.name, to_string(out.shape));
+      // A final Softmax / LogSoftmax over the classes: the loss reads its input, the logits.
+      t.output_form = output_form(g, t.output, &t.loss_input);
       t.target = lb.input("labels", DType::I64, {out.shape[0]});
-      t.loss = lb.op("SoftmaxCrossEntropyLoss", {t.output, t.target});
+      t.loss = lb.op("SoftmaxCrossEntropyLoss", {t.loss_input, t.target});
       break;
+    }
     case LossKind::MeanSquaredError: {
       if (!dtype_is_float(out.dtype)) fail("mean squared error needs a float output");
       t.target = lb.input("targets", out.dtype, out.shape);

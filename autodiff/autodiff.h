@@ -25,14 +25,32 @@ struct LossSpec {
 };
 
 // The default for a model: a scalar float output is the model's own loss; otherwise softmax
-// cross-entropy on a [N,C] float output. Throws cb::Error when neither fits, saying what to pass.
+// cross-entropy on the [N,C] float output (C >= 2). Throws cb::Error when none fits or several
+// do, naming the outputs and the --loss / --output-name choices.
 LossSpec detect_loss(const Graph& g);
+// What cb-train and cb-inspect --train use: `loss` is auto | cross-entropy | mse | model and
+// `output` an --output-name ("" = the one output that fits). Throws cb::Error naming the
+// outputs and the choices when the output is missing, ambiguous or does not fit.
+LossSpec choose_loss(const Graph& g, const std::string& loss, const std::string& output);
+
+// What the output a cross-entropy loss is given holds. A classifier exported for inference
+// often ends in Softmax (Paddle, Keras, TF) or LogSoftmax: the loss is then computed on the
+// Softmax's input (the logits), which is exact (log-softmax of log-probabilities is the identity,
+// so for LogSoftmax this is the NLL of the model's output), and the exported model keeps it.
+enum class OutputForm { Logits, Probabilities, LogProbabilities };
+// The form of output `out` of `g`; *logits = the value a cross-entropy loss reads.
+OutputForm output_form(const Graph& g, ValueId out, ValueId* logits);
+// One line for the user: the loss, the output it trains on, and what it does with a final
+// Softmax / LogSoftmax.
+std::string describe_loss(const Graph& g, const LossSpec& spec);
 
 struct TrainingGraph {
   Graph graph;
   LossKind loss_kind = LossKind::SoftmaxCrossEntropy;
   ValueId loss = kNoValue;      // f32 scalar
-  ValueId output = kNoValue;    // the model output the loss reads (logits / prediction)
+  ValueId output = kNoValue;    // the model output scored (logits / probabilities / prediction)
+  ValueId loss_input = kNoValue;  // what the loss reads: `output`, or the logits under a Softmax
+  OutputForm output_form = OutputForm::Logits;
   ValueId target = kNoValue;    // added graph input: labels or targets (kNoValue: ModelOutput)
   std::vector<ValueId> params;  // trainable parameters, in value order
   std::vector<ValueId> grads;   // grads[i] = dloss/dparams[i]: same shape, its own buffer

@@ -192,10 +192,34 @@ void export_trained(const std::string& original_model_path, const std::string& o
     set_raw(init, t.bytes.data(), t.bytes.size());
     done.insert(init.name());
   }
+  // Weights the file stores as Constant nodes (paddle2onnx, tf2onnx): their `value` attribute.
+  for (onnx::NodeProto& node : *g->mutable_node()) {
+    if (node.op_type() != "Constant" || !(node.domain().empty() || node.domain() == "ai.onnx") ||
+        node.output_size() != 1)
+      continue;
+    auto it = trained.find(node.output(0));
+    if (it == trained.end() || done.count(node.output(0))) continue;
+    onnx::TensorProto* value = nullptr;
+    for (onnx::AttributeProto& a : *node.mutable_attribute())
+      if (a.name() == "value" && a.type() == onnx::AttributeProto::TENSOR) value = a.mutable_t();
+    if (!value)
+      fail("{}: Constant node '{}' holds '{}' in a form other than a 'value' tensor; it cannot "
+           "take the trained tensor",
+           original_model_path, node.name(), node.output(0));
+    const Tensor& t = it->second;
+    auto dt = dtype_from_onnx(value->data_type());
+    std::vector<int64_t> dims(value->dims().begin(), value->dims().end());
+    if (!dt || *dt != t.dtype || dims != t.dims)
+      fail("{}: Constant node '{}' is {}{} in the model but the trained tensor is {}{}",
+           original_model_path, node.name(), onnx_dtype_name(value->data_type()),
+           to_string(shape_of(dims)), dtype_name(t.dtype), to_string(shape_of(t.dims)));
+    set_raw(*value, t.bytes.data(), t.bytes.size());
+    done.insert(node.output(0));
+  }
   for (const auto& [name, t] : trained)
     if (!done.count(name))
-      fail("{}: the model has no initializer '{}' to hold the trained tensor", original_model_path,
-           name);
+      fail("{}: the model has no initializer or Constant node '{}' to hold the trained tensor",
+           original_model_path, name);
 
   if (form == ExportForm::Inference) to_inference_form(m, original_model_path);
 

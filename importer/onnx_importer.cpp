@@ -466,6 +466,9 @@ class Importer {
         g.value(v).producer = static_cast<NodeId>(g.nodes.size());
         node.outputs.push_back(v);
       }
+      if (node.domain.empty() && node.op_type == "Constant")
+        for (ValueId o : node.outputs)
+          if (o != kNoValue) g.value(o).constant_node = true;
       if (node.domain.empty()) node.def = find_op(node.op_type);
       if (node.def && node.def->internal) node.def = nullptr;  // ours, not ONNX
       g.nodes.push_back(std::move(node));

@@ -63,6 +63,7 @@ ParamStats param_stats(const Graph& g) {
       s.count += v.data->numel();
       s.bytes += static_cast<int64_t>(v.data->bytes.size());
       s.tensors += 1;
+      s.constant_node_tensors += v.constant_node ? 1 : 0;
     } else if (v.kind == ValueKind::State) {
       s.state_count += v.data->numel();
     }

@@ -40,7 +40,10 @@ struct Value {
   Shape shape;
   bool shape_known = false;  // false only downstream of an op the catalog does not know
   TensorPtr data;            // Parameter, State, Constant
-  bool initializer = false;  // came from the model's initializers (only these can be trained)
+  bool initializer = false;  // came from the model's initializers
+  // The output of a Constant node in the file (its name kept): a weight when it feeds a weight
+  // input (OpDef::weight_inputs) or is the bias added to one's output.
+  bool constant_node = false;
   // Integer contents known before execution (shape arithmetic), possibly in terms of N.
   std::optional<std::vector<Dim>> known;
   NodeId producer = -1;
@@ -100,6 +103,7 @@ struct ParamStats {
   int64_t bytes = 0;
   int64_t tensors = 0;
   int64_t state_count = 0;  // elements of non-trainable state (BN running statistics)
+  int64_t constant_node_tensors = 0;  // parameter tensors the file stores as Constant nodes
 };
 ParamStats param_stats(const Graph& g);
 

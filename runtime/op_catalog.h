@@ -65,6 +65,9 @@ struct OpDef {
   uint32_t nondiff_inputs = 0;
   uint32_t state_inputs = 0;  // bit i: an initializer here is training state (BN statistics)
   uint32_t value_inputs = 0;  // bit i: this input's values must be known before execution
+  // bit i: a float constant here is a weight, trainable even when the file stores it as a
+  // Constant node (paddle2onnx, some tf2onnx exports) rather than an initializer.
+  uint32_t weight_inputs = 0;
   // Memory traits, read by the planner. inplace_inputs bit i: output 0 may take input i's buffer
   // when input i dies at this node and has output 0's size. alias: output 0 is input 0's bytes
   // reinterpreted (Reshape, Flatten, Squeeze, Unsqueeze, Identity): no copy, one buffer.

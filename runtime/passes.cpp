@@ -1,5 +1,7 @@
 #include "runtime/passes.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -109,14 +111,23 @@ FoldStats fold_and_prune(Graph& g) {
 
 void classify_initializers(Graph& g) {
   auto consumers = g.consumers();
+  // Is `v` produced by a node with a weight input (Conv, Gemm, MatMul...)? Then a constant
+  // added to it is that layer's bias.
+  auto from_weight_op = [&](ValueId v) {
+    if (v == kNoValue || g.value(v).producer < 0) return false;
+    const Node& p = g.nodes[static_cast<size_t>(g.value(v).producer)];
+    return p.def && p.def->weight_inputs != 0;
+  };
   for (size_t v = 0; v < g.values.size(); ++v) {
     Value& val = g.values[v];
-    if (!val.initializer) continue;
+    // A Constant node's output counts once folded (it is then data without a producer).
+    const bool constant_node = val.constant_node && val.data && val.producer < 0;
+    if (!val.initializer && !constant_node) continue;
     bool param = false, state = false;
     for (NodeId n : consumers[v]) {
       const Node& node = g.nodes[static_cast<size_t>(n)];
       if (!node.def) {
-        param = true;  // unknown op: assume trainable, as PyTorch would count it
+        param = param || val.initializer;  // unknown op: assume trainable, as PyTorch would
         continue;
       }
       for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -124,7 +135,12 @@ void classify_initializers(Graph& g) {
         uint32_t b = 1u << i;
         if (node.def->state_inputs & b)
           state = true;
-        else if (!((node.def->nondiff_inputs | node.def->value_inputs) & b))
+        else if ((node.def->nondiff_inputs | node.def->value_inputs) & b)
+          continue;
+        else if (val.initializer || (node.def->weight_inputs & b))
+          param = true;
+        else if (node.op_type == "Add" && node.inputs.size() == 2 &&
+                 from_weight_op(node.inputs[1 - i]))
           param = true;
       }
     }
@@ -135,6 +151,32 @@ void classify_initializers(Graph& g) {
     else
       val.kind = ValueKind::Constant;
   }
+}
+
+int64_t freeze_parameters(Graph& g, const std::vector<std::string>& patterns) {
+  int64_t frozen = 0;
+  for (const std::string& pat : patterns) {
+    int64_t matched = 0;
+    for (Value& v : g.values) {
+      if (v.kind != ValueKind::Parameter && !(v.kind == ValueKind::Constant && v.data)) continue;
+      if (fnmatch(pat.c_str(), v.name.c_str(), 0) != 0) continue;
+      if (v.kind == ValueKind::Parameter) {
+        v.kind = ValueKind::Constant;
+        ++frozen;
+      }
+      ++matched;  // matching an already frozen tensor is fine (overlapping patterns)
+    }
+    if (matched == 0) {
+      std::string some;
+      int shown = 0;
+      for (const Value& v : g.values)
+        if (v.kind == ValueKind::Parameter && shown++ < 5)
+          some += fmt::format("{}'{}'", some.empty() ? "" : ", ", v.name);
+      fail("--freeze '{}' matches no parameter (parameters include {}{})", pat,
+           some.empty() ? "none" : some, shown > 5 ? ", ..." : "");
+    }
+  }
+  return frozen;
 }
 
 void set_training(Graph& g, bool training) {

@@ -21,6 +21,11 @@ FoldStats fold_and_prune(Graph& g);
 // statistics) or Constant (everything else), from the op catalog's input traits.
 void classify_initializers(Graph& g);
 
+// --freeze: parameters whose name matches any of the shell patterns (fnmatch: * ? [..]) become
+// constants. Returns how many tensors were frozen; a pattern that matches no parameter is an
+// error naming it and a few parameter names.
+int64_t freeze_parameters(Graph& g, const std::vector<std::string>& patterns);
+
 // Training mode (BatchNorm on batch statistics, Dropout active) or evaluation mode (running
 // statistics, Dropout the identity), whatever mode the model was exported in.
 void set_training(Graph& g, bool training);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "runtime/error.h"
 #include "runtime/passes.h"
@@ -345,9 +346,20 @@ EvalResult Evaluator::evaluate(const NextBatch& next) {
           if (z[j] > z[arg]) arg = j;
         r.correct += arg == l[i];
         if (kind == LossKind::SoftmaxCrossEntropy) {
-          double m = z[arg], s = 0;
-          for (int64_t j = 0; j < c; ++j) s += std::exp(z[j] - m);
-          loss_sum += std::log(s) + m - z[l[i]];
+          switch (m_.tg_.output_form) {
+            case OutputForm::Logits: {
+              double m = z[arg], s = 0;
+              for (int64_t j = 0; j < c; ++j) s += std::exp(z[j] - m);
+              loss_sum += std::log(s) + m - z[l[i]];
+              break;
+            }
+            case OutputForm::Probabilities:  // what the loss on the logits equals
+              loss_sum -= std::log(std::max(z[l[i]], std::numeric_limits<double>::min()));
+              break;
+            case OutputForm::LogProbabilities:
+              loss_sum -= z[l[i]];
+              break;
+          }
         } else if (kind == LossKind::MeanSquaredError) {
           double s = 0;
           for (int64_t j = 0; j < c; ++j) {

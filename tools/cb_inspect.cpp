@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cb-inspect: show what crossbow reads from an ONNX model"};
   std::string model;
   bool json = false, dot = false, no_fold = false, memory = false, train = false;
-  std::string html;
+  std::string html, loss_kind = "auto", output_name;
   int64_t batch = 1;
   app.add_option("model", model, "ONNX model file")->required();
   auto* j = app.add_flag("--json", json, "machine-readable JSON on stdout");
@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
   app.add_flag("--train", train,
                "show the training graph (forward + loss + backward) instead; with --memory, "
                "its memory plan");
+  app.add_option("--loss", loss_kind, "with --train: auto | cross-entropy | mse | model, as cb-train")
+      ->capture_default_str();
+  app.add_option("--output-name", output_name,
+                 "with --train: the output the loss trains on, as cb-train");
   app.add_option("--batch-size,-b", batch, "batch size for --memory (default 1)")
       ->check(CLI::PositiveNumber);
   try {
@@ -53,8 +57,9 @@ int main(int argc, char** argv) {
       // Every op is known; can gradients reach every parameter? (ops without a vjp block it)
       std::optional<cb::LossSpec> loss;
       try {
-        loss = cb::detect_loss(r.graph);
-      } catch (const cb::Error&) {  // no default loss: cb-train needs --loss; not a blocker
+        loss = cb::choose_loss(r.graph, loss_kind, output_name);
+      } catch (const cb::Error& e) {  // no default loss: cb-train needs --loss; not a blocker
+        if (train) throw cb::Error(model + ": " + e.what());
       }
       if (loss) try {
           cb::build_training_graph(r.graph, *loss);
@@ -64,14 +69,16 @@ int main(int argc, char** argv) {
     }
     cb::TrainingGraph tg;
     if (train) {
-      if (!r.blockers.empty())
-        throw cb::Error(model +
-                        ": no training graph: some nodes use unsupported ops (run "
-                        "cb-inspect without --train for the list)");
-      cb::LossSpec loss = cb::detect_loss(r.graph);
+      std::string why;
+      for (const auto& b : r.blockers)
+        why += "\n  " + (b.node == "(training graph)" ? b.reason
+                                                       : fmt::format("node '{}' ({}): {}", b.node,
+                                                                     b.op_type, b.reason));
+      if (!r.blockers.empty()) throw cb::Error(model + ": no training graph:" + why);
+      cb::LossSpec loss = cb::choose_loss(r.graph, loss_kind, output_name);
       tg = cb::build_training_graph(r.graph, loss);
-      std::cerr << "cb-inspect: training graph with loss " << cb::loss_kind_name(loss.kind)
-                << " on output '" << loss.output << "': " << r.graph.nodes.size()
+      std::cerr << "cb-inspect: training graph with " << cb::describe_loss(r.graph, loss) << ": "
+                << r.graph.nodes.size()
                 << " forward nodes, " << tg.graph.nodes.size() - r.graph.nodes.size()
                 << " loss and backward nodes, " << tg.params.size() << " parameter tensors\n";
       r.graph = tg.graph;

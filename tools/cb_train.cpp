@@ -37,6 +37,7 @@
 #include "runtime/data/pack.h"
 #include "runtime/data/pipeline.h"
 #include "runtime/error.h"
+#include "runtime/passes.h"
 #include "runtime/thread_pool.h"
 #include "sma/checkpoint.h"
 #include "sma/mpi_job.h"
@@ -185,7 +186,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "cb-train: train an ONNX model with SMA (many learners per device) on IDX, CIFAR, image "
       "folder or .cbpack data"};
-  std::string model, data_dir, output, optimizer = "sgd", schedule = "constant", loss = "auto";
+  std::string model, data_dir, output, optimizer = "sgd", schedule = "constant", loss = "auto",
+              output_name;
+  std::vector<std::string> freeze;
   TrainerOptions topts;
   RunOptions ropts;
   double lr = 0.01;
@@ -262,7 +265,15 @@ int main(int argc, char** argv) {
   app.add_option("--eval-every", ropts.eval_every,
                  "evaluate every N steps (default: at the end of each epoch)");
   app.add_option("--test-limit", ropts.test_limit, "evaluate on the first N test examples only");
-  app.add_option("--loss", loss, "auto | cross-entropy | mse | model")->capture_default_str();
+  app.add_option("--loss", loss,
+                 "auto | cross-entropy | mse | model (cross-entropy on a model ending in "
+                 "Softmax/LogSoftmax reads the logits under it)")
+      ->capture_default_str();
+  app.add_option("--freeze", freeze,
+                 "PATTERN: keep the parameters whose name matches this shell pattern (* ? [..]) "
+                 "fixed; repeatable");
+  app.add_option("--output-name", output_name,
+                 "the model output the loss trains on (default: the one that fits)");
   app.add_option("--threads", threads, "worker threads")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -446,35 +457,11 @@ int main(int argc, char** argv) {
     if (!cache.empty() && data.format != DataFormat::Folder)
       fail("--cache packs an image folder; {} is {}", data_dir, data.description);
     ImportResult r = import_model(model);
-    LossSpec spec;
-    if (loss == "auto") {
-      try {
-        spec = detect_loss(r.graph);
-      } catch (const Error&) {
-        std::string outs;
-        for (ValueId o : r.graph.outputs)
-          outs +=
-              fmt::format("{}'{}' {}{}", outs.empty() ? "" : ", ", r.graph.value(o).name,
-                          dtype_name(r.graph.value(o).dtype), to_string(r.graph.value(o).shape));
-        fail(
-            "{}: no classifier output to train on labels (outputs: {}); cb-train needs [N,C] "
-            "logits (or a scalar loss output computed by the model from an i64 [N] labels input)",
-            model, outs);
-      }
-    } else if (loss == "cross-entropy")
-      spec.kind = LossKind::SoftmaxCrossEntropy;
-    else if (loss == "mse")
-      spec.kind = LossKind::MeanSquaredError;
-    else if (loss == "model")
-      spec = {LossKind::ModelOutput, ""};
-    else
-      fail("unknown --loss '{}' (choices: auto, cross-entropy, mse, model)", loss);
-    if (loss == "model") {
-      LossSpec d = detect_loss(r.graph);
-      if (d.kind != LossKind::ModelOutput)
-        fail("--loss model: the model has no scalar float output");
-      spec = d;
+    if (!freeze.empty()) {
+      const int64_t n = freeze_parameters(r.graph, freeze);
+      fmt::print("freeze   {} parameter tensor{} kept fixed\n", n, n == 1 ? "" : "s");
     }
+    const LossSpec spec = choose_loss(r.graph, loss, output_name);
     if (topts.batch > data.train->size())
       fail("--batch-size {} is larger than the {} training examples", topts.batch,
            data.train->size());
@@ -524,7 +511,7 @@ int main(int argc, char** argv) {
     auto since_start = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     };
-    fmt::print("loss     {}{}\n", loss_kind_name(spec.kind),
+    fmt::print("loss     {}{}\n", describe_loss(r.graph, spec),
                loss == "auto" ? " (auto-detected)" : "");
     fmt::print(
         "data     {}: {}, {} training, {} test images of {}{}\n", data.dir, data.description,

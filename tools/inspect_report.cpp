@@ -92,8 +92,13 @@ void print_text(std::ostream& os, const std::string& file, const ImportResult& r
   fmt::print(os, "outputs\n");
   for (ValueId o : g.outputs)
     fmt::print(os, "  {:<24} {}\n", g.value(o).name, type_str(g.value(o)));
-  fmt::print(os, "\nparameters  {} in {} tensors, {}\n", ps.count, ps.tensors,
-             human_bytes(ps.bytes));
+  fmt::print(os, "\nparameters  {} in {} tensors, {}{}\n", ps.count, ps.tensors,
+             human_bytes(ps.bytes),
+             ps.constant_node_tensors
+                 ? fmt::format(" ({} of the tensors are weights the file stores as Constant "
+                               "nodes: trained like initializers, written back to them)",
+                               ps.constant_node_tensors)
+                 : "");
   if (ps.state_count)
     fmt::print(os, "state       {} (BatchNorm running statistics)\n", ps.state_count);
   fmt::print(os, "\nops\n");
@@ -142,8 +147,9 @@ void print_json(std::ostream& os, const std::string& file, const ImportResult& r
   fmt::print(os, "  \"inputs\": {},\n  \"outputs\": {},\n", list(g.inputs), list(g.outputs));
   fmt::print(
       os,
-      "  \"parameters\": {{\"count\": {}, \"bytes\": {}, \"tensors\": {}, \"state_count\": {}}},\n",
-      ps.count, ps.bytes, ps.tensors, ps.state_count);
+      "  \"parameters\": {{\"count\": {}, \"bytes\": {}, \"tensors\": {}, \"state_count\": {}, "
+      "\"constant_node_tensors\": {}}},\n",
+      ps.count, ps.bytes, ps.tensors, ps.state_count, ps.constant_node_tensors);
   std::string h;
   for (const auto& [op, n] : histogram(g))
     h += fmt::format("{}{}: {}", h.empty() ? "" : ", ", json_str(op), n);

@@ -71,6 +71,7 @@ const OpDef kBatchNormalization{.kind = OpKind::BatchNormalization,
                                 .parse = parse,
                                 .infer = infer,
                                 .state_inputs = bit(3) | bit(4),
+                                .weight_inputs = bit(1) | bit(2),
                                 .set_training = set_training,
                                 .vjp = vjp};
 

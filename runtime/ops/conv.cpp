@@ -69,6 +69,7 @@ const OpDef kConv{.kind = OpKind::Conv,
                   .outputs_max = 1,
                   .parse = parse,
                   .infer = infer,
+                  .weight_inputs = bit(1) | bit(2),
                   .vjp = vjp};
 
 // ConvGrad(dY, X, W) -> (dX, dW, dB?) (internal), with the forward's ConvParams.

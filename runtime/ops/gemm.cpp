@@ -67,6 +67,7 @@ const OpDef kGemm{.kind = OpKind::Gemm,
                   .outputs_max = 1,
                   .parse = parse,
                   .infer = infer,
+                  .weight_inputs = bit(0) | bit(1) | bit(2),
                   .vjp = vjp};
 
 }  // namespace cb::ops

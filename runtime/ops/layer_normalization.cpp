@@ -62,6 +62,7 @@ const OpDef kLayerNormalization{.kind = OpKind::LayerNormalization,
                                 .outputs_max = 3,
                                 .parse = parse,
                                 .infer = infer,
+                                .weight_inputs = bit(1) | bit(2),
                                 .vjp = vjp};
 
 const OpDef kLayerNormalizationGrad{.kind = OpKind::LayerNormalizationGrad,

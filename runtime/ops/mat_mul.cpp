@@ -50,6 +50,7 @@ const OpDef kMatMul{.kind = OpKind::MatMul,
                     .outputs_min = 1,
                     .outputs_max = 1,
                     .infer = infer,
+                    .weight_inputs = bit(0) | bit(1),
                     .vjp = vjp};
 
 }  // namespace cb::ops
