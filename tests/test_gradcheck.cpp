@@ -234,6 +234,12 @@ TEST_CASE("gradcheck: LSTM, GRU, RNN (lowered)") {
                    {diff(r({2, 3, 3}, 310)), diff(r({1, 8, 3}, 311)), diff(r({1, 8, 2}, 312))},
                    {{"layout", int64_t{1}}, {"input_forget", int64_t{1}}},
                    2});
+  // clip bounds every gate's pre-activation (some of these lie outside +-0.8, none at it).
+  check_gradients(
+      {"LSTM",
+       {diff(r({3, 2, 3}, 315, -2, 2)), diff(r({1, 8, 3}, 316)), diff(r({1, 8, 2}, 317))},
+       {{"clip", 0.8f}, {"direction", std::string("reverse")}},
+       2});
   for (int64_t lbr : {0, 1}) {
     CAPTURE(lbr);
     check_gradients(
