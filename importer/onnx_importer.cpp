@@ -108,6 +108,9 @@ std::string why_unparsable(const std::string& bytes) {
   return "not a valid ONNX model: the protobuf does not parse (the file is corrupt or not ONNX)";
 }
 
+// The If branches a node sits in: (condition, true for the then branch), outermost first.
+using Guards = std::vector<std::pair<ValueId, bool>>;
+
 class Importer {
  public:
   Importer(const onnx::ModelProto& m, std::string file, std::string dir, const ImportOptions& o)
@@ -120,13 +123,20 @@ class Importer {
     res_.graph.producer = m_.producer_name();
     res_.graph.ir_version = m_.ir_version();
     res_.graph.opset = opset_;
-    read_initializers(gp);
+    read_initializers(gp, "");
     read_inputs(gp);
-    read_nodes(gp);
+    res_.nodes_in_file = gp.node_size();
+    read_nodes(gp, "", {});
     bind_input_values();
     read_outputs(gp);
     check_blockers();
     infer_all();
+    drop_untaken_branches();
+    try {
+      lower_composites(res_.graph);
+    } catch (const Error& e) {
+      bad("{}", e.what());
+    }
     if (opts_.fold) {
       auto st = fold_and_prune(res_.graph);
       res_.nodes_folded = st.folded;
@@ -165,25 +175,35 @@ class Importer {
           opset_, opset_ > kMaxOpset ? "too new" : "too old", kMinOpset, kMaxOpset);
   }
 
-  ValueId define(const std::string& name, std::string_view what) {
+  // Defines `name` in the innermost scope; its IR name is `prefix` + name (a subgraph's values are
+  // prefixed with their If node's name and branch, so that inlined branches do not collide).
+  ValueId define(const std::string& name, std::string_view what, const std::string& prefix = "") {
     if (name.empty()) bad("{} has an empty name", what);
-    auto [it, fresh] = ids_.emplace(name, kNoValue);
+    auto [it, fresh] = scopes_.back().emplace(name, kNoValue);
     if (!fresh)
       bad("the name '{}' is defined twice ({} and {}); every value name must be unique", name,
-          defined_as_[name], what);
-    defined_as_[name] = std::string(what);
+          defined_as_[prefix + name], what);
+    defined_as_[prefix + name] = std::string(what);
     Value v;
-    v.name = name;
+    v.name = prefix + name;
     it->second = res_.graph.add_value(std::move(v));
     return it->second;
   }
 
-  void read_initializers(const onnx::GraphProto& gp) {
+  // A name as seen from the innermost scope (a subgraph reads its outer graphs' values).
+  std::optional<ValueId> lookup(const std::string& name) const {
+    for (auto s = scopes_.rbegin(); s != scopes_.rend(); ++s)
+      if (auto it = s->find(name); it != s->end()) return it->second;
+    return std::nullopt;
+  }
+
+  void read_initializers(const onnx::GraphProto& gp, const std::string& prefix) {
     for (const auto& t : gp.initializer()) {
-      std::string what = fmt::format("initializer '{}'", t.name());
-      ValueId id = define(t.name(), what);
+      std::string what = fmt::format("initializer '{}{}'", prefix, t.name());
+      ValueId id = define(t.name(), what, prefix);
       set_constant(id, tensor_from_proto(t, file_ + ": " + what, dir_), ValueKind::Constant);
-      res_.graph.value(id).initializer = true;
+      // An If branch's initializers are the branch's constants, never trained.
+      res_.graph.value(id).initializer = prefix.empty();
       check_rank(res_.graph.value(id).shape, what);
     }
     if (gp.sparse_initializer_size() > 0)
@@ -209,8 +229,9 @@ class Importer {
         batch_names_.insert(sh.dim(0).dim_param());
     }
     for (const auto& in : gp.input()) {
-      auto it = ids_.find(in.name());
-      if (it != ids_.end() && res_.graph.value(it->second).data) continue;  // initializer (IR<4)
+      auto it = scopes_.back().find(in.name());
+      if (it != scopes_.back().end() && res_.graph.value(it->second).data)
+        continue;  // initializer (IR<4)
       ValueId id = define(in.name(), fmt::format("graph input '{}'", in.name()));
       Value& v = res_.graph.value(id);
       v.kind = ValueKind::Input;
@@ -222,11 +243,11 @@ class Importer {
       res_.graph.inputs.push_back(id);
     }
     for (const auto& [name, shape] : opts_.input_shapes)
-      if (!ids_.count(name) || res_.graph.value(ids_.at(name)).kind != ValueKind::Input)
+      if (!scopes_[0].count(name) || res_.graph.value(scopes_[0].at(name)).kind != ValueKind::Input)
         bad("a shape is given for '{}', which is not a graph input (inputs: {})", name,
             input_names(gp));
     for (const auto& [name, t] : opts_.input_values)
-      if (!ids_.count(name) || res_.graph.value(ids_.at(name)).kind != ValueKind::Input)
+      if (!scopes_[0].count(name) || res_.graph.value(scopes_[0].at(name)).kind != ValueKind::Input)
         bad("a value is given for '{}', which is not a graph input (inputs: {})", name,
             input_names(gp));
   }
@@ -234,7 +255,7 @@ class Importer {
   std::string input_names(const onnx::GraphProto& gp) const {
     std::string out;
     for (const auto& in : gp.input())
-      if (!res_.graph.value(ids_.at(in.name())).data)
+      if (!res_.graph.value(scopes_[0].at(in.name())).data)
         out += (out.empty() ? "" : ", ") + in.name();
     return out;
   }
@@ -416,20 +437,20 @@ class Importer {
     }
   }
 
-  void read_nodes(const onnx::GraphProto& gp) {
+  // Reads `gp`'s nodes into the graph; `prefix` names a subgraph's nodes and values, `guards`
+  // are the (cond, branch) pairs of the If branches the nodes sit in.
+  void read_nodes(const onnx::GraphProto& gp, const std::string& prefix, const Guards& guards) {
     Graph& g = res_.graph;
     // Producers, for the "used before produced" and cycle diagnostics.
     std::unordered_map<std::string, int> produced_by;
     for (int n = 0; n < gp.node_size(); ++n)
       for (const auto& o : gp.node(n).output())
         if (!o.empty()) produced_by.emplace(o, n);
-    std::set<std::string> node_names;
-    res_.nodes_in_file = gp.node_size();
     for (int n = 0; n < gp.node_size(); ++n) {
       const auto& np = gp.node(n);
       Node node;
-      node.name = np.name().empty() ? fmt::format("{}_{}", np.op_type(), n) : np.name();
-      if (!node_names.insert(node.name).second) node.name += fmt::format("#{}", n);
+      node.name = prefix + (np.name().empty() ? fmt::format("{}_{}", np.op_type(), n) : np.name());
+      if (!node_names_.insert(node.name).second) node.name += fmt::format("#{}", n);
       node.op_type = np.op_type();
       node.domain = np.domain() == "ai.onnx" ? "" : np.domain();
       std::string label = fmt::format("[{} node '{}']", node.op_type, node.name);
@@ -438,8 +459,8 @@ class Importer {
           node.inputs.push_back(kNoValue);
           continue;
         }
-        auto it = ids_.find(in);
-        if (it == ids_.end()) {
+        auto id = lookup(in);
+        if (!id) {
           auto p = produced_by.find(in);
           if (p == produced_by.end())
             bad("{} reads '{}', which no node, graph input or initializer produces", label, in);
@@ -451,28 +472,104 @@ class Importer {
               "requires nodes in topological order",
               label, in, gp.node(p->second).name());
         }
-        node.inputs.push_back(it->second);
+        node.inputs.push_back(*id);
       }
       for (const auto& a : np.attribute()) {
         if (node.attrs.count(a.name())) bad("{} has attribute '{}' twice", label, a.name());
         node.attrs[a.name()] = convert_attr(a, file_ + ": " + label, dir_);
       }
+      if (node.op_type == "If" && node.domain.empty()) inline_if(np, node, label, guards);
       for (const auto& out : np.output()) {
         if (out.empty()) {
           node.outputs.push_back(kNoValue);
           continue;
         }
-        ValueId v = define(out, fmt::format("output of node '{}'", node.name));
+        ValueId v = define(out, fmt::format("output of node '{}'", node.name), prefix);
         g.value(v).producer = static_cast<NodeId>(g.nodes.size());
         node.outputs.push_back(v);
       }
-      if (node.domain.empty() && node.op_type == "Constant")
+      if (prefix.empty() && node.domain.empty() && node.op_type == "Constant")
         for (ValueId o : node.outputs)
           if (o != kNoValue) g.value(o).constant_node = true;
       if (node.domain.empty()) node.def = find_op(node.op_type);
       if (node.def && node.def->internal) node.def = nullptr;  // ours, not ONNX
       g.nodes.push_back(std::move(node));
+      guards_.push_back(guards);
     }
+  }
+
+  // If: both branches' nodes go into the graph ahead of the If node, which then takes cond and
+  // the branches' outputs as inputs (runtime/ops/if.cpp selects). A branch's own names live in
+  // a scope of their own and are prefixed '<if node>/then/' or '/else/'.
+  void inline_if(const onnx::NodeProto& np, Node& node, const std::string& label,
+                 const Guards& guards) {
+    if (node.inputs.size() != 1 || node.inputs[0] == kNoValue)
+      bad("{} has {} inputs; If takes one, the condition", label, np.input_size());
+    std::vector<ValueId> outs[2];
+    const char* names[2] = {"then_branch", "else_branch"};
+    for (int b = 0; b < 2; ++b) {
+      const onnx::AttributeProto* attr = nullptr;
+      for (const auto& a : np.attribute())
+        if (a.name() == names[b]) attr = &a;
+      if (!attr || attr->type() != onnx::AttributeProto::GRAPH)
+        bad("{} needs a graph attribute '{}'", label, names[b]);
+      node.attrs.erase(names[b]);
+      const onnx::GraphProto& sub = attr->g();
+      if (sub.input_size() > 0)
+        bad("{} {} has {} inputs; an If branch takes none (it reads outer values by name)", label,
+            names[b], sub.input_size());
+      if (sub.output_size() != np.output_size())
+        bad("{} {} has {} outputs, the node {}", label, names[b], sub.output_size(),
+            np.output_size());
+      std::string prefix = node.name + (b == 0 ? "/then/" : "/else/");
+      Guards inner = guards;
+      inner.push_back({node.inputs[0], b == 0});
+      scopes_.emplace_back();
+      read_initializers(sub, prefix);
+      if (sub.sparse_initializer_size() > 0)
+        bad("{} {}: sparse initializers are not supported", label, names[b]);
+      res_.nodes_in_file += sub.node_size();
+      read_nodes(sub, prefix, inner);
+      for (const auto& o : sub.output()) {
+        auto id = lookup(o.name());
+        if (!id)
+          bad("{} {} output '{}' is not produced in the branch or outside", label, names[b],
+              o.name());
+        outs[b].push_back(*id);
+      }
+      scopes_.pop_back();
+    }
+    for (int b = 0; b < 2; ++b)
+      node.inputs.insert(node.inputs.end(), outs[b].begin(), outs[b].end());
+  }
+
+  // Nodes of If branches ruled out by a condition known at import were never inferred (and
+  // nothing reads them anymore: infer_all cut the If nodes' inputs from them); they go.
+  void drop_untaken_branches() {
+    Graph& g = res_.graph;
+    if (std::none_of(skipped_.begin(), skipped_.end(), [](bool b) { return b; })) return;
+    std::vector<Node> nodes;
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      if (!skipped_[n]) {
+        nodes.push_back(std::move(g.nodes[n]));
+        continue;
+      }
+      for (ValueId o : g.nodes[n].outputs)
+        if (o != kNoValue) g.value(o).producer = -1;
+    }
+    g.nodes = std::move(nodes);
+    for (size_t n = 0; n < g.nodes.size(); ++n)
+      for (ValueId o : g.nodes[n].outputs)
+        if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(n);
+  }
+
+  // Is node `n` in an If branch that a condition known by now rules out?
+  bool ruled_out(size_t n) const {
+    for (const auto& [cond, then] : guards_[n]) {
+      const auto& k = res_.graph.value(cond).known;
+      if (k && k->size() == 1 && !(*k)[0].batch && ((*k)[0].value != 0) != then) return true;
+    }
+    return false;
   }
 
   // Does node `from` (transitively) read an output of node `to`? Then `to` reading `from`'s
@@ -497,10 +594,9 @@ class Importer {
   void read_outputs(const onnx::GraphProto& gp) {
     if (gp.output_size() == 0) bad("the graph has no outputs");
     for (const auto& o : gp.output()) {
-      auto it = ids_.find(o.name());
-      if (it == ids_.end())
-        bad("graph output '{}' is not produced by any node, input or initializer", o.name());
-      res_.graph.outputs.push_back(it->second);
+      auto id = lookup(o.name());
+      if (!id) bad("graph output '{}' is not produced by any node, input or initializer", o.name());
+      res_.graph.outputs.push_back(*id);
     }
   }
 
@@ -526,7 +622,18 @@ class Importer {
 
   void infer_all() {
     Graph& g = res_.graph;
+    skipped_.assign(g.nodes.size(), false);
+    std::vector<bool> gone(g.values.size(), false);  // outputs of ruled-out nodes
     for (size_t n = 0; n < g.nodes.size(); ++n) {
+      if (ruled_out(n)) {
+        skipped_[n] = true;
+        for (ValueId o : g.nodes[n].outputs)
+          if (o != kNoValue) gone[static_cast<size_t>(o)] = true;
+        continue;
+      }
+      // Only an If reads a ruled-out branch's outputs, and it does not need them.
+      for (ValueId& in : g.nodes[n].inputs)
+        if (in != kNoValue && gone[static_cast<size_t>(in)]) in = kNoValue;
       if (!g.nodes[n].def) continue;
       try {
         parse_node(g, static_cast<NodeId>(n));
@@ -552,9 +659,13 @@ class Importer {
   const ImportOptions& opts_;
   int64_t opset_ = 0;
   ImportResult res_;
-  std::unordered_map<std::string, ValueId> ids_;
+  // Value names by scope: the main graph's, then one per If branch being read.
+  std::vector<std::unordered_map<std::string, ValueId>> scopes_{1};
   std::unordered_map<std::string, std::string> defined_as_;
   std::set<std::string> batch_names_;
+  std::set<std::string> node_names_;
+  std::vector<Guards> guards_;  // per node
+  std::vector<bool> skipped_;   // per node: in a ruled-out branch
 };
 
 }  // namespace

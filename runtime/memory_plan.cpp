@@ -91,6 +91,9 @@ MemoryPlan plan_memory(const Graph& g, int64_t batch, const std::vector<ValueId>
       // The input's buffer must die here (for in-place) and match in size (for both).
       if (p.last[rr] != static_cast<int>(n) && !alias) continue;
       if (p.bytes[rr] != p.bytes[o] || g.value(in).dtype != g.value(out).dtype) continue;
+      // Sizes are rounded up to kArenaAlign: a broadcast input ([3] into [1,2,3]) can match in
+      // bytes, and writing the output over it would clobber elements still to be read.
+      if (!alias && g.value(in).shape != g.value(out).shape) continue;
       if (alias && p.last[rr] > static_cast<int>(n)) {
         // Input still read later: an alias is still fine (same bytes, read-only view).
       }

@@ -77,6 +77,11 @@ std::vector<int64_t> ParseCtx::ints(const std::string& name, std::vector<int64_t
   return opt_ints(name).value_or(std::move(def));
 }
 
+std::optional<std::vector<std::string>> ParseCtx::opt_strings(const std::string& name) {
+  if (const auto* v = typed<std::vector<std::string>>(*this, get(name), name, "strings")) return *v;
+  return std::nullopt;
+}
+
 TensorPtr ParseCtx::tensor(const std::string& name) {
   if (const auto* v = typed<TensorPtr>(*this, get(name), name, "tensor")) return *v;
   return nullptr;

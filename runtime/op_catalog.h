@@ -19,16 +19,17 @@
 namespace cb {
 
 // Ops whose contract lives in runtime/ops/. Alphabetical.
-#define CB_OPS(X)                                                                                \
-  X(Abs)                                                                                         \
-  X(Add)                                                                                         \
-  X(AveragePool) X(BatchNormalization) X(Cast) X(Ceil) X(Clip) X(Concat) X(Constant)             \
-      X(ConstantOfShape) X(Conv) X(Div) X(Dropout) X(Equal) X(Erf) X(Exp) X(Expand) X(Flatten)   \
-          X(Floor) X(Gather) X(Gemm) X(GlobalAveragePool) X(Identity) X(LayerNormalization)      \
-              X(LeakyRelu) X(Log) X(LogSoftmax) X(MatMul) X(MaxPool) X(Mul) X(Neg) X(Pad) X(Pow) \
-                  X(Range) X(Reciprocal) X(ReduceMean) X(ReduceSum) X(Relu) X(Reshape) X(Shape)  \
-                      X(Sigmoid) X(Slice) X(Softmax) X(SoftmaxCrossEntropyLoss) X(Split) X(Sqrt) \
-                          X(Squeeze) X(Sub) X(Tanh) X(Transpose) X(Unsqueeze) X(Where)           \
+#define CB_OPS(X)                                                                                 \
+  X(Abs)                                                                                          \
+  X(Add)                                                                                          \
+  X(AveragePool)                                                                                  \
+  X(BatchNormalization) X(Cast) X(Ceil) X(Clip) X(Concat) X(Constant) X(ConstantOfShape) X(Conv)  \
+      X(Div) X(Dropout) X(Einsum) X(Equal) X(Erf) X(Exp) X(Expand) X(Flatten) X(Floor) X(GRU)     \
+          X(Gather) X(Gemm) X(GlobalAveragePool) X(Identity) X(If) X(LSTM) X(LayerNormalization)  \
+              X(LeakyRelu) X(Log) X(LogSoftmax) X(MatMul) X(MaxPool) X(Mul) X(Neg) X(Pad) X(Pow)  \
+                  X(RNN) X(Range) X(Reciprocal) X(ReduceMean) X(ReduceSum) X(Relu) X(Reshape)     \
+                      X(Shape) X(Sigmoid) X(Slice) X(Softmax) X(SoftmaxCrossEntropyLoss) X(Split) \
+                          X(Sqrt) X(Squeeze) X(Sub) X(Tanh) X(Transpose) X(Unsqueeze) X(Where)    \
                               CB_INTERNAL_OPS(X)
 
 // Ops crossbow emits itself (gradients, optimizer and SMA steps); OpDef::internal, never imported.
@@ -50,6 +51,7 @@ enum class OpKind : uint16_t {
 class ParseCtx;
 class InferCtx;
 class VjpCtx;
+class LowerCtx;
 
 struct OpDef {
   OpKind kind;
@@ -80,6 +82,12 @@ struct OpDef {
   void (*vjp)(VjpCtx& c) = nullptr;
   // Ops crossbow emits itself (gradient ops): never read from an ONNX file.
   bool internal = false;
+  // Ops defined by a decomposition (LSTM, GRU, RNN, If, Einsum): once the graph is inferred, the
+  // importer replaces each such node by the nodes this emits through the LowerCtx's builder
+  // (runtime/lower.h), which then get inference, planning, kernels and vjps like any others.
+  // Returns the values standing for the node's outputs (kNoValue for omitted ones). Such ops
+  // need no kernel and no vjp.
+  std::vector<ValueId> (*lower)(LowerCtx& c) = nullptr;
 };
 
 const OpDef& op_def(OpKind k);
@@ -122,6 +130,7 @@ class ParseCtx {
   }
   std::vector<int64_t> ints(const std::string& name, std::vector<int64_t> def = {});
   std::optional<std::vector<int64_t>> opt_ints(const std::string& name);
+  std::optional<std::vector<std::string>> opt_strings(const std::string& name);
   TensorPtr tensor(const std::string& name);  // nullptr when absent
   // Fails unless the attribute is absent or equal to `expected` (for settings we do not support).
   void only(const std::string& name, int64_t expected, std::string_view why);

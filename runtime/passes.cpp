@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/error.h"
+#include "runtime/graph_builder.h"
+#include "runtime/lower.h"
 #include "runtime/op_catalog.h"
 
 namespace cb {
@@ -107,6 +110,71 @@ FoldStats fold_and_prune(Graph& g) {
   map_ids(g.inputs);
   map_ids(g.outputs);
   return st;
+}
+
+int64_t lower_composites(Graph& g) {
+  int64_t lowered = 0;
+  size_t i = 0;
+  while (i < g.nodes.size()) {
+    const Node& node = g.nodes[i];
+    // Downstream of an op the catalog lacks (lenient imports), shapes are unknown: left as is.
+    bool known = std::all_of(node.inputs.begin(), node.inputs.end(),
+                             [&](ValueId v) { return v == kNoValue || g.value(v).shape_known; });
+    if (!node.def || !node.def->lower || !known) {
+      ++i;
+      continue;
+    }
+    const size_t first = g.nodes.size();
+    const std::vector<ValueId> outputs = g.nodes[i].outputs;
+    GraphBuilder b(g, g.nodes[i].name);
+    std::vector<ValueId> results;
+    {
+      LowerCtx c(b, static_cast<NodeId>(i));
+      results = g.nodes[i].def->lower(c);
+    }
+    CB_CHECK(results.size() == outputs.size());
+    // Each kept output becomes an output of the node computing its stand-in; a stand-in that is
+    // not a fresh node's output (an existing value), or stands for two outputs, gets an Identity.
+    std::vector<bool> taken(g.values.size(), false);
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      ValueId o = outputs[k], r = results[k];
+      if (o == kNoValue) continue;
+      CB_CHECK(r != kNoValue);
+      NodeId p = g.value(r).producer;
+      if (p < static_cast<NodeId>(first) ||
+          (static_cast<size_t>(r) < taken.size() && taken[static_cast<size_t>(r)])) {
+        r = b.op("Identity", {r});
+        p = g.value(r).producer;
+      }
+      if (static_cast<size_t>(r) < taken.size()) taken[static_cast<size_t>(r)] = true;
+      const Value &want = g.value(o), &got = g.value(r);
+      if (want.dtype != got.dtype || want.shape != got.shape)
+        throw InternalError(fmt::format("{}: its decomposition gives output {} as {} {}, not {} {}",
+                                        g.node_label(static_cast<NodeId>(i)), k,
+                                        dtype_name(got.dtype), to_string(got.shape),
+                                        dtype_name(want.dtype), to_string(want.shape)));
+      for (size_t n = first; n < g.nodes.size(); ++n) {
+        for (ValueId& in : g.nodes[n].inputs)
+          if (in == r) in = o;
+        for (ValueId& out : g.nodes[n].outputs)
+          if (out == r) out = o;
+      }
+      g.value(r).producer = -1;
+    }
+    // The fresh nodes take the lowered node's place.
+    std::vector<Node> fresh(std::make_move_iterator(g.nodes.begin() + static_cast<long>(first)),
+                            std::make_move_iterator(g.nodes.end()));
+    g.nodes.resize(first);
+    g.nodes.erase(g.nodes.begin() + static_cast<long>(i));
+    g.nodes.insert(g.nodes.begin() + static_cast<long>(i), std::make_move_iterator(fresh.begin()),
+                   std::make_move_iterator(fresh.end()));
+    for (size_t n = 0; n < g.nodes.size(); ++n)
+      for (ValueId o : g.nodes[n].outputs)
+        if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(n);
+    i += fresh.size();
+    ++lowered;
+  }
+  return lowered;
 }
 
 void classify_initializers(Graph& g) {

@@ -12,6 +12,11 @@ struct FoldStats {
   int64_t dead = 0;    // nodes none of whose outputs reach a graph output
 };
 
+// Replaces every node of an op with a decomposition (OpDef::lower: LSTM, GRU, RNN, If, Einsum)
+// by the nodes it emits, in the node's place, its output values kept (now produced by the
+// decomposition). Runs on an inferred graph; returns the number of nodes replaced.
+int64_t lower_composites(Graph& g);
+
 // Replaces nodes whose outputs are all known before execution by constant values (data where
 // the contents are static, `known` dims where they depend on N), removes nodes that do not
 // reach a graph output, and drops values nothing refers to anymore. Keeps topological order.

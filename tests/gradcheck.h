@@ -1,7 +1,8 @@
 // Finite-difference gradient checking for vjps (fp64, central differences), in the style of
 // ONNX Runtime's gradient_checker: a one-node graph with the inputs as parameters, the loss
 // sum(y * w) for a fixed random w, the analytic gradients from build_training_graph + the
-// executor, the numeric ones from (L(x+h) - L(x-h)) / 2h with fresh executors.
+// executor, the numeric ones from (L(x+h) - L(x-h)) / 2h with fresh executors. Ops with a
+// decomposition (OpDef::lower) are lowered as the importer does, and checked through it.
 //
 // How to add an op: write its vjp in runtime/ops/<op>.cpp (and kernels for any gradient op it
 // emits), then add a GradCase to tests/test_gradcheck.cpp with inputs kept off kinks (no

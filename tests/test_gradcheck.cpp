@@ -216,3 +216,62 @@ TEST_CASE("gradcheck: normalization, softmax, dropout, loss") {
                    {diff(r({4, 5}, 92)), cnst(i64_tensor({4}, {2, -100, 4, 1}))},
                    {{"ignore_index", int64_t{-100}}}});
 }
+
+// LSTM, GRU and RNN are lowered into MatMul/Add/Mul/Sigmoid/Tanh/Split/Concat over time steps
+// (runtime/ops/rnn.cpp); these check the gradients of X, W, R, B, the initial states and P
+// through the unrolled graphs, in both directions and both layouts.
+TEST_CASE("gradcheck: LSTM, GRU, RNN (lowered)") {
+  const std::string bi = "bidirectional";
+  // X [T=3,B=2,I=3], H=2, D=2: W [2,8,3], R [2,8,2], B [2,16], h0/c0 [2,2,2], P [2,6].
+  check_gradients({"LSTM",
+                   {diff(r({3, 2, 3}, 300)), diff(r({2, 8, 3}, 301)), diff(r({2, 8, 2}, 302)),
+                    diff(r({2, 16}, 303)), cnst(i64_tensor({2}, {3, 3})), diff(r({2, 2, 2}, 304)),
+                    diff(r({2, 2, 2}, 305)), diff(r({2, 6}, 306))},
+                   {{"direction", bi}, {"hidden_size", int64_t{2}}},
+                   3});
+  // Batch-first, no bias or initial state (those terms drop out), coupled input-forget gate.
+  check_gradients({"LSTM",
+                   {diff(r({2, 3, 3}, 310)), diff(r({1, 8, 3}, 311)), diff(r({1, 8, 2}, 312))},
+                   {{"layout", int64_t{1}}, {"input_forget", int64_t{1}}},
+                   2});
+  // clip bounds every gate's pre-activation (some of these lie outside +-0.8, none at it).
+  check_gradients(
+      {"LSTM",
+       {diff(r({3, 2, 3}, 315, -2, 2)), diff(r({1, 8, 3}, 316)), diff(r({1, 8, 2}, 317))},
+       {{"clip", 0.8f}, {"direction", std::string("reverse")}},
+       2});
+  for (int64_t lbr : {0, 1}) {
+    CAPTURE(lbr);
+    check_gradients(
+        {"GRU",
+         {diff(r({3, 2, 3}, 320)), diff(r({2, 6, 3}, 321)), diff(r({2, 6, 2}, 322)),
+          diff(r({2, 12}, 323)), cnst(i64_tensor({2}, {3, 3})), diff(r({2, 2, 2}, 324))},
+         {{"direction", bi}, {"linear_before_reset", lbr}},
+         2});
+    check_gradients({"GRU",
+                     {diff(r({2, 3, 3}, 325)), diff(r({1, 6, 3}, 326)), diff(r({1, 6, 2}, 327)),
+                      diff(r({1, 12}, 328))},
+                     {{"direction", std::string("reverse")},
+                      {"layout", int64_t{1}},
+                      {"linear_before_reset", lbr}},
+                     2});
+  }
+  check_gradients({"RNN",
+                   {diff(r({3, 2, 3}, 330)), diff(r({2, 2, 3}, 331)), diff(r({2, 2, 2}, 332)),
+                    diff(r({2, 4}, 333)), cnst(i64_tensor({2}, {3, 3})), diff(r({2, 2, 2}, 334))},
+                   {{"direction", bi}},
+                   2});
+}
+
+// Einsum is lowered into ReduceSum/Transpose/Reshape/MatMul (runtime/ops/einsum.cpp).
+TEST_CASE("gradcheck: Einsum (lowered)") {
+  auto eq = [](const char* e) { return AttrMap{{"equation", std::string(e)}}; };
+  check_gradients(
+      {"Einsum", {diff(r({2, 2, 3}, 340)), diff(r({2, 3, 4}, 341))}, eq("bij,bjk->bik")});
+  check_gradients({"Einsum", {diff(r({2, 3}, 342)), diff(r({4, 3}, 343))}, eq("ij,kj->ik")});
+  check_gradients({"Einsum", {diff(r({2, 3, 4}, 344)), diff(r({4, 5}, 345))}, eq("bij,jk->kib")});
+  check_gradients({"Einsum", {diff(r({5}, 346)), diff(r({5}, 347))}, eq("i,i")});
+  check_gradients({"Einsum", {diff(r({3, 4}, 348))}, eq("ij->i")});
+  check_gradients({"Einsum", {diff(r({3, 4}, 349))}, eq("ij->ji")});
+  check_gradients({"Einsum", {diff(r({2, 3}, 350)), diff(r({3, 4}, 351))}, eq("ij,jk")});
+}

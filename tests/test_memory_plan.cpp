@@ -1,6 +1,6 @@
 // The memory planner: no two buffers live at the same time overlap (every zoo model, several
 // batch sizes), reuse actually happens, and ResNet-50 forward at batch 32 needs at most half of
-// the no-reuse total.
+// the no-reuse total; no output goes in place over a broadcast input.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -8,6 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "importer/onnx_importer.h"
+#include "kernels/cpu/cpu_device.h"
+#include "runtime/executor.h"
+#include "runtime/graph_builder.h"
 #include "runtime/memory_plan.h"
 #include "tests/test_util.h"
 
@@ -86,4 +89,42 @@ TEST_CASE("memory plan: a batch size whose buffers overflow is an error naming t
     CHECK(test::contains(e, "needs more than 2^60 bytes"));
   }
   CHECK(plan_memory(r.graph, 1 << 20).bytes_peak > 0);  // large but fine
+}
+
+// Buffers are rounded up to kArenaAlign bytes, so a small broadcast input ([3] f32, 12 bytes)
+// and the output it broadcasts into ([2,3], 24 bytes) take the same 64 bytes: the output must
+// not go in place over that input, whose elements are read again for every row.
+TEST_CASE("memory plan: no in-place over a broadcast input of the same rounded size") {
+  Graph g;
+  g.opset = kEmitOpset;
+  GraphBuilder b(g, "t");
+  ValueId v = b.input("v", DType::F32, shape_of({6}));
+  ValueId m = b.input("m", DType::F32, shape_of({2, 3}));
+  auto parts = b.emit("Split", {v}, {{"axis", int64_t{0}}}, 2);  // [3], [3]: die at the Muls
+  ValueId y = b.op("Add", {b.op("Mul", {parts[0], m}), b.op("Mul", {parts[1], m})});
+  g.outputs = {y};
+  MemoryPlan p = plan_memory(g, 1);
+  for (const Node& n : g.nodes) {
+    if (n.op_type != "Mul") continue;
+    CAPTURE(n.name);
+    CHECK(p.root[static_cast<size_t>(n.outputs[0])] == n.outputs[0]);
+  }
+  auto dev = make_cpu_device(1);
+  Executor ex(g, *dev, 1);
+  Tensor tv, tm;
+  tv.dtype = tm.dtype = DType::F32;
+  tv.dims = {6};
+  tm.dims = {2, 3};
+  tv.bytes.resize(24);
+  tm.bytes.resize(24);
+  for (int i = 0; i < 6; ++i) {
+    tv.data<float>()[i] = static_cast<float>(i + 1);
+    tm.data<float>()[i] = 2.0f;
+  }
+  ex.set_input(0, tv);
+  ex.set_input(1, tm);
+  ex.run();
+  Tensor out = ex.output(0);
+  for (int i = 0; i < 6; ++i)
+    CHECK(out.real_at(i) == doctest::Approx(2.0 * (i % 3 + 1) + 2.0 * (i % 3 + 4)));
 }

@@ -176,7 +176,7 @@ def main():
 
     # ---- ops crossbow does not support -----------------------------------------------------
     write("unknown_ops.onnx", model(
-        [helper.make_node("Einsum", ["x", "x"], ["e"], name="mystery_einsum", equation="ij,ij->ij"),
+        [helper.make_node("StringNormalizer", ["x"], ["e"], name="mystery_strings"),
          helper.make_node("Relu", ["e"], ["r"], name="act"),
          helper.make_node("HardSwish", ["r"], ["h"], name="mystery_hardswish"),
          helper.make_node("FrobnicateOp", ["h"], ["y"], name="mystery_frobnicate")],
