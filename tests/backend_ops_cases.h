@@ -716,40 +716,80 @@ inline std::vector<Case> dropout_grad(OpKind, DType) {
   return {c({13, 7}, 0.3), c({3, 4099}, 0.6), c({0, 2}, 0.5)};
 }
 
+// SoftmaxCrossEntropyLoss and its gradient against a naive f64 reference
+// (tests/test_backend_ops.cpp), so the [N,C] fast path and the general path (N-D scores, weights)
+// are checked independently.
+void ref_sce(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out);
+void ref_sce_grad(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out);
+
 inline std::vector<Case> sce_loss(OpKind, DType) {
-  auto c = [](std::string name, int64_t n, int64_t cls, std::string red, size_t outputs,
-              DType label = DType::I64, std::optional<int64_t> ignore = {}) {
+  // scores [n, cls, d...], labels [n, d...] drawn from `labels`, weights [cls] when `weighted`.
+  auto c = [](std::string name, std::vector<int64_t> dims, std::string red, size_t outputs,
+              DType label = DType::I64, std::optional<int64_t> ignore = {}, bool weighted = false,
+              std::optional<Fill> labels = {}) {
+    const int64_t cls = dims[1];
+    std::vector<int64_t> ld = dims;
+    ld.erase(ld.begin() + 1);
     Case k{.name = std::move(name),
-           .in = {x({n, cls}, uniform(-5, 5)), fixed(label, {n}, ints(0, double(cls - 1)))},
+           .in = {x(dims, uniform(-5, 5)),
+                  fixed(label, ld, labels ? *labels : ints(0, double(cls - 1)))},
            .attrs = {{"reduction", red}},
-           .outputs = outputs};
+           .outputs = outputs,
+           .ref = ref_sce};
+    if (weighted) k.in.push_back(x({cls}, uniform(0.2, 2)));
     if (ignore) k.attrs["ignore_index"] = *ignore;
     return k;
   };
   return {
-      c("mean", 13, 7, "mean", 2),
-      c("sum, loss only", 5, 3, "sum", 1),
-      c("none, i32 labels", 9, 4, "none", 2, DType::I32),
-      c("mean, ignore_index", 16, 5, "mean", 2, DType::I64, 2),
-      c("i8 labels", 6, 3, "sum", 2, DType::I8),
-      c("large", 64, 1000, "mean", 2),
+      c("mean", {13, 7}, "mean", 2),
+      c("sum, loss only", {5, 3}, "sum", 1),
+      c("none, i32 labels", {9, 4}, "none", 2, DType::I32),
+      c("mean, ignore_index", {16, 5}, "mean", 2, DType::I64, 2),
+      c("i8 labels", {6, 3}, "sum", 2, DType::I8),
+      c("large", {64, 1000}, "mean", 2),
+      c("weights, mean, ignore_index", {12, 5}, "mean", 2, DType::I64, 1, true),
+      c("weights, none", {7, 4}, "none", 1, DType::I32, {}, true),
+      c("N-D, none, negative ignore_index", {3, 5, 2, 4}, "none", 2, DType::I64, -1, false,
+        ints(-1, 4)),
+      c("N-D weights, mean, ignore_index", {2, 6, 3, 5}, "mean", 2, DType::I64, 3, true),
+      c("N-D weights, sum, ignore_index out of range", {4, 3, 7}, "sum", 1, DType::I8, 3, true,
+        ints(0, 3)),
+      c("N-D, mean, d = 1", {5, 4, 1, 1}, "mean", 2, DType::U8),
+      c("N-D, large", {8, 33, 17, 9}, "mean", 1),
   };
 }
 
 inline std::vector<Case> sce_loss_grad(OpKind, DType) {
-  auto c = [](std::string name, int64_t n, int64_t cls, std::string red,
-              std::optional<int64_t> ignore = {}) {
+  auto c = [](std::string name, std::vector<int64_t> dims, std::string red,
+              std::optional<int64_t> ignore = {}, bool weighted = false,
+              std::optional<Fill> fill = {}) {
+    const int64_t cls = dims[1];
+    std::vector<int64_t> ld = dims;
+    ld.erase(ld.begin() + 1);
     AttrMap attrs{{"reduction", red}};
     if (ignore) attrs["ignore_index"] = *ignore;
-    Fill labels = ints(0, double(cls - 1));
-    return Case{
-        .name = std::move(name),
-        .in = {fwd_out(0), x({n, cls}, uniform(-5, 5)), fixed(DType::I64, {n}, labels)},
-        .fwd =
-            Fwd{"SoftmaxCrossEntropyLoss", {x({n, cls}), fixed(DType::I64, {n}, labels)}, attrs}};
+    Fill labels = fill ? *fill : ints(0, double(cls - 1));
+    Case k{.name = std::move(name),
+           .in = {fwd_out(0), x(dims, uniform(-5, 5)), fixed(DType::I64, ld, labels)},
+           .fwd = Fwd{"SoftmaxCrossEntropyLoss", {x(dims), fixed(DType::I64, ld, labels)}, attrs},
+           .ref = ref_sce_grad};
+    if (weighted) {
+      k.in.push_back(x({cls}, uniform(0.2, 2)));
+      k.fwd->in.push_back(x({cls}));
+    }
+    return k;
   };
-  return {c("mean", 13, 7, "mean"), c("sum", 5, 3, "sum"), c("none", 9, 4, "none"),
-          c("mean, ignore_index", 16, 5, "mean", 2), c("large", 64, 1000, "mean")};
+  return {c("mean", {13, 7}, "mean"),
+          c("sum", {5, 3}, "sum"),
+          c("none", {9, 4}, "none"),
+          c("mean, ignore_index", {16, 5}, "mean", 2),
+          c("large", {64, 1000}, "mean"),
+          c("weights, mean, ignore_index", {12, 5}, "mean", 1, true),
+          c("weights, none", {7, 4}, "none", {}, true),
+          c("N-D, none, negative ignore_index", {3, 5, 2, 4}, "none", -1, false, ints(-1, 4)),
+          c("N-D weights, mean, ignore_index", {2, 6, 3, 5}, "mean", 3, true),
+          c("N-D weights, sum", {4, 3, 7}, "sum", {}, true),
+          c("N-D, large", {8, 33, 17, 9}, "mean")};
 }
 
 // ---- elementwise gradients ----------------------------------------------------------------------

@@ -45,7 +45,7 @@ struct Built {
   std::vector<ValueId> inputs;
 };
 
-// The one-node graph plus loss = ReduceSum(y * w).
+// The one-node graph plus loss = the sum over the outputs read of ReduceSum(y_k * w_k).
 Built build(const GradCase& c, const std::vector<Tensor>& values) {
   Built b;
   b.g.opset = kEmitOpset;
@@ -64,11 +64,14 @@ Built build(const GradCase& c, const std::vector<Tensor>& values) {
   }
   GraphBuilder gb(b.g, "case");
   auto outs = gb.emit(c.op, b.inputs, c.attrs, c.outputs);
-  const Value& y = b.g.value(outs[0]);
-  std::vector<int64_t> dims;
-  for (const Dim& d : y.shape) dims.push_back(d.value);
-  ValueId w = gb.constant(random_f64(dims, 99, 0.5, 1.5));
-  ValueId loss = gb.op("ReduceSum", {gb.op("Mul", {outs[0], w})}, {{"keepdims", int64_t{0}}});
+  ValueId loss = kNoValue;
+  for (size_t k : c.read) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : b.g.value(outs.at(k)).shape) dims.push_back(d.value);
+    ValueId w = gb.constant(random_f64(dims, 99 + k, 0.5, 1.5));
+    ValueId term = gb.op("ReduceSum", {gb.op("Mul", {outs[k], w})}, {{"keepdims", int64_t{0}}});
+    loss = loss == kNoValue ? term : gb.op("Add", {loss, term});
+  }
   b.g.outputs = {loss};
   lower_composites(b.g);  // ops defined by a decomposition (LSTM, Einsum...) check through it
   return b;

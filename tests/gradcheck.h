@@ -1,8 +1,9 @@
 // Finite-difference gradient checking for vjps (fp64, central differences), in the style of
 // ONNX Runtime's gradient_checker: a one-node graph with the inputs as parameters, the loss
-// sum(y * w) for a fixed random w, the analytic gradients from build_training_graph + the
-// executor, the numeric ones from (L(x+h) - L(x-h)) / 2h with fresh executors. Ops with a
-// decomposition (OpDef::lower) are lowered as the importer does, and checked through it.
+// sum(y * w) for a fixed random w (summed over the outputs it reads), the analytic gradients from
+// build_training_graph + the executor, the numeric ones from (L(x+h) - L(x-h)) / 2h with fresh
+// executors. Ops with a decomposition (OpDef::lower) are lowered as the importer does, and
+// checked through it.
 //
 // How to add an op: write its vjp in runtime/ops/<op>.cpp (and kernels for any gradient op it
 // emits), then add a GradCase to tests/test_gradcheck.cpp with inputs kept off kinks (no
@@ -26,10 +27,11 @@ struct GradCase {
   std::string op;
   std::vector<GradInput> inputs;
   AttrMap attrs;
-  size_t outputs = 1;  // the loss reads output 0
+  size_t outputs = 1;
   double rtol = 1e-5, atol = 1e-7;
   double step = 1e-6;
-  int max_elements = 24;  // elements checked per input (evenly spaced)
+  int max_elements = 24;           // elements checked per input (evenly spaced)
+  std::vector<size_t> read = {0};  // the outputs the loss reads: sum over k of sum(y_k * w_k)
 };
 
 // f64 tensor with values uniform in [lo, hi] (seeded), or `away` from zero by at least `gap`.

@@ -26,6 +26,7 @@
 // run_on() below.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -787,6 +788,87 @@ void ref_sma_row_sum(const std::any& params, std::vector<Tensor>& in, std::vecto
     double s = 0;
     for (int64_t r = 0; r < rows; ++r) s += scale * in[0].data<double>()[r * n + i];
     out[0].data<double>()[i] = s;
+  }
+}
+
+// SoftmaxCrossEntropyLoss, the ONNX definition element by element: scores [N,C,d..], labels
+// [N,d..], weights? [C]; loss = -w[l] * log_softmax(scores, axis 1)[l], 0 where l is ignored;
+// mean divides by the sum of w[l] over the elements not ignored.
+namespace {
+struct SceRef {
+  int64_t n = 0, c = 0, d = 1;
+  std::vector<double> lp;       // log_softmax, like scores
+  std::vector<double> w;        // per element: w[label], 0 where ignored
+  std::vector<int64_t> labels;  // per element
+  double divisor = 0;
+};
+SceRef sce_ref(const ops::SoftmaxCrossEntropyLossParams& p, const Tensor& scores,
+               const Tensor& labels, const Tensor* weights) {
+  SceRef r;
+  r.n = scores.dims.at(0);
+  r.c = scores.dims.at(1);
+  for (size_t k = 2; k < scores.dims.size(); ++k) r.d *= scores.dims[k];
+  r.lp.resize(static_cast<size_t>(scores.numel()));
+  for (int64_t i = 0; i < r.n; ++i)
+    for (int64_t j = 0; j < r.d; ++j) {
+      auto at = [&](int64_t k) { return (i * r.c + k) * r.d + j; };
+      double mx = -INFINITY, s = 0;
+      for (int64_t k = 0; k < r.c; ++k) mx = std::max(mx, scores.real_at(at(k)));
+      for (int64_t k = 0; k < r.c; ++k) s += std::exp(scores.real_at(at(k)) - mx);
+      for (int64_t k = 0; k < r.c; ++k)
+        r.lp[static_cast<size_t>(at(k))] = scores.real_at(at(k)) - mx - std::log(s);
+    }
+  for (int64_t e = 0; e < labels.numel(); ++e) {
+    auto l = static_cast<int64_t>(labels.real_at(e));
+    const bool ignored = p.ignore_index && l == *p.ignore_index;
+    r.labels.push_back(l);
+    r.w.push_back(ignored ? 0.0 : weights ? weights->real_at(l) : 1.0);
+    r.divisor += ignored ? 0.0 : r.w.back();
+  }
+  return r;
+}
+const Tensor* optional_in(std::vector<Tensor>& in, size_t k) {
+  return in.size() > k && !in[k].bytes.empty() ? &in[k] : nullptr;
+}
+}  // namespace
+
+void ref_sce(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const auto& p = std::any_cast<const ops::SoftmaxCrossEntropyLossParams&>(params);
+  const SceRef r = sce_ref(p, in.at(0), in.at(1), optional_in(in, 2));
+  double total = 0;
+  for (int64_t e = 0; e < r.n * r.d; ++e) {
+    const auto ue = static_cast<size_t>(e);
+    const int64_t i = e / r.d, j = e % r.d;
+    const double li =
+        r.w[ue] == 0 ? 0 : -r.w[ue] * r.lp[static_cast<size_t>((i * r.c + r.labels[ue]) * r.d + j)];
+    if (p.reduction == ops::SoftmaxCrossEntropyLossParams::Reduction::None)
+      out.at(0).data<double>()[e] = li;
+    total += li;
+  }
+  if (p.reduction != ops::SoftmaxCrossEntropyLossParams::Reduction::None)
+    out.at(0).data<double>()[0] = p.reduction == ops::SoftmaxCrossEntropyLossParams::Reduction::Mean
+                                      ? total / r.divisor
+                                      : total;
+  if (out.size() > 1 && !out[1].bytes.empty())
+    for (size_t k = 0; k < r.lp.size(); ++k) out[1].data<double>()[k] = r.lp[k];
+}
+
+// SoftmaxCrossEntropyLossGrad: in dloss, scores, labels, weights?; out dscores =
+// (softmax - onehot(label)) * w[label] * dloss (/ divisor for mean).
+void ref_sce_grad(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const auto& p = std::any_cast<const ops::SoftmaxCrossEntropyLossParams&>(params);
+  const SceRef r = sce_ref(p, in.at(1), in.at(2), optional_in(in, 3));
+  using R = ops::SoftmaxCrossEntropyLossParams::Reduction;
+  for (int64_t e = 0; e < r.n * r.d; ++e) {
+    const auto ue = static_cast<size_t>(e);
+    const int64_t i = e / r.d, j = e % r.d;
+    double g = in[0].real_at(p.reduction == R::None ? e : 0) * r.w[ue];
+    if (p.reduction == R::Mean) g /= r.divisor;
+    for (int64_t k = 0; k < r.c; ++k) {
+      const int64_t at = (i * r.c + k) * r.d + j;
+      out.at(0).data<double>()[at] =
+          (std::exp(r.lp[static_cast<size_t>(at)]) - (k == r.labels[ue] ? 1.0 : 0.0)) * g;
+    }
   }
 }
 

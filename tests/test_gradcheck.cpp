@@ -215,6 +215,42 @@ TEST_CASE("gradcheck: normalization, softmax, dropout, loss") {
   check_gradients({"SoftmaxCrossEntropyLoss",  // PyTorch's F.cross_entropy exports ignore_index
                    {diff(r({4, 5}, 92)), cnst(i64_tensor({4}, {2, -100, 4, 1}))},
                    {{"ignore_index", int64_t{-100}}}});
+  // Class weights: the mean divides by the weights of the labels not ignored (class 0 here).
+  check_gradients(
+      {"SoftmaxCrossEntropyLoss",
+       {diff(r({5, 4}, 93)), cnst(i64_tensor({5}, {3, 0, 2, 0, 1})), cnst(r({4}, 94, 0.5, 2))},
+       {{"ignore_index", int64_t{0}}}});
+  // N-D scores [N,C,d1,d2], a negative ignore_index, reduction none.
+  check_gradients(
+      {"SoftmaxCrossEntropyLoss",
+       {diff(r({2, 3, 2, 2}, 95)), cnst(i64_tensor({2, 2, 2}, {0, -1, 2, 1, 1, 2, -1, 0}))},
+       {{"ignore_index", int64_t{-1}}, {"reduction", std::string("none")}}});
+  // N-D with weights, reduction sum, and log_prob read by the loss with the loss itself.
+  check_gradients({"SoftmaxCrossEntropyLoss",
+                   {diff(r({2, 4, 3}, 96)), cnst(i64_tensor({2, 3}, {3, 0, 2, 1, 1, 0})),
+                    cnst(r({4}, 97, 0.5, 2))},
+                   {{"reduction", std::string("sum")}},
+                   2,
+                   1e-5,
+                   1e-7,
+                   1e-6,
+                   24,
+                   {0, 1}});
+  // log_prob alone (the loss output unused), N-D mean with weights and ignore_index.
+  check_gradients({"SoftmaxCrossEntropyLoss",
+                   {diff(r({3, 4, 2}, 98)), cnst(i64_tensor({3, 2}, {1, 2, 2, 0, 3, 2})),
+                    cnst(r({4}, 99, 0.5, 2))},
+                   {{"ignore_index", int64_t{2}}},
+                   2,
+                   1e-5,
+                   1e-7,
+                   1e-6,
+                   24,
+                   {1}});
+  check_gradients({"SoftmaxCrossEntropyLoss",
+                   {diff(r({3, 4, 2}, 100)), cnst(i64_tensor({3, 2}, {1, 2, 2, 0, 3, 2})),
+                    cnst(r({4}, 101, 0.5, 2))},
+                   {{"ignore_index", int64_t{2}}}});
 }
 
 // LSTM, GRU and RNN are lowered into MatMul/Add/Mul/Sigmoid/Tanh/Split/Concat over time steps

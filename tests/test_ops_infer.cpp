@@ -195,3 +195,22 @@ TEST_CASE("Split-18 with num_outputs: ceil-sized chunks, the last one smaller") 
   CHECK(contains(OneNode("Split", 13).in("x", TP::FLOAT, {5}).out("a").out("b").error(),
                  "does not split evenly"));
 }
+
+TEST_CASE("SoftmaxCrossEntropyLoss: N-D scores and class weights, and the shapes they must have") {
+  auto sce = [](std::vector<int64_t> labels, int32_t wtype, std::vector<int64_t> w) {
+    OneNode n("SoftmaxCrossEntropyLoss", 13);
+    n.in("x", TP::FLOAT, {2, 5, 3, 4}).in("y", TP::INT64, labels).in("w", wtype, w);
+    return n.out("loss").out("log_prob");
+  };
+  CHECK(sce({2, 3, 4}, TP::FLOAT, {5}).infer() == "f32[] f32[2,5,3,4]");
+  CHECK(contains(sce({2, 5, 4}, TP::FLOAT, {5}).error(),
+                 "labels [2,5,4] must be [2,3,4] for scores [2,5,3,4]"));
+  CHECK(contains(sce({2, 3, 4}, TP::FLOAT, {4}).error(), "weights [4] must be [C] = [5]"));
+  CHECK(contains(sce({2, 3, 4}, TP::DOUBLE, {5}).error(), "weights are f64, scores f32"));
+  CHECK(contains(OneNode("SoftmaxCrossEntropyLoss", 13)
+                     .in("x", TP::FLOAT, {5})
+                     .in("y", TP::INT64, {5})
+                     .out("loss")
+                     .error(),
+                 "scores must be [N,C] or [N,C,d1,...], got [5]"));
+}
