@@ -19,27 +19,113 @@
 namespace cb {
 
 // Ops whose contract lives in runtime/ops/. Alphabetical.
-#define CB_OPS(X)                                                                                 \
-  X(Abs)                                                                                          \
-  X(Add)                                                                                          \
-  X(AveragePool)                                                                                  \
-  X(BatchNormalization) X(Cast) X(Ceil) X(Clip) X(Concat) X(Constant) X(ConstantOfShape) X(Conv)  \
-      X(Div) X(Dropout) X(Einsum) X(Equal) X(Erf) X(Exp) X(Expand) X(Flatten) X(Floor) X(GRU)     \
-          X(Gather) X(Gemm) X(GlobalAveragePool) X(Identity) X(If) X(LSTM) X(LayerNormalization)  \
-              X(LeakyRelu) X(Log) X(LogSoftmax) X(MatMul) X(MaxPool) X(Mul) X(Neg) X(Pad) X(Pow)  \
-                  X(RNN) X(Range) X(Reciprocal) X(ReduceMean) X(ReduceSum) X(Relu) X(Reshape)     \
-                      X(Shape) X(Sigmoid) X(Slice) X(Softmax) X(SoftmaxCrossEntropyLoss) X(Split) \
-                          X(Sqrt) X(Squeeze) X(Sub) X(Tanh) X(Transpose) X(Unsqueeze) X(Where)    \
-                              CB_INTERNAL_OPS(X)
+#define CB_OPS(X)            \
+  X(Abs)                     \
+  X(Add)                     \
+  X(And)                     \
+  X(AveragePool)             \
+  X(BatchNormalization)      \
+  X(Cast)                    \
+  X(Ceil)                    \
+  X(Clip)                    \
+  X(Concat)                  \
+  X(Constant)                \
+  X(ConstantOfShape)         \
+  X(Conv)                    \
+  X(Div)                     \
+  X(Dropout)                 \
+  X(Einsum)                  \
+  X(Equal)                   \
+  X(Erf)                     \
+  X(Exp)                     \
+  X(Expand)                  \
+  X(Flatten)                 \
+  X(Floor)                   \
+  X(GRU)                     \
+  X(Gather)                  \
+  X(Gemm)                    \
+  X(GlobalAveragePool)       \
+  X(Greater)                 \
+  X(GreaterOrEqual)          \
+  X(HardSigmoid)             \
+  X(HardSwish)               \
+  X(Identity)                \
+  X(If)                      \
+  X(LSTM)                    \
+  X(LayerNormalization)      \
+  X(LeakyRelu)               \
+  X(Less)                    \
+  X(LessOrEqual)             \
+  X(Log)                     \
+  X(LogSoftmax)              \
+  X(MatMul)                  \
+  X(Max)                     \
+  X(MaxPool)                 \
+  X(Mean)                    \
+  X(Min)                     \
+  X(Mul)                     \
+  X(Neg)                     \
+  X(Not)                     \
+  X(Or)                      \
+  X(Pad)                     \
+  X(Pow)                     \
+  X(RNN)                     \
+  X(Range)                   \
+  X(Reciprocal)              \
+  X(ReduceL1)                \
+  X(ReduceL2)                \
+  X(ReduceLogSum)            \
+  X(ReduceLogSumExp)         \
+  X(ReduceMax)               \
+  X(ReduceMean)              \
+  X(ReduceMin)               \
+  X(ReduceProd)              \
+  X(ReduceSum)               \
+  X(ReduceSumSquare)         \
+  X(Relu)                    \
+  X(Reshape)                 \
+  X(Shape)                   \
+  X(Sigmoid)                 \
+  X(Slice)                   \
+  X(Softmax)                 \
+  X(SoftmaxCrossEntropyLoss) \
+  X(Split)                   \
+  X(Sqrt)                    \
+  X(Squeeze)                 \
+  X(Sub)                     \
+  X(Sum)                     \
+  X(Tanh)                    \
+  X(Tile)                    \
+  X(Transpose)               \
+  X(Unsqueeze)               \
+  X(Where)                   \
+  X(Xor)                     \
+  CB_INTERNAL_OPS(X)
 
 // Ops crossbow emits itself (gradients, optimizer and SMA steps); OpDef::internal, never imported.
-#define CB_INTERNAL_OPS(X)                                                                       \
-  X(AdamWStep)                                                                                   \
-  X(AveragePoolGrad)                                                                             \
-  X(BatchNormalizationGrad) X(ClipGrad) X(ConvGrad) X(DropoutGrad) X(GatherGrad)                 \
-      X(LayerNormalizationGrad) X(LeakyReluGrad) X(LogSoftmaxGrad) X(MaxPoolGrad) X(ReduceSumTo) \
-          X(ReluGrad) X(SgdStep) X(SliceGrad) X(SmaCentralStep) X(SmaRowSum) X(SmaStep)          \
-              X(SoftmaxCrossEntropyLossGrad) X(SoftmaxGrad)
+#define CB_INTERNAL_OPS(X)       \
+  X(AdamWStep)                   \
+  X(AveragePoolGrad)             \
+  X(BatchNormalizationGrad)      \
+  X(ClipGrad)                    \
+  X(ConvGrad)                    \
+  X(DropoutGrad)                 \
+  X(GatherGrad)                  \
+  X(HardSigmoidGrad)             \
+  X(HardSwishGrad)               \
+  X(LayerNormalizationGrad)      \
+  X(LeakyReluGrad)               \
+  X(LogSoftmaxGrad)              \
+  X(MaxPoolGrad)                 \
+  X(ReduceSumTo)                 \
+  X(ReluGrad)                    \
+  X(SgdStep)                     \
+  X(SliceGrad)                   \
+  X(SmaCentralStep)              \
+  X(SmaRowSum)                   \
+  X(SmaStep)                     \
+  X(SoftmaxCrossEntropyLossGrad) \
+  X(SoftmaxGrad)
 
 enum class OpKind : uint16_t {
 #define CB_OP_ENUM(n) n,

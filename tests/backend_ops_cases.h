@@ -143,15 +143,22 @@ inline std::vector<Case> unary(OpKind op, DType) {
     case OpKind::Floor:
       f = uniform(-5, 5);
       break;
+    case OpKind::HardSigmoid:
+    case OpKind::HardSwish:
+      f = uniform(-5, 5);  // both kinks and the linear part
+      break;
     default:
       break;  // Abs, Neg, Relu, LeakyRelu: the dtype's default range
   }
   AttrMap attrs;
   if (op == OpKind::LeakyRelu) attrs["alpha"] = 0.1f;
+  if (op == OpKind::HardSigmoid) attrs = {{"alpha", 0.3f}, {"beta", 0.4f}};
   std::vector<Case> cs;
   for (std::vector<int64_t> d : {std::vector<int64_t>{7}, {13, 1, 5}, {}, {0, 3}, {3, 4099}})
     cs.push_back({.name = "unary", .in = {x(d, f)}, .attrs = attrs});
   if (op == OpKind::LeakyRelu) cs.push_back({.name = "default alpha", .in = {x({2, 9})}});
+  if (op == OpKind::HardSigmoid)
+    cs.push_back({.name = "default alpha, beta", .in = {x({2, 9}, uniform(-5, 5))}});
   return cs;
 }
 
@@ -211,6 +218,60 @@ inline std::vector<Case> equal(OpKind, DType t) {
   for (const auto& [da, db] : binary_shapes())
     cs.push_back({.name = "equal", .in = {x(da, f), x(db, f)}});
   return cs;
+}
+
+// Greater, GreaterOrEqual, Less, LessOrEqual: values from a small set so that ties occur.
+inline std::vector<Case> compare(OpKind, DType t) {
+  Fill f = t == DType::U8 ? ints(0, 3) : ints(-2, 2);
+  std::vector<Case> cs;
+  for (const auto& [da, db] : binary_shapes())
+    cs.push_back({.name = "compare", .in = {x(da, f), x(db, f)}});
+  return cs;
+}
+
+// And, Or, Xor (broadcasting) and Not on bools.
+inline std::vector<Case> logical(OpKind op, DType) {
+  std::vector<Case> cs;
+  if (op == OpKind::Not) {
+    for (std::vector<int64_t> d : {std::vector<int64_t>{7}, {13, 1, 5}, {}, {0, 3}, {3, 4099}})
+      cs.push_back({.name = "not", .in = {x(d)}});
+    return cs;
+  }
+  for (const auto& [da, db] : binary_shapes())
+    cs.push_back({.name = "logical", .in = {x(da), x(db)}});
+  return cs;
+}
+
+// Max, Min, Mean, Sum over 1..4 inputs with multi-way broadcasting; small value sets for Max/Min
+// so that ties occur.
+inline std::vector<Case> variadic(OpKind op, DType t) {
+  Fill f = (op == OpKind::Max || op == OpKind::Min) ? (t == DType::U8 ? ints(0, 3) : ints(-2, 2))
+                                                    : Fill{};
+  if ((op == OpKind::Max || op == OpKind::Min) && is_float(t)) f = {};
+  std::vector<Case> cs = {
+      {.name = "one input", .in = {x({13, 7}, f)}},
+      {.name = "two, broadcast", .in = {x({13, 1, 5}, f), x({1, 4, 5}, f)}},
+      {.name = "three, broadcast", .in = {x({3, 1}, f), x({}, f), x({2, 1, 4}, f)}},
+      {.name = "four, equal shapes",
+       .in = {x({2, 5}, f), x({2, 5}, f), x({2, 5}, f), x({2, 5}, f)}},
+      {.name = "ties", .in = {x({6}, ints(1, 2)), x({6}, ints(1, 2)), x({1}, list({1}))}},
+      {.name = "zero-size", .in = {x({0, 3}, f), x({3}, f)}},
+      {.name = "large", .in = {x({64, 300}, f), x({300}, f), x({64, 1}, f)}},
+  };
+  return cs;
+}
+
+// Tile(input, repeats): every dtype, values moved exactly.
+inline std::vector<Case> tile(OpKind, DType) {
+  return {
+      {.name = "[2,3] x [2,2]", .in = {x({2, 3}), i64({2, 2})}, .tol = 0},
+      {.name = "inner repeat", .in = {x({3, 1, 5}), i64({1, 4, 3})}, .tol = 0},
+      {.name = "ones", .in = {x({4, 5}), i64({1, 1})}, .tol = 0},
+      {.name = "scalar", .in = {x({}), fixed(DType::I64, {0}, {})}, .tol = 0},
+      {.name = "zero repeats", .in = {x({3, 2}), i64({0, 2})}, .tol = 0},
+      {.name = "zero-size input", .in = {x({0, 2}), i64({3, 2})}, .tol = 0},
+      {.name = "large", .in = {x({16, 33}), i64({4, 31})}, .tol = 0},
+  };
 }
 
 // Where(cond, X, Y): three-way broadcasting; X/Y of several dtypes (moved as bytes).
@@ -508,11 +569,19 @@ inline std::vector<Case> range(OpKind, DType t) {
 }
 
 // ---- reductions ---------------------------------------------------------------------------------
-// ReduceSum takes axes as an input (opset 13+), ReduceMean as an attribute (before opset 18).
+// ReduceSum takes axes as an input (opset 13+), the others as an attribute (before opset 18).
+// Values per op: products near 1 (floats) or in {-1, 0, 1} (integers, exact in the f64
+// reference), positive for ReduceLogSum, a wide range for ReduceLogSumExp.
 inline std::vector<Case> reduce(OpKind op, DType t) {
   const bool sum = op == OpKind::ReduceSum, narrow = t == DType::I8 || t == DType::U8;
+  const bool mean = op == OpKind::ReduceMean,
+             extremum = op == OpKind::ReduceMax || op == OpKind::ReduceMin;
+  Fill f;
   // int8/uint8 means: sums that do not overflow (the mean divides the wrapped sum)
-  Fill f = narrow && !sum ? (t == DType::U8 ? ints(0, 10) : ints(-5, 5)) : Fill{};
+  if (narrow && mean) f = t == DType::U8 ? ints(0, 10) : ints(-5, 5);
+  if (op == OpKind::ReduceProd) f = is_float(t) ? uniform(0.7, 1.4) : ints(-1, 1);
+  if (op == OpKind::ReduceLogSum) f = positive();
+  if (op == OpKind::ReduceLogSumExp) f = uniform(-20, 20);
   auto c = [&](std::string name, std::vector<int64_t> dims, std::optional<std::vector<double>> axes,
                int64_t keep, double tol = 1) {
     Case k{.name = std::move(name), .in = {x(std::move(dims), f)}, .tol = tol};
@@ -522,7 +591,7 @@ inline std::vector<Case> reduce(OpKind op, DType t) {
       std::vector<int64_t> a(axes->begin(), axes->end());
       k.attrs["axes"] = a;
     }
-    k.trunc_ref = !sum && dtype_is_int(t);
+    k.trunc_ref = mean && dtype_is_int(t);
     return k;
   };
   std::vector<Case> cs = {
@@ -530,13 +599,21 @@ inline std::vector<Case> reduce(OpKind op, DType t) {
       c("axes 0,2 dropped", {2, 3, 4}, std::vector<double>{0, 2}, 0),
       c("axis -1", {3, 13}, std::vector<double>{-1}, 1),
       c("all", {2, 3, 4}, std::nullopt, 0),
-      c("over a zero-size dim", {3, 0, 2}, std::vector<double>{1}, 1),
       c("of a zero-size tensor", {0, 3}, std::vector<double>{1}, 0),
   };
-  if (!narrow) {
+  // An empty reduction gives the identity: -inf/+inf for float max/min, the type's lowest/highest
+  // (which f64 cannot give) for integers.
+  if (!extremum || is_float(t))
+    cs.push_back(c("over a zero-size dim", {3, 0, 2}, std::vector<double>{1}, 1));
+  if (!narrow || !mean) {
     cs.push_back(c("large, inner kept", {16, 9, 40, 30}, std::vector<double>{0, 2}, 1, 10));
     cs.push_back(c("large, inner reduced", {64, 9, 300}, std::vector<double>{2}, 0, 10));
   }
+  if (extremum)
+    cs.push_back({.name = "ties",
+                  .in = {x({5, 6}, ints(0, 2))},
+                  .attrs = {{"axes", ints_attr({1})}},
+                  .tol = 0});
   if (sum) {
     Case noop = c("noop_with_empty_axes", {3, 5}, std::nullopt, 1);
     noop.attrs["noop_with_empty_axes"] = int64_t{1};
@@ -806,6 +883,22 @@ inline std::vector<Case> leaky_relu_grad(OpKind, DType) {
     cs.push_back({.name = "leaky relu grad",
                   .in = {fwd_out(0), x(d)},
                   .fwd = Fwd{"LeakyRelu", {x(d)}, {{"alpha", 0.2f}}}});
+  return cs;
+}
+
+// HardSigmoidGrad / HardSwishGrad(dY, X): X over both kinks, and on them exactly.
+inline std::vector<Case> hard_sigmoid_grad(OpKind op, DType) {
+  const bool sig = op == OpKind::HardSigmoidGrad;
+  AttrMap attrs;
+  if (sig) attrs = {{"alpha", 0.25f}, {"beta", 0.5f}};
+  std::vector<Case> cs;
+  for (std::vector<int64_t> d : {std::vector<int64_t>{13, 7}, {0}, {3, 4099}})
+    cs.push_back({.name = "grad",
+                  .in = {fwd_out(0), x(d, uniform(-5, 5))},
+                  .fwd = Fwd{sig ? "HardSigmoid" : "HardSwish", {x(d)}, attrs}});
+  cs.push_back({.name = "on the kinks",
+                .in = {fwd_out(0), x({6}, list({-3, 3, -2, 2, 0, -4}))},
+                .fwd = Fwd{sig ? "HardSigmoid" : "HardSwish", {x({6})}, attrs}});
   return cs;
 }
 
@@ -1210,6 +1303,7 @@ inline const std::vector<OpCases>& case_table() {
   static const std::vector<OpCases> t = {
       {OpKind::Abs, unary},
       {OpKind::Add, binary},
+      {OpKind::And, logical},
       {OpKind::AveragePool, average_pool},
       {OpKind::BatchNormalization, batch_norm},
       {OpKind::Cast, cast},
@@ -1230,21 +1324,40 @@ inline const std::vector<OpCases>& case_table() {
       {OpKind::Gather, gather},
       {OpKind::Gemm, gemm},
       {OpKind::GlobalAveragePool, global_average_pool},
+      {OpKind::Greater, compare},
+      {OpKind::GreaterOrEqual, compare},
+      {OpKind::HardSigmoid, unary},
+      {OpKind::HardSwish, unary},
       {OpKind::Identity, identity},
       {OpKind::LayerNormalization, layer_norm},
       {OpKind::LeakyRelu, unary},
+      {OpKind::Less, compare},
+      {OpKind::LessOrEqual, compare},
       {OpKind::Log, unary},
       {OpKind::LogSoftmax, softmax},
       {OpKind::MatMul, matmul},
+      {OpKind::Max, variadic},
       {OpKind::MaxPool, max_pool},
+      {OpKind::Mean, variadic},
+      {OpKind::Min, variadic},
       {OpKind::Mul, binary},
       {OpKind::Neg, unary},
+      {OpKind::Not, logical},
+      {OpKind::Or, logical},
       {OpKind::Pad, pad},
       {OpKind::Pow, pow_cases},
       {OpKind::Range, range},
       {OpKind::Reciprocal, unary},
+      {OpKind::ReduceL1, reduce},
+      {OpKind::ReduceL2, reduce},
+      {OpKind::ReduceLogSum, reduce},
+      {OpKind::ReduceLogSumExp, reduce},
+      {OpKind::ReduceMax, reduce},
       {OpKind::ReduceMean, reduce},
+      {OpKind::ReduceMin, reduce},
+      {OpKind::ReduceProd, reduce},
       {OpKind::ReduceSum, reduce},
+      {OpKind::ReduceSumSquare, reduce},
       {OpKind::Relu, unary},
       {OpKind::Reshape, reshape},
       {OpKind::Shape, shape},
@@ -1256,10 +1369,13 @@ inline const std::vector<OpCases>& case_table() {
       {OpKind::Sqrt, unary},
       {OpKind::Squeeze, squeeze},
       {OpKind::Sub, binary},
+      {OpKind::Sum, variadic},
       {OpKind::Tanh, unary},
+      {OpKind::Tile, tile},
       {OpKind::Transpose, transpose},
       {OpKind::Unsqueeze, unsqueeze},
       {OpKind::Where, where},
+      {OpKind::Xor, logical},
       // internal: gradients
       {OpKind::AveragePoolGrad, average_pool_grad},
       {OpKind::BatchNormalizationGrad, batch_norm_grad},
@@ -1267,6 +1383,8 @@ inline const std::vector<OpCases>& case_table() {
       {OpKind::ConvGrad, conv_grad},
       {OpKind::DropoutGrad, dropout_grad},
       {OpKind::GatherGrad, gather_grad},
+      {OpKind::HardSigmoidGrad, hard_sigmoid_grad},
+      {OpKind::HardSwishGrad, hard_sigmoid_grad},
       {OpKind::LayerNormalizationGrad, layer_norm_grad},
       {OpKind::LeakyReluGrad, leaky_relu_grad},
       {OpKind::LogSoftmaxGrad, softmax_grad},

@@ -45,6 +45,8 @@ struct Built {
   std::vector<ValueId> inputs;
 };
 
+Tensor loss_weights(const std::vector<int64_t>& dims) { return random_f64(dims, 99, 0.5, 1.5); }
+
 // The one-node graph plus loss = the sum over the outputs read of ReduceSum(y_k * w_k).
 Built build(const GradCase& c, const std::vector<Tensor>& values) {
   Built b;
@@ -85,6 +87,30 @@ double forward_loss(const GradCase& c, const std::vector<Tensor>& values, Device
 }
 
 }  // namespace
+
+GradValues analytic_gradients(const GradCase& c) {
+  auto dev = make_cpu_device(1);
+  std::vector<Tensor> values;
+  for (const auto& in : c.inputs) values.push_back(in.value);
+  Built b = build(c, values);
+  GradValues r;
+  const Value& y = b.g.value(b.g.nodes.at(b.g.nodes.size() - 2).inputs.at(0));  // Mul(y, w)
+  Tensor w = loss_weights(resolve(y.shape, 1));
+  for (int64_t e = 0; e < w.numel(); ++e) r.w.push_back(w.real_at(e));
+  std::string loss_name = b.g.value(b.g.outputs[0]).name;
+  TrainingGraph t = build_training_graph(b.g, {LossKind::ModelOutput, loss_name});
+  Executor ex(t.graph, *dev, 1);
+  ex.run();
+  r.dx.resize(c.inputs.size());
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].differentiate) continue;
+    size_t k = 0;
+    while (t.params[k] != t.graph.find_value("x" + std::to_string(i)).value()) ++k;
+    Tensor g = ex.output(2 + k);
+    for (int64_t e = 0; e < g.numel(); ++e) r.dx[i].push_back(g.real_at(e));
+  }
+  return r;
+}
 
 void check_gradients(const GradCase& c) {
   CAPTURE(c.op);

@@ -42,4 +42,12 @@ Tensor i64_tensor(std::vector<int64_t> dims, std::vector<int64_t> values);
 // Runs the check; reports each mismatch through doctest CHECKs.
 void check_gradients(const GradCase& c);
 
+// The analytic gradients alone, for rules finite differences cannot check (Max's ties): the loss
+// weights w (y's elements, flat) and each input's gradient (flat; empty for constants).
+struct GradValues {
+  std::vector<double> w;
+  std::vector<std::vector<double>> dx;
+};
+GradValues analytic_gradients(const GradCase& c);
+
 }  // namespace cb::testing

@@ -44,6 +44,9 @@ TEST_CASE("gradcheck: elementwise with broadcasting") {
       {"Where",
        {cnst(boolean({2, 3}, {1, 0, 1, 1, 0, 0})), diff(r({2, 3}, 10)), diff(r({3}, 11))}});
   check_gradients({"Expand", {diff(r({3, 1}, 12)), cnst(i64_tensor({3}, {2, 3, 4}))}});
+  check_gradients({"Tile", {diff(r({2, 3}, 13)), cnst(i64_tensor({2}, {3, 2}))}});
+  check_gradients({"Tile", {diff(r({2, 1, 3}, 14)), cnst(i64_tensor({3}, {1, 4, 1}))}});
+  check_gradients({"Tile", {diff(r({2, 3}, 15)), cnst(i64_tensor({2}, {1, 1}))}});
 }
 
 TEST_CASE("gradcheck: unary ops") {
@@ -57,6 +60,66 @@ TEST_CASE("gradcheck: unary ops") {
   check_gradients(
       {"Clip",
        {diff(f64({6}, {-0.9, -0.3, 0.1, 0.4, 0.7, 1.2})), cnst(scalar(-0.5)), cnst(scalar(0.5))}});
+  // Both saturated parts and the linear one, off the kinks (HardSigmoid's at (-beta +- {0,1}) /
+  // alpha, HardSwish's at +-3).
+  check_gradients({"HardSigmoid",
+                   {diff(f64({6}, {-4.1, -2.6, -0.7, 0.3, 2.2, 3.7}))},
+                   {{"alpha", 0.25f}, {"beta", 0.4f}}});
+  check_gradients({"HardSigmoid", {diff(f64({5}, {-3.5, -1.2, 0.4, 2.4, 2.6}))}});
+  check_gradients({"HardSwish", {diff(f64({7}, {-4.5, -3.2, -2.1, -0.4, 0.9, 2.8, 3.3}))}});
+}
+
+TEST_CASE("gradcheck: variadic Max, Min, Mean, Sum") {
+  check_gradients({"Sum", {diff(r({2, 3}, 100)), diff(r({3}, 101)), diff(r({2, 1}, 102))}});
+  check_gradients({"Sum", {diff(r({2, 3}, 103))}});
+  check_gradients({"Mean", {diff(r({2, 3}, 104)), diff(r({1, 3}, 105)), diff(r({}, 106))}});
+  check_gradients({"Max", {diff(r({2, 3}, 107)), diff(r({3}, 108)), diff(r({2, 1}, 109))}});
+  check_gradients({"Min", {diff(r({3, 4}, 110)), diff(r({4}, 111))}});
+  check_gradients({"Max", {diff(r({4}, 112))}});
+}
+
+// Ties of Max/Min split the gradient equally (PyTorch's maximum): not a derivative that finite
+// differences see, so checked against the values the rule gives.
+TEST_CASE("Max/Min gradients split equally between ties") {
+  // y = max(a, b, c) = [1, 3, 5]: a, b and c tie at 0, b alone at 1, a and b tie at 2.
+  Tensor a = f64({3}, {1, 2, 5}), b = f64({3}, {1, 3, 5}), c = f64({1}, {1});
+  for (const char* op : {"Max", "Min"}) {
+    CAPTURE(op);
+    double s = op[1] == 'a' ? 1 : -1;  // Min on the negated inputs ties the same way
+    auto neg = [&](Tensor t) {
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] *= s;
+      return t;
+    };
+    GradValues g = analytic_gradients({op, {diff(neg(a)), diff(neg(b)), diff(neg(c))}});
+    const std::vector<double>& w = g.w;
+    REQUIRE(w.size() == 3);
+    const std::vector<std::vector<double>> want = {
+        {w[0] / 3, 0, w[2] / 2}, {w[0] / 3, w[1], w[2] / 2}, {w[0] / 3}};
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      REQUIRE(g.dx[i].size() == want[i].size());
+      for (size_t e = 0; e < want[i].size(); ++e) CHECK(g.dx[i][e] == doctest::Approx(want[i][e]));
+    }
+  }
+}
+
+// ReduceMax/ReduceMin: the gradient splits equally between the slice's ties (PyTorch's amax).
+TEST_CASE("ReduceMax/ReduceMin gradients split equally between ties") {
+  for (const char* op : {"ReduceMax", "ReduceMin"}) {
+    CAPTURE(op);
+    double s = op[7] == 'a' ? 1 : -1;
+    std::vector<double> v = {1, 3, 3, 2, 2, 2};
+    for (double& e : v) e *= s;
+    GradValues g =
+        analytic_gradients({op,
+                            {diff(f64({2, 3}, v))},
+                            {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}}});
+    const std::vector<double>& w = g.w;
+    REQUIRE(w.size() == 2);
+    const std::vector<double> want = {0, w[0] / 2, w[0] / 2, w[1] / 3, w[1] / 3, w[1] / 3};
+    REQUIRE(g.dx[0].size() == want.size());
+    for (size_t e = 0; e < want.size(); ++e) CHECK(g.dx[0][e] == doctest::Approx(want[e]));
+  }
 }
 
 TEST_CASE("gradcheck: data movement") {
@@ -82,6 +145,30 @@ TEST_CASE("gradcheck: reductions and pooling") {
   check_gradients({"ReduceSum",
                    {diff(r({2, 3, 4}, 51)), cnst(i64_tensor({2}, {0, 2}))},
                    {{"keepdims", int64_t{0}}}});
+  check_gradients(
+      {"ReduceSumSquare", {diff(r({2, 3, 4}, 140))}, {{"axes", std::vector<int64_t>{1}}}});
+  check_gradients({"ReduceL1",
+                   {diff(r({2, 3, 4}, 141, -1, 1, 0.1))},
+                   {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", int64_t{0}}}});
+  check_gradients({"ReduceL2", {diff(r({2, 3, 4}, 142))}, {{"axes", std::vector<int64_t>{-1}}}});
+  check_gradients({"ReduceL2", {diff(r({3, 2}, 143))}, {{"keepdims", int64_t{0}}}});
+  check_gradients(
+      {"ReduceLogSum", {diff(r({2, 3, 4}, 144, 0.5, 2))}, {{"axes", std::vector<int64_t>{1}}}});
+  check_gradients({"ReduceLogSumExp",
+                   {diff(r({2, 3, 4}, 145, -3, 3))},
+                   {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", int64_t{0}}}});
+  // Distinct values: the maximum and minimum are unique (ties: the test below).
+  check_gradients({"ReduceMax", {diff(r({2, 3, 4}, 146))}, {{"axes", std::vector<int64_t>{1}}}});
+  check_gradients({"ReduceMin",
+                   {diff(r({2, 3, 4}, 147))},
+                   {{"axes", std::vector<int64_t>{0, 2}}, {"keepdims", int64_t{0}}}});
+  check_gradients(
+      {"ReduceProd", {diff(r({2, 3, 4}, 148, 0.5, 1.5))}, {{"axes", std::vector<int64_t>{1}}}});
+  // Zeros: one zero in a slice (its gradient is the product of the others), two (all 0), none.
+  check_gradients({"ReduceProd",
+                   {diff(f64({3, 3}, {0.5, 0, 2, 0, 1.5, 0, -1.2, 0.8, 1.1}))},
+                   {{"axes", std::vector<int64_t>{1}}}});
+  check_gradients({"ReduceProd", {diff(f64({4}, {0.7, -1.3, 0, 2}))}, {{"keepdims", int64_t{0}}}});
   check_gradients({"GlobalAveragePool", {diff(r({2, 3, 4, 4}, 52))}});
   check_gradients({"AveragePool",
                    {diff(r({1, 2, 5, 5}, 53))},

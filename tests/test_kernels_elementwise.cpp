@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -385,5 +386,117 @@ TEST_CASE("data movement: transpose and expand split over 4 threads match a naiv
   bad = 0;
   for (int64_t i = 0; i < numel(dims); ++i)
     bad += b[size_t(i)] != e[size_t(bcast_at(dims, {16, 1, 20}, i))];
+  CHECK(bad == 0);
+}
+
+TEST_CASE("HardSigmoid, HardSwish, Max with NaN by hand") {
+  auto dev = make_cpu_device(1);
+  std::vector<float> x{-4, -1, 0, 1, 4}, y(5);
+  KernelArgs k;
+  k.in = {view(x, {5})};
+  k.out = {view(y, {5})};
+  std::any def = ops::HardSigmoidParams{};
+  launch(OpKind::HardSigmoid, k, *dev, &def);
+  const std::vector<double> want{0, 0.3, 0.5, 0.7, 1};
+  for (size_t i = 0; i < 5; ++i) CHECK(y[i] == doctest::Approx(want[i]));
+  std::any p = ops::HardSigmoidParams{0.5f, 0.25f};
+  launch(OpKind::HardSigmoid, k, *dev, &p);
+  CHECK(y == std::vector<float>{0, 0, 0.25f, 0.75f, 1});
+  launch(OpKind::HardSwish, k, *dev);
+  CHECK(y[0] == 0);
+  CHECK(y[1] == doctest::Approx(-1.0 / 3));
+  CHECK(y[2] == 0);
+  CHECK(y[3] == doctest::Approx(2.0 / 3));
+  CHECK(y[4] == 4);
+  // Max/Min propagate NaN from either side (numpy's maximum, PyTorch's maximum).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a{1, nan, 2}, b{nan, 0, 5}, m(3);
+  KernelArgs mk;
+  mk.in = {view(a, {3}), view(b, {3})};
+  mk.out = {view(m, {3})};
+  for (OpKind op : {OpKind::Max, OpKind::Min}) {
+    launch(op, mk, *dev);
+    CHECK(std::isnan(m[0]));
+    CHECK(std::isnan(m[1]));
+    CHECK(m[2] == (op == OpKind::Max ? 5 : 2));
+  }
+}
+
+TEST_CASE("reduce: empty reductions, noop_with_empty_axes, NaN and large LogSumExp") {
+  auto dev = make_cpu_device(1);
+  auto run = [&](OpKind op, std::vector<float> x, std::vector<int64_t> dims,
+                 std::optional<DimList> axes, bool noop = false) {
+    ops::ReduceParams rp;
+    rp.axes = axes;
+    rp.keepdims = true;
+    rp.noop_with_empty_axes = noop;
+    rp.axes_input_since = 18;
+    std::any p = rp;
+    std::vector<int64_t> od = dims;
+    if (!noop)
+      for (int64_t a :
+           axes ? std::vector<int64_t>(axes->begin(), axes->end()) : std::vector<int64_t>{0, 1})
+        od[size_t(a)] = 1;
+    std::vector<float> y(static_cast<size_t>(numel(od)));
+    KernelArgs k;
+    k.in = {view(x, dims)};
+    k.out = {view(y, od)};
+    launch(op, k, *dev, &p);
+    return y;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const DimList ax1{1};
+  CHECK(run(OpKind::ReduceMax, {}, {2, 0}, ax1) == std::vector<float>{-inf, -inf});
+  CHECK(run(OpKind::ReduceMin, {}, {2, 0}, ax1) == std::vector<float>{inf, inf});
+  CHECK(run(OpKind::ReduceProd, {}, {2, 0}, ax1) == std::vector<float>{1, 1});
+  CHECK(run(OpKind::ReduceSumSquare, {}, {2, 0}, ax1) == std::vector<float>{0, 0});
+  CHECK(run(OpKind::ReduceLogSumExp, {}, {2, 0}, ax1) == std::vector<float>{-inf, -inf});
+  // noop: each element reduced alone (the ONNX reference's np.square for ReduceSumSquare).
+  const std::vector<float> x{-2, 3, 0.5f, 1};
+  CHECK(run(OpKind::ReduceSumSquare, x, {2, 2}, std::nullopt, true) ==
+        std::vector<float>{4, 9, 0.25f, 1});
+  CHECK(run(OpKind::ReduceL1, x, {2, 2}, std::nullopt, true) == std::vector<float>{2, 3, 0.5f, 1});
+  CHECK(run(OpKind::ReduceMax, x, {2, 2}, std::nullopt, true) == x);
+  CHECK(run(OpKind::ReduceLogSumExp, x, {2, 2}, std::nullopt, true) == x);
+  // all axes, and per row
+  CHECK(run(OpKind::ReduceProd, x, {2, 2}, std::nullopt) == std::vector<float>{-3});
+  CHECK(run(OpKind::ReduceMin, x, {2, 2}, ax1) == std::vector<float>{-2, 0.5f});
+  CHECK(run(OpKind::ReduceL2, {3, 4, 0, 0}, {2, 2}, ax1) == std::vector<float>{5, 0});
+  auto nan = run(OpKind::ReduceMax, {1, std::numeric_limits<float>::quiet_NaN(), 3, 2}, {2, 2},
+                 DimList{0});
+  CHECK(nan[0] == 3);  // [[1, NaN], [3, 2]] over axis 0
+  CHECK(std::isnan(nan[1]));
+  auto lse = run(OpKind::ReduceLogSumExp, {1000, 1000, -inf, 5}, {2, 2}, ax1);
+  CHECK(lse[0] == doctest::Approx(1000 + std::log(2.0)));
+  CHECK(lse[1] == 5);
+  // integers: the type's lowest/highest for an empty max/min
+  std::vector<int32_t> none, mx(2);
+  ops::ReduceParams rp;
+  rp.axes = ax1;
+  rp.axes_input_since = 18;
+  std::any p = rp;
+  KernelArgs k;
+  k.in = {view(none, {2, 0})};
+  k.out = {view(mx, {2, 1})};
+  launch(OpKind::ReduceMax, k, *dev, &p);
+  CHECK(mx == std::vector<int32_t>{std::numeric_limits<int32_t>::lowest(),
+                                   std::numeric_limits<int32_t>::lowest()});
+}
+
+TEST_CASE("Tile: repeats along every dim, against a naive loop") {
+  auto four = make_cpu_device(4);
+  const std::vector<int64_t> in_dims{3, 1, 5}, out_dims{6, 4, 1000};
+  auto x = random_floats(15, 9);
+  std::vector<float> y(static_cast<size_t>(numel(out_dims)));
+  std::vector<int64_t> reps{2, 4, 200};
+  KernelArgs k;
+  k.in = {view(x, in_dims), view(reps, {3})};
+  k.out = {view(y, out_dims)};
+  launch(OpKind::Tile, k, *four);
+  int bad = 0;
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t l = 0; l < 1000; ++l)
+        bad += y[size_t((i * 4 + j) * 1000 + l)] != x[size_t((i % 3) * 5 + l % 5)];
   CHECK(bad == 0);
 }

@@ -89,7 +89,7 @@ const std::vector<Case> kCorpus = {
   {"external_beyond_end.onnx", {"initializer 'w'", "range [8, 8+16) lies beyond the end",
                                 "ext_small.bin", "(16 bytes)"}},
   // ops crossbow does not support: every node listed, cb-inspect reports and exits 3
-  {"unknown_ops.onnx", {"'mystery_strings' (StringNormalizer)", "'mystery_hardswish' (HardSwish)",
+  {"unknown_ops.onnx", {"'mystery_strings' (StringNormalizer)", "'mystery_bernoulli' (Bernoulli)",
                         "'mystery_frobnicate' (FrobnicateOp)"}, 3},
   {"custom_domain.onnx", {"'fancy_gelu' (FusedGelu)", "domain 'com.example' is not supported"},
    3},

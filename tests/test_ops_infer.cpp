@@ -10,6 +10,7 @@
 
 #include "importer/onnx_importer.h"
 #include "runtime/error.h"
+#include "runtime/graph_builder.h"
 
 using namespace cb;
 
@@ -213,4 +214,93 @@ TEST_CASE("SoftmaxCrossEntropyLoss: N-D scores and class weights, and the shapes
                      .out("loss")
                      .error(),
                  "scores must be [N,C] or [N,C,d1,...], got [5]"));
+}
+
+TEST_CASE("Reduce* take axes as an input from opset 18, with noop_with_empty_axes") {
+  auto reduce = [](const std::string& op, int64_t opset) {
+    OneNode n(op, opset);
+    n.in("x", TP::FLOAT, {2, 3, 4});
+    return n;
+  };
+  for (const char* op : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1",
+                         "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"}) {
+    CAPTURE(op);
+    CHECK(reduce(op, 18).ints("axes", {-1, 0}).out("y").attr("keepdims", 0).infer() == "f32[3]");
+    CHECK(reduce(op, 18).out("y").attr("noop_with_empty_axes", 1).infer() == "f32[2,3,4]");
+    CHECK(reduce(op, 13).out("y").attr("axes", std::vector<int64_t>{1}).infer() == "f32[2,1,4]");
+    CHECK(contains(reduce(op, 13).ints("axes", {1}).out("y").error(), "attribute before opset 18"));
+    CHECK(contains(reduce(op, 18).ints("axes", {1, -2}).out("y").error(), "listed twice"));
+  }
+}
+
+TEST_CASE("Max/Min take integers from opset 12; comparisons and logic give bool") {
+  auto two = [](const std::string& op, int64_t opset, int32_t t) {
+    return OneNode(op, opset).in("a", t, {2, 1}).in("b", t, {3}).out("y");
+  };
+  CHECK(two("Max", 12, TP::INT32).infer() == "i32[2,3]");
+  CHECK(contains(two("Min", 11, TP::INT32).error(), "floating point"));
+  CHECK(contains(two("Mean", 13, TP::INT64).error(), "floating point"));
+  CHECK(OneNode("Sum", 13)
+            .in("a", TP::FLOAT, {4})
+            .in("b", TP::FLOAT, {2, 1})
+            .in("c", TP::FLOAT, {})
+            .out("y")
+            .infer() == "f32[2,4]");
+  CHECK(
+      contains(OneNode("Max", 13).in("a", TP::FLOAT, {4}).in("b", TP::FLOAT, {3}).out("y").error(),
+               "do not broadcast"));
+  CHECK(two("GreaterOrEqual", 12, TP::UINT8).infer() == "bool[2,3]");
+  CHECK(contains(two("Greater", 7, TP::UINT8).error(), "before opset 9"));
+  CHECK(contains(two("Less", 13, TP::BOOL).error(), "numeric"));
+  CHECK(two("Xor", 7, TP::BOOL).infer() == "bool[2,3]");
+  CHECK(contains(two("And", 7, TP::INT32).error(), "must be bool"));
+  CHECK(contains(OneNode("Not", 7).in("x", TP::FLOAT, {2}).out("y").error(), "must be bool"));
+}
+
+TEST_CASE("Tile: output dims are input dims times repeats") {
+  auto tile = [](std::vector<int64_t> dims, std::vector<int64_t> reps) {
+    return OneNode("Tile", 13).in("x", TP::FLOAT, dims).ints("r", reps).out("y");
+  };
+  CHECK(tile({2, 3}, {2, 1}).infer() == "f32[4,3]");
+  CHECK(tile({2, 3}, {0, 5}).infer() == "f32[0,15]");
+  CHECK(tile({}, {}).infer() == "f32[]");
+  CHECK(contains(tile({2, 3}, {2}).error(), "repeats has 1 values"));
+  CHECK(contains(tile({2, 3}, {2, -1}).error(), "must not be negative"));
+}
+
+// Shape arithmetic through the new ops folds at import time (known contents, in terms of N).
+TEST_CASE("comparisons, logic, Max/Min/Sum, Tile and reductions fold known integers") {
+  Graph g;
+  g.opset = kEmitOpset;
+  GraphBuilder b(g, "t");
+  auto known = [&](ValueId v) -> std::string {
+    const auto& k = g.value(v).known;
+    return k ? to_string(Shape(*k)) : "unknown";
+  };
+  ValueId nshape = b.shape_of({Dim::N(), Dim::of(3), Dim::of(4)});
+  ValueId ab = b.ints({4, 1, 3});
+  CHECK(known(b.op("Greater", {ab, b.ints({2, 2, 3})})) == "[1,0,0]");
+  CHECK(known(b.op("LessOrEqual", {ab, b.ints({3})})) == "[0,1,1]");
+  CHECK(known(b.op("Less", {nshape, b.ints({2})})) == "unknown");  // N < 2 depends on N
+  CHECK(known(b.op("Greater", {b.shape_of({Dim::N(2)}), b.shape_of({Dim::N()})})) == "[1]");
+  ValueId ge = b.op("GreaterOrEqual", {ab, b.ints({3})});
+  CHECK(known(b.op("Not", {ge})) == "[0,1,0]");
+  CHECK(known(b.op("And", {ge, b.op("Less", {ab, b.ints({4})})})) == "[0,0,1]");
+  CHECK(known(b.op("Max", {ab, b.ints({2})})) == "[4,2,3]");
+  CHECK(known(b.op("Min", {ab, b.ints({2}), b.ints({3, 0, 5})})) == "[2,0,2]");
+  CHECK(known(b.op("Max", {nshape, b.ints({1})})) == "unknown");
+  CHECK(known(b.op("Sum", {nshape, nshape, b.ints({1})})) == "unknown");  // 2N + 1
+  CHECK(known(b.op("Sum", {nshape, nshape})) == "[2N,6,8]");
+  CHECK(known(b.op("ReduceProd", {nshape}, {{"keepdims", int64_t{0}}})) == "[12N]");
+  CHECK(known(b.op("ReduceMax", {ab}, {{"keepdims", int64_t{1}}})) == "[4]");
+  CHECK(known(b.op("ReduceMin", {ab}, {{"keepdims", int64_t{0}}})) == "[1]");
+  CHECK(known(b.op("ReduceSum", {nshape}, {{"keepdims", int64_t{0}}})) == "unknown");  // N + 7
+  CHECK(known(b.op("ReduceSum", {b.ints({2, 5})}, {{"keepdims", int64_t{0}}})) == "[7]");
+  ValueId tiled = b.op("Tile", {b.ints({2, 5}), b.ints({3})});
+  CHECK(known(tiled) == "[2,5,2,5,2,5]");
+  CHECK(to_string(
+            g.value(b.op("Tile", {b.ints({1, 2, 3, 4, 5, 6, 7}), b.shape_of({Dim::N()})})).shape) ==
+        "[7N]");
+  CHECK(to_string(g.value(tiled).shape) == "[6]");
+  CHECK(to_string(g.value(b.op("Tile", {b.ints({7}), b.shape_of({Dim::N()})})).shape) == "[N]");
 }

@@ -42,6 +42,14 @@ CB_HOST_DEVICE inline double m_pow(double x, double y) { return pow(x, y); }
 template <class T>
 constexpr bool kIsFloat = std::is_floating_point_v<T>;
 
+template <class T>
+CB_HOST_DEVICE bool is_nan(T x) {
+  if constexpr (kIsFloat<T>)
+    return x != x;
+  else
+    return false;
+}
+
 // ---- unary ----
 struct AbsOp {
   template <class T>
@@ -132,6 +140,27 @@ struct ClipOp {  // bounds already in T (the driver resolves absent bounds to th
   T lo, hi;
   CB_HOST_DEVICE T operator()(T x) const { return x < lo ? lo : (x > hi ? hi : x); }
 };
+// HardSigmoid: max(0, min(1, alpha x + beta)); HardSwish: x * HardSigmoid(x) with alpha 1/6,
+// beta 1/2 (ONNX, PyTorch's hardswish). NaN propagates.
+struct HardSigmoidOp {
+  float alpha, beta;
+  template <class T>
+  CB_HOST_DEVICE T operator()(T x) const {
+    T v = T(alpha) * x + T(beta);
+    return v < T(0) ? T(0) : (v > T(1) ? T(1) : v);
+  }
+};
+struct HardSwishOp {
+  template <class T>
+  CB_HOST_DEVICE T operator()(T x) const {
+    T v = x / T(6) + T(0.5);
+    return v < T(0) ? T(0) : (v > T(1) ? x : T(x * v));
+  }
+};
+// Logical not of a bool.
+struct NotOp {
+  CB_HOST_DEVICE bool operator()(bool x) const { return !x; }
+};
 struct IdentityOp {
   template <class T>
   CB_HOST_DEVICE T operator()(T x) const {
@@ -172,6 +201,54 @@ struct DivOp {
       return b == T(0) ? T(0) : T(a / b);
     }
   }
+};
+// Max and Min propagate NaN (numpy's maximum/minimum, PyTorch's maximum/minimum).
+struct MaxOp {
+  template <class T>
+  CB_HOST_DEVICE T operator()(T a, T b) const {
+    if (is_nan(a)) return a;
+    return b > a || is_nan(b) ? b : a;
+  }
+};
+struct MinOp {
+  template <class T>
+  CB_HOST_DEVICE T operator()(T a, T b) const {
+    if (is_nan(a)) return a;
+    return b < a || is_nan(b) ? b : a;
+  }
+};
+struct GreaterOp {
+  template <class T>
+  CB_HOST_DEVICE bool operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct GreaterOrEqualOp {
+  template <class T>
+  CB_HOST_DEVICE bool operator()(T a, T b) const {
+    return a >= b;
+  }
+};
+struct LessOp {
+  template <class T>
+  CB_HOST_DEVICE bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct LessOrEqualOp {
+  template <class T>
+  CB_HOST_DEVICE bool operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct AndOp {
+  CB_HOST_DEVICE bool operator()(bool a, bool b) const { return a && b; }
+};
+struct OrOp {
+  CB_HOST_DEVICE bool operator()(bool a, bool b) const { return a || b; }
+};
+struct XorOp {
+  CB_HOST_DEVICE bool operator()(bool a, bool b) const { return a != b; }
 };
 struct EqualOp {
   template <class T>
@@ -221,6 +298,22 @@ struct LeakyReluGradOp {  // saved: X
   template <class T>
   CB_HOST_DEVICE T operator()(T dy, T x) const {
     return x > T(0) ? dy : T(T(alpha) * dy);
+  }
+};
+struct HardSigmoidGradOp {  // saved: X; alpha dy strictly inside the linear part
+  float alpha, beta;
+  template <class T>
+  CB_HOST_DEVICE T operator()(T dy, T x) const {
+    T v = T(alpha) * x + T(beta);
+    return v > T(0) && v < T(1) ? T(T(alpha) * dy) : T(0);
+  }
+};
+struct HardSwishGradOp {  // saved: X; PyTorch's hardswish_backward: 0 below -3, 1 above 3
+  template <class T>
+  CB_HOST_DEVICE T operator()(T dy, T x) const {
+    if (x < T(-3)) return T(0);
+    if (x <= T(3)) return T(dy * (x / T(3) + T(0.5)));
+    return dy;
   }
 };
 template <class T>

@@ -177,6 +177,30 @@ void Expand(const KernelArgs& a) {
   strided_copy(a, in, out, st, 0);
 }
 
+// Tile: [d...] -> [r_i * d_i...]: the output viewed as [r_0, d_0, r_1, d_1, ...] (dims with r_i = 1
+// not split) is a strided copy of the input with stride 0 along each r_i.
+void Tile(const KernelArgs& a) {
+  const TensorView &in = a.in[0], &out = a.out[0];
+  if (out.numel() == 0) return;
+  CB_CHECK(in.rank() == out.rank() && in.rank() <= kMaxRank);
+  int64_t in_st[kMaxRank], st[kMaxRank];
+  contiguous_strides(in.dims, in_st);
+  TensorView view = out;
+  view.dims.clear();
+  auto push = [&](int64_t dim, int64_t stride) {
+    if (static_cast<int>(view.dims.size()) == kMaxRank)
+      fail("Tile views its output with rank <= {} (dims plus repeated dims)", kMaxRank);
+    st[view.dims.size()] = stride;
+    view.dims.push_back(dim);
+  };
+  for (size_t d = 0; d < in.dims.size(); ++d) {
+    int64_t reps = out.dims[d] / in.dims[d];
+    if (reps != 1) push(reps, 0);
+    push(in.dims[d], in_st[d]);
+  }
+  strided_copy(a, in, view, st, 0);
+}
+
 // Slice(data, starts, ends, axes?, steps?): infer() resolved the output dims and, per input dim,
 // the first index taken and the step (params dim_start, dim_step).
 void Slice(const KernelArgs& a) {

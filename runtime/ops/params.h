@@ -75,6 +75,11 @@ struct LeakyReluParams {
   float alpha;
 };
 
+// hard_sigmoid.cpp: y = max(0, min(1, alpha * x + beta)) (HardSwish: x * that, alpha 1/6)
+struct HardSigmoidParams {
+  float alpha = 0.2f, beta = 0.5f;
+};
+
 // gather.cpp
 struct GatherParams {
   int64_t axis = 0;
@@ -106,7 +111,8 @@ struct PoolParams {
   int64_t storage_order = 0;       // MaxPool Indices layout
 };
 
-// reduce.cpp
+// reduce.cpp (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare, ReduceL1,
+// ReduceL2, ReduceLogSum, ReduceLogSumExp)
 struct ReduceParams {
   std::optional<DimList> axes;  // from the attribute form
   bool keepdims = true;
@@ -202,6 +208,7 @@ CB_PARAMS_POD(ConcatParams)
 CB_PARAMS_POD(ConvParams)
 CB_PARAMS_POD(DropoutParams)
 CB_PARAMS_POD(LeakyReluParams)
+CB_PARAMS_POD(HardSigmoidParams)
 CB_PARAMS_POD(GatherParams)
 CB_PARAMS_POD(GemmParams)
 CB_PARAMS_POD(LayerNormalizationParams)

@@ -178,7 +178,7 @@ def main():
     write("unknown_ops.onnx", model(
         [helper.make_node("StringNormalizer", ["x"], ["e"], name="mystery_strings"),
          helper.make_node("Relu", ["e"], ["r"], name="act"),
-         helper.make_node("HardSwish", ["r"], ["h"], name="mystery_hardswish"),
+         helper.make_node("Bernoulli", ["r"], ["h"], name="mystery_bernoulli"),
          helper.make_node("FrobnicateOp", ["h"], ["y"], name="mystery_frobnicate")],
         [inp("x", ["batch", 4])], [inp("y", ["batch", 4])]))
     write("custom_domain.onnx", model(
