@@ -130,7 +130,19 @@ class Importer {
     bind_input_values();
     read_outputs(gp);
     check_blockers();
-    infer_all();
+    if (res_.rebatched_from) {
+      try {
+        infer_all();
+      } catch (const Error& e) {
+        bad("the model was exported with a fixed batch of {} and cannot be re-batched: its graph "
+            "fixes the batch elsewhere:\n  {}\nre-export it with a dynamic batch axis (PyTorch: "
+            "dynamic_axes={{'input': {{0: 'batch'}}}})",
+            res_.rebatched_from, e.what());
+      }
+      check_rebatched_outputs(gp);
+    } else {
+      infer_all();
+    }
     drop_untaken_branches();
     try {
       lower_composites(res_.graph);
@@ -330,6 +342,15 @@ class Importer {
       if (d.has_dim_value()) {
         if (d.dim_value() < 0)
           bad("{} has a negative dimension {} at axis {}", what, d.dim_value(), i);
+        if (opts_.rebatch && i == 0) {
+          if (res_.rebatched_from && res_.rebatched_from != d.dim_value())
+            bad("{} has a fixed batch of {} but another input has {}: the inputs disagree on "
+                "the batch, so it cannot be re-batched",
+                what, d.dim_value(), res_.rebatched_from);
+          res_.rebatched_from = d.dim_value();
+          v.shape.push_back(Dim::N());
+          continue;
+        }
         if (given && (*given)[i] != d.dim_value())
           bad("{} has shape {} but {} for it has shape {}: axis {} must be {}", what,
               declared_text(tt.shape()), given_from, to_string(shape_of(*given)), i,
@@ -618,6 +639,26 @@ class Importer {
     bad("{} node{} use ops crossbow does not support:{}\nRun `cb-inspect` on the model for the "
         "full report; re-export without these ops or file an issue naming them.",
         res_.blockers.size(), res_.blockers.size() == 1 ? "" : "s", list);
+  }
+
+  // After re-batching, an output the file declares with the fixed batch must now have N there:
+  // otherwise the graph reshaped the batch away (e.g. Reshape to [1, -1]) and training on it
+  // would be silently wrong.
+  void check_rebatched_outputs(const onnx::GraphProto& gp) {
+    for (int i = 0; i < gp.output_size(); ++i) {
+      const auto& o = gp.output(i);
+      if (!o.type().has_tensor_type() || !o.type().tensor_type().has_shape()) continue;
+      const auto& sh = o.type().tensor_type().shape();
+      if (sh.dim_size() == 0 || !sh.dim(0).has_dim_value() ||
+          sh.dim(0).dim_value() != res_.rebatched_from)
+        continue;
+      const Value& v = res_.graph.value(res_.graph.outputs.at(static_cast<size_t>(i)));
+      if (v.shape_known && (v.shape.empty() || v.shape[0] != Dim::N()))
+        bad("the model was exported with a fixed batch of {} and cannot be re-batched: output "
+            "'{}' is declared {} but comes out {} with the batch as N (the graph moves the batch "
+            "out of the leading dimension); re-export it with a dynamic batch axis",
+            res_.rebatched_from, o.name(), declared_text(sh), to_string(v.shape));
+    }
   }
 
   void infer_all() {

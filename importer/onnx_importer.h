@@ -43,6 +43,11 @@ struct ImportOptions {
   std::function<std::optional<int64_t>(const std::string& input, size_t axis, size_t rank)>
       size_of;
   std::string sizes_hint;
+  // Re-batching (cb-train on a model exported with a fixed batch, e.g. 1): the fixed leading
+  // dimension B of the graph inputs becomes the batch N. The import fails, saying why, when the
+  // graph ties the batch to B elsewhere (shape arithmetic that does not carry N through, or an
+  // output declared with leading B that does not come out as N).
+  bool rebatch = false;
   // Fold shape arithmetic and drop dead nodes (off: keep the graph exactly as in the file).
   bool fold = true;
 };
@@ -63,6 +68,7 @@ struct ImportResult {
   // "input:axis"), and the graph inputs bound as constants from ImportOptions::input_values.
   std::map<std::string, int64_t> sizes_bound;
   std::vector<std::string> inputs_bound;
+  int64_t rebatched_from = 0;  // ImportOptions::rebatch: the fixed batch made N (0: none)
 };
 
 // Reads and imports `path`. Throws cb::Error on any problem (in strict mode, also on blockers,

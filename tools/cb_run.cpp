@@ -171,6 +171,13 @@ int main(int argc, char** argv) {
              name, name);
       if (src != "random") files[name] = opts.input_values.at(name);
     }
+    const bool has_batch = std::any_of(g.inputs.begin(), g.inputs.end(), [&](ValueId v) {
+      return !g.value(v).shape.empty() && g.value(v).shape[0].batch;
+    });
+    if (batch && !has_batch)
+      fail("--batch-size {}: the model has no batch dimension to set (every input's first "
+           "dimension is fixed in the file); give inputs of the shapes it declares",
+           batch);
     // The batch size: from input files (or --input-shape) where the model's axis 0 is N, else
     // --batch-size.
     for (ValueId v : g.inputs) {

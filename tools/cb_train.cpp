@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -180,6 +181,16 @@ struct ProgressLine {
 
 }  // namespace
 
+// --image-size HxW.
+std::pair<int64_t, int64_t> parse_image_size(const std::string& s) {
+  int64_t h = 0, w = 0;
+  char x = 0, extra = 0;
+  if (std::sscanf(s.c_str(), "%" SCNd64 "%c%" SCNd64 "%c", &h, &x, &w, &extra) != 3 || x != 'x' ||
+      h <= 0 || w <= 0 || h > 65536 || w > 65536)
+    fail("--image-size '{}': expected HxW, e.g. 224x224", s);
+  return {h, w};
+}
+
 int main(int argc, char** argv) {
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
@@ -189,6 +200,7 @@ int main(int argc, char** argv) {
   std::string model, data_dir, output, optimizer = "sgd", schedule = "constant", loss = "auto",
               output_name;
   std::vector<std::string> freeze;
+  std::string image_size;
   TrainerOptions topts;
   RunOptions ropts;
   double lr = 0.01;
@@ -269,6 +281,9 @@ int main(int argc, char** argv) {
                  "auto | cross-entropy | mse | model (cross-entropy on a model ending in "
                  "Softmax/LogSoftmax reads the logits under it)")
       ->capture_default_str();
+  app.add_option("--image-size", image_size,
+                 "HxW: the size of a model input with symbolic height and width (image data are "
+                 "resized to it)");
   app.add_option("--freeze", freeze,
                  "PATTERN: keep the parameters whose name matches this shell pattern (* ? [..]) "
                  "fixed; repeatable");
@@ -456,7 +471,41 @@ int main(int argc, char** argv) {
     Dataset data = load_dataset(data_dir, dopts);
     if (!cache.empty() && data.format != DataFormat::Folder)
       fail("--cache packs an image folder; {} is {}", data_dir, data.description);
-    ImportResult r = import_model(model);
+    // Concrete sizes: symbolic H and W of an image input from --image-size, else from the data
+    // when its images all have one size (IDX, CIFAR).
+    std::optional<std::pair<int64_t, int64_t>> hw;
+    if (!image_size.empty()) hw = parse_image_size(image_size);
+    const ExampleDims ddims = data.train->dims();
+    ImportOptions iopts;
+    iopts.size_of = [&](const std::string&, size_t axis, size_t rank) -> std::optional<int64_t> {
+      if (rank != 4 || axis < 2) return std::nullopt;
+      if (hw) return axis == 2 ? hw->first : hw->second;
+      if (ddims.fixed()) return axis == 2 ? ddims.rows : ddims.cols;
+      return std::nullopt;
+    };
+    iopts.sizes_hint = fmt::format(
+        "with --image-size HxW (the images of {} have no one size to take it from)", data_dir);
+    ImportResult r = import_model(model, iopts);
+    const bool has_batch = std::any_of(r.graph.inputs.begin(), r.graph.inputs.end(), [&](ValueId v) {
+      const Shape& s = r.graph.value(v).shape;
+      return !s.empty() && s[0].batch;
+    });
+    if (!has_batch) {  // exported with a fixed batch: make it N where the graph allows
+      iopts.rebatch = true;
+      r = import_model(model, iopts);
+      fmt::print("batch    the model was exported with a fixed batch of {}; re-batched to "
+                 "--batch-size {} (its graph carries the batch through)\n",
+                 r.rebatched_from, topts.batch);
+    }
+    if (hw)
+      for (ValueId v : r.graph.inputs) {
+        const Value& in = r.graph.value(v);
+        if (in.shape.size() == 4 && (in.shape[2] != Dim::of(hw->first) ||
+                                     in.shape[3] != Dim::of(hw->second)))
+          fail("--image-size {}: the model's input '{}' is fixed at {}; drop --image-size or "
+               "give its size",
+               image_size, in.name, to_string(in.shape));
+      }
     if (!freeze.empty()) {
       const int64_t n = freeze_parameters(r.graph, freeze);
       fmt::print("freeze   {} parameter tensor{} kept fixed\n", n, n == 1 ? "" : "s");
