@@ -19,25 +19,29 @@
 namespace cb {
 
 // Ops whose contract lives in runtime/ops/. Alphabetical.
-#define CB_OPS(X)                                                                                \
-  X(Abs)                                                                                         \
-  X(Add)                                                                                         \
-  X(AveragePool) X(BatchNormalization) X(Cast) X(Ceil) X(Clip) X(Concat) X(Constant)             \
-      X(ConstantOfShape) X(Conv) X(Div) X(Dropout) X(Equal) X(Erf) X(Exp) X(Expand) X(Flatten)   \
-          X(Floor) X(Gather) X(Gemm) X(GlobalAveragePool) X(Identity) X(LayerNormalization)      \
-              X(LeakyRelu) X(Log) X(LogSoftmax) X(MatMul) X(MaxPool) X(Mul) X(Neg) X(Pad) X(Pow) \
-                  X(Range) X(Reciprocal) X(ReduceMean) X(ReduceSum) X(Relu) X(Reshape) X(Shape)  \
-                      X(Sigmoid) X(Slice) X(Softmax) X(SoftmaxCrossEntropyLoss) X(Split) X(Sqrt) \
-                          X(Squeeze) X(Sub) X(Tanh) X(Transpose) X(Unsqueeze) X(Where)           \
+#define CB_OPS(X)                                                                                  \
+  X(Abs)                                                                                           \
+  X(Add)                                                                                           \
+  X(AveragePool)                                                                                   \
+  X(BatchNormalization)                                                                            \
+  X(Cast) X(Ceil) X(Clip) X(Concat) X(Constant) X(ConstantOfShape) X(Conv) X(ConvTranspose) X(Div) \
+      X(Dropout) X(Equal) X(Erf) X(Exp) X(Expand) X(Flatten) X(Floor) X(Gather) X(Gemm)            \
+          X(GlobalAveragePool) X(Identity) X(LayerNormalization) X(LeakyRelu) X(Log) X(LogSoftmax) \
+              X(MatMul) X(MaxPool) X(Mul) X(Neg) X(Pad) X(Pow) X(Range) X(Reciprocal)              \
+                  X(ReduceMean) X(ReduceSum) X(Relu) X(Reshape) X(Resize) X(Shape) X(Sigmoid)      \
+                      X(Slice) X(Softmax) X(SoftmaxCrossEntropyLoss) X(Split) X(Sqrt) X(Squeeze)   \
+                          X(Sub) X(Tanh) X(Transpose) X(Unsqueeze) X(Upsample) X(Where)            \
                               CB_INTERNAL_OPS(X)
 
 // Ops crossbow emits itself (gradients, optimizer and SMA steps); OpDef::internal, never imported.
-#define CB_INTERNAL_OPS(X)                                                                       \
-  X(AdamWStep)                                                                                   \
-  X(AveragePoolGrad)                                                                             \
-  X(BatchNormalizationGrad) X(ClipGrad) X(ConvGrad) X(DropoutGrad) X(GatherGrad)                 \
-      X(LayerNormalizationGrad) X(LeakyReluGrad) X(LogSoftmaxGrad) X(MaxPoolGrad) X(ReduceSumTo) \
-          X(ReluGrad) X(SgdStep) X(SliceGrad) X(SmaCentralStep) X(SmaRowSum) X(SmaStep)          \
+#define CB_INTERNAL_OPS(X)                                                                 \
+  X(AdamWStep)                                                                             \
+  X(AveragePoolGrad)                                                                       \
+  X(BatchNormalizationGrad)                                                                \
+  X(ClipGrad)                                                                              \
+  X(ConvGrad) X(DropoutGrad) X(GatherGrad) X(LayerNormalizationGrad) X(LeakyReluGrad)      \
+      X(LogSoftmaxGrad) X(MaxPoolGrad) X(PadGrad) X(ReduceSumTo) X(ReluGrad) X(ResizeGrad) \
+          X(SgdStep) X(SliceGrad) X(SmaCentralStep) X(SmaRowSum) X(SmaStep)                \
               X(SoftmaxCrossEntropyLossGrad) X(SoftmaxGrad)
 
 enum class OpKind : uint16_t {
