@@ -869,6 +869,18 @@ inline const std::vector<ResizeSpec>& resize_specs() {
        {},
        {1, 1, 4, 9},
        a("nearest", "tf_half_pixel_for_nn", "ceil")},
+      {"cubic up, half_pixel", {1, 2, 5, 6}, {1, 1, 1.6, 2}, {}, a("cubic", "half_pixel")},
+      {"cubic down, align_corners", {2, 1, 9, 8}, {}, {2, 1, 4, 5}, a("cubic", "align_corners")},
+      {"cubic, exclude_outside, a = -0.5",
+       {1, 2, 4, 7},
+       {1, 1, 2, 0.7},
+       {},
+       [] {
+         AttrMap m{{"mode", std::string("cubic")},
+                   {"exclude_outside", int64_t{1}},
+                   {"cubic_coeff_a", -0.5f}};
+         return m;
+       }()},
       {"large", {4, 8, 32, 32}, {1, 1, 2, 2}, {}, a("linear", "half_pixel")},
       {"zero batch", {0, 3, 4, 4}, {1, 1, 2, 2}, {}, a("linear", "half_pixel")},
   };

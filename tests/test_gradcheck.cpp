@@ -126,6 +126,11 @@ TEST_CASE("gradcheck: resize") {
   resize(r({1, 2, 3, 2, 3}, 143), {1, 2, 1.5, 2, 1}, {},
          {{"mode", S("linear")}, {"coordinate_transformation_mode", S("asymmetric")}});
   resize(r({1, 2, 3, 4}, 144), {1, 1, 2, 3}, {}, {{"mode", S("nearest")}});
+  resize(r({1, 2, 4, 5}, 147), {1, 1, 1.5, 0.8}, {}, {{"mode", S("cubic")}});
+  resize(r({1, 1, 5, 4}, 148), {}, {1, 1, 3, 6},
+         {{"mode", S("cubic")},
+          {"exclude_outside", int64_t{1}},
+          {"coordinate_transformation_mode", S("asymmetric")}});
   resize(r({1, 1, 7, 6}, 145), {}, {1, 1, 3, 4},
          {{"mode", S("nearest")},
           {"coordinate_transformation_mode", S("asymmetric")},

@@ -265,13 +265,16 @@ TEST_CASE("Resize: output shapes, and what is rejected") {
             .attr("axes", std::vector<int64_t>{-1, 2})
             .out("y")
             .infer() == "f32[1,2,2,5]");
+  CHECK(contains(
+      rs(10).floats("scales", {1, 1, 2, 2}).out("y").attr("mode", std::string("cubic")).error(),
+      "mode 'cubic' needs opset 11"));
   CHECK(contains(rs(13)
                      .none()
                      .floats("scales", {1, 1, 2, 2})
                      .out("y")
-                     .attr("mode", std::string("cubic"))
+                     .attr("mode", std::string("bicubic"))
                      .error(),
-                 "mode 'cubic' is not supported"));
+                 "mode 'bicubic' is not one of nearest, linear, cubic"));
   CHECK(contains(rs(13)
                      .floats("roi", {0, 0, 0, 0, 1, 1, 1, 1})
                      .none()

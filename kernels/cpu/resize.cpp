@@ -1,8 +1,9 @@
 // Resize and its adjoint on the CPU, as separable maps (kernels/cpu/separable.h): per axis, the
 // taps of every output index (nearest: one source index, weight 1; linear: the two neighbours of
-// the source coordinate, clamped to the input, weights 1 - f and f). ResizeGrad applies the
-// transposed taps to dY: each dX element gathers the dY elements that read it, same weights.
-// Coordinates and rounding follow runtime/ops/resize.cpp (ResizeParams, scales resolved).
+// the source coordinate, clamped to the input, weights 1 - f and f; cubic: four, cubic_taps).
+// ResizeGrad applies the transposed taps to dY: each dX element gathers the dY elements that read
+// it, same weights. Coordinates and rounding follow runtime/ops/resize.cpp (ResizeParams, scales
+// resolved).
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -54,6 +55,33 @@ int64_t nearest_index(const P& p, double x, double s) {
   return 0;
 }
 
+// Cubic: taps i0-1 .. i0+2 around x = i0 + f with Keys' weights (a = cubic_coeff_a). As the ONNX
+// reference: an integer x is taken as i0 = x - 1, f = 1; indices outside the input repeat the
+// edge, or with exclude_outside get weight 0 and the others are renormalised.
+void cubic_taps(const P& p, double x, int64_t in, AxisTaps& t) {
+  const double a = p.cubic_a;
+  auto i0 = static_cast<int64_t>(std::floor(x));
+  double f = x - static_cast<double>(i0);
+  if (f == 0) {
+    f = 1;
+    i0 -= 1;
+  }
+  // |d| <= 1: (a+2)|d|^3 - (a+3)|d|^2 + 1; 1 < |d| < 2: a|d|^3 - 5a|d|^2 + 8a|d| - 4a
+  auto near = [&](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };
+  auto far = [&](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };
+  const double w[4] = {far(f + 1), near(f), near(1 - f), far(2 - f)};
+  double sum = 0;
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = i0 - 1 + k;
+    if (!p.exclude_outside || (i >= 0 && i < in)) sum += w[k];
+  }
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = i0 - 1 + k;
+    if (p.exclude_outside && (i < 0 || i >= in)) continue;
+    t.add(std::clamp<int64_t>(i, 0, in - 1), p.exclude_outside ? w[k] / sum : w[k]);
+  }
+}
+
 // Taps of output indices [0, out) along an axis of `in` elements.
 void resize_taps(const P& p, int64_t in, int64_t out, double s, AxisTaps& t) {
   t.reset();
@@ -61,6 +89,8 @@ void resize_taps(const P& p, int64_t in, int64_t out, double s, AxisTaps& t) {
     const double x = source_coord(p, o, in, out, s);
     if (p.mode == P::Mode::Nearest) {
       t.add(std::clamp<int64_t>(nearest_index(p, x, s), 0, in - 1), 1);
+    } else if (p.mode == P::Mode::Cubic) {
+      cubic_taps(p, x, in, t);
     } else {
       const double c = std::clamp(x, 0.0, static_cast<double>(in - 1));
       const auto i0 = static_cast<int64_t>(std::floor(c));

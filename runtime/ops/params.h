@@ -115,9 +115,11 @@ struct PoolParams {
   int64_t storage_order = 0;       // MaxPool Indices layout
 };
 
-// resize.cpp: Resize(X, roi, scales, sizes) (opset 10: X, scales), nearest and linear
+// resize.cpp: Resize(X, roi, scales, sizes) (opset 10: X, scales), nearest, linear and cubic
 struct ResizeParams {
-  enum class Mode : uint8_t { Nearest, Linear } mode = Mode::Nearest;
+  enum class Mode : uint8_t { Nearest, Linear, Cubic } mode = Mode::Nearest;
+  float cubic_a = -0.75f;        // cubic_coeff_a
+  bool exclude_outside = false;  // cubic: taps outside the input get weight 0, the rest renormed
   enum class Coord : uint8_t {
     HalfPixel,
     PytorchHalfPixel,

@@ -1,5 +1,7 @@
-// Resize(X, roi?, scales?, sizes?) (opset 10: Resize(X, scales)) -> Y, modes nearest and linear
-// (separable over every axis whose size changes: bilinear on images, N-linear in general).
+// Resize(X, roi?, scales?, sizes?) (opset 10: Resize(X, scales)) -> Y, modes nearest, linear and
+// cubic (opset 11+), separable over every axis whose size changes (bilinear on images, N-linear
+// in general; cubic: the four taps around the source coordinate, Keys' kernel with cubic_coeff_a,
+// indices clamped to the input unless exclude_outside drops those taps and renormalises).
 // Output dims: sizes, or floor(dim * scale). The coordinate transform maps output index o to a
 // source coordinate with the given scale (or output / input where sizes were given):
 //   half_pixel (o + 0.5) / s - 0.5; pytorch_half_pixel the same, 0 for outputs of length 1;
@@ -7,10 +9,10 @@
 // where `out` is in * scale unfloored (as the ONNX reference has it; sizes: the output size).
 // Opset 10 is asymmetric; its nearest rounding (ONNX Runtime's) floors when upsampling and
 // rounds up when downsampling. scales and sizes must be known at load time (constants).
-// Not supported, each rejected naming the node: cubic, tf_crop_and_resize, antialias,
+// Not supported, each rejected naming the node: tf_crop_and_resize, antialias,
 // keep_aspect_ratio_policy other than stretch. exclude_outside changes nothing for nearest and
-// linear (an outside tap repeats the edge, which is its inside neighbour); extrapolation_value and
-// cubic_coeff_a only matter for the unsupported modes.
+// linear (an outside tap repeats the edge, which is its inside neighbour); extrapolation_value
+// only matters for tf_crop_and_resize.
 // Upsample-9 (X, scales) runs as Resize-10.
 // Gradient: ResizeGrad (internal), the adjoint: dY scattered back to the taps it came from with
 // the same weights (kernels/cpu/resize.cpp).
@@ -32,11 +34,11 @@ bool legacy_form(const Node& n, int64_t opset) {
 
 std::any parse_form(ParseCtx& c, bool legacy) {
   P p;
-  if (c.s("mode", "nearest") == "cubic")
-    c.fail("mode 'cubic' is not supported (nearest and linear are)");
-  p.mode = c.choice<P::Mode>("mode", "nearest",
-                             {{"nearest", P::Mode::Nearest}, {"linear", P::Mode::Linear}});
+  p.mode = c.choice<P::Mode>(
+      "mode", "nearest",
+      {{"nearest", P::Mode::Nearest}, {"linear", P::Mode::Linear}, {"cubic", P::Mode::Cubic}});
   if (legacy) {
+    if (p.mode == P::Mode::Cubic) c.fail("mode 'cubic' needs opset 11 (nearest or linear here)");
     p.coord = P::Coord::Asymmetric;
     p.nearest = P::Nearest::Simple;
     return p;
@@ -55,10 +57,11 @@ std::any parse_form(ParseCtx& c, bool legacy) {
                                     {"round_prefer_ceil", P::Nearest::RoundPreferCeil},
                                     {"floor", P::Nearest::Floor},
                                     {"ceil", P::Nearest::Ceil}});
-  c.f("cubic_coeff_a", -0.75f);                       // cubic only
-  c.f("extrapolation_value", 0.0f);                   // tf_crop_and_resize only
-  const int64_t exclude = c.i("exclude_outside", 0);  // no effect on nearest and linear
+  p.cubic_a = c.f("cubic_coeff_a", -0.75f);
+  c.f("extrapolation_value", 0.0f);  // tf_crop_and_resize only
+  const int64_t exclude = c.i("exclude_outside", 0);
   if (exclude != 0 && exclude != 1) c.fail("exclude_outside must be 0 or 1, got {}", exclude);
+  p.exclude_outside = exclude == 1;
   if (c.opset() >= 18) {
     c.only("antialias", 0, "antialiased resizing is not supported");
     p.axes = c.opt_ints("axes");
