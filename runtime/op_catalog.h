@@ -32,6 +32,7 @@ namespace cb {
   X(Constant)                \
   X(ConstantOfShape)         \
   X(Conv)                    \
+  X(ConvTranspose)           \
   X(Div)                     \
   X(Dropout)                 \
   X(Einsum)                  \
@@ -84,6 +85,7 @@ namespace cb {
   X(ReduceSumSquare)         \
   X(Relu)                    \
   X(Reshape)                 \
+  X(Resize)                  \
   X(Shape)                   \
   X(Sigmoid)                 \
   X(Slice)                   \
@@ -98,6 +100,7 @@ namespace cb {
   X(Tile)                    \
   X(Transpose)               \
   X(Unsqueeze)               \
+  X(Upsample)                \
   X(Where)                   \
   X(Xor)                     \
   CB_INTERNAL_OPS(X)
@@ -117,8 +120,10 @@ namespace cb {
   X(LeakyReluGrad)               \
   X(LogSoftmaxGrad)              \
   X(MaxPoolGrad)                 \
+  X(PadGrad)                     \
   X(ReduceSumTo)                 \
   X(ReluGrad)                    \
+  X(ResizeGrad)                  \
   X(SgdStep)                     \
   X(SliceGrad)                   \
   X(SmaCentralStep)              \

@@ -954,6 +954,136 @@ inline std::vector<Case> slice_grad(OpKind, DType) {
   };
 }
 
+// Resize(X, roi, scales, sizes): every mode, coordinate transform and rounding; scales f32.
+struct ResizeSpec {
+  std::string name;
+  std::vector<int64_t> x;
+  std::vector<double> scales;  // empty: sizes
+  std::vector<int64_t> sizes;
+  AttrMap attrs;
+};
+inline const std::vector<ResizeSpec>& resize_specs() {
+  auto a = [](const char* mode, const char* coord, const char* nearest = "round_prefer_floor") {
+    return AttrMap{{"mode", std::string(mode)},
+                   {"coordinate_transformation_mode", std::string(coord)},
+                   {"nearest_mode", std::string(nearest)}};
+  };
+  static const std::vector<ResizeSpec> s = {
+      {"bilinear up, half_pixel", {2, 3, 5, 7}, {1, 1, 2, 1.5}, {}, a("linear", "half_pixel")},
+      {"bilinear down, align_corners",
+       {1, 2, 9, 8},
+       {1, 1, 0.5, 0.6},
+       {},
+       a("linear", "align_corners")},
+      {"linear sizes, pytorch_half_pixel",
+       {2, 2, 6, 5},
+       {},
+       {2, 2, 4, 1},
+       a("linear", "pytorch_half_pixel")},
+      {"linear 1-D asymmetric", {3, 11}, {1, 1.7}, {}, a("linear", "asymmetric")},
+      {"trilinear, channels too", {1, 3, 4, 5, 3}, {}, {1, 5, 7, 3, 6}, a("linear", "half_pixel")},
+      {"nearest up, round_prefer_floor",
+       {2, 3, 4, 5},
+       {1, 1, 2, 3},
+       {},
+       a("nearest", "asymmetric")},
+      {"nearest, round_prefer_ceil",
+       {1, 2, 5, 4},
+       {},
+       {1, 2, 8, 7},
+       a("nearest", "half_pixel", "round_prefer_ceil")},
+      {"nearest down, floor",
+       {2, 2, 9, 7},
+       {1, 1, 0.5, 0.4},
+       {},
+       a("nearest", "align_corners", "floor")},
+      {"nearest, ceil, tf_half_pixel_for_nn",
+       {1, 1, 6, 6},
+       {},
+       {1, 1, 4, 9},
+       a("nearest", "tf_half_pixel_for_nn", "ceil")},
+      {"cubic up, half_pixel", {1, 2, 5, 6}, {1, 1, 1.6, 2}, {}, a("cubic", "half_pixel")},
+      {"cubic down, align_corners", {2, 1, 9, 8}, {}, {2, 1, 4, 5}, a("cubic", "align_corners")},
+      {"cubic, exclude_outside, a = -0.5",
+       {1, 2, 4, 7},
+       {1, 1, 2, 0.7},
+       {},
+       [] {
+         AttrMap m{{"mode", std::string("cubic")},
+                   {"exclude_outside", int64_t{1}},
+                   {"cubic_coeff_a", -0.5f}};
+         return m;
+       }()},
+      {"large", {4, 8, 32, 32}, {1, 1, 2, 2}, {}, a("linear", "half_pixel")},
+      {"zero batch", {0, 3, 4, 4}, {1, 1, 2, 2}, {}, a("linear", "half_pixel")},
+  };
+  return s;
+}
+inline std::vector<In> resize_inputs(const ResizeSpec& s) {
+  std::vector<In> in{x(s.x), absent()};
+  auto n = static_cast<int64_t>(s.scales.size());
+  if (!s.scales.empty()) {
+    in.push_back(fixed(DType::F32, {n}, list(s.scales)));
+  } else {
+    in.push_back(absent());
+    in.push_back(i64(std::vector<double>(s.sizes.begin(), s.sizes.end())));
+  }
+  return in;
+}
+
+inline std::vector<Case> resize(OpKind, DType) {
+  std::vector<Case> cs;
+  for (const ResizeSpec& s : resize_specs())
+    cs.push_back({.name = s.name, .in = resize_inputs(s), .attrs = s.attrs, .tol = 10});
+  return cs;
+}
+
+// Upsample(X, scales): Resize-10 (asymmetric; nearest floors upsampling, ceils downsampling).
+inline std::vector<Case> upsample(OpKind, DType) {
+  auto c = [](std::string name, std::vector<int64_t> d, std::vector<double> sc, const char* mode) {
+    auto n = static_cast<int64_t>(sc.size());
+    return Case{.name = std::move(name),
+                .in = {x(d), fixed(DType::F32, {n}, list(std::move(sc)))},
+                .attrs = {{"mode", std::string(mode)}},
+                .tol = 10};
+  };
+  return {c("nearest x2 x3", {1, 2, 3, 4}, {1, 1, 2, 3}, "nearest"),
+          c("nearest down", {1, 2, 7, 9}, {1, 1, 0.5, 0.4}, "nearest"),
+          c("linear", {2, 3, 4, 5}, {1, 1, 1.5, 2.5}, "linear")};
+}
+
+inline std::vector<Case> resize_grad(OpKind, DType) {
+  std::vector<Case> cs;
+  for (const ResizeSpec& s : resize_specs())
+    cs.push_back({.name = s.name,
+                  .in = {fwd_out(0), fwd_shape(0)},
+                  .fwd = Fwd{"Resize", resize_inputs(s), s.attrs},
+                  .tol = 10});
+  return cs;
+}
+
+// PadGrad(dY): the gradient of reflect and edge padding (folded back), of cropping pads. Its
+// params are the forward's mode with the pads resolved over every dim (as Pad's vjp emits them).
+inline std::vector<Case> pad_grad(OpKind, DType) {
+  using M = ops::PadParams::Mode;
+  auto c = [](std::string name, std::vector<int64_t> dy, M mode, std::vector<int64_t> pads) {
+    ops::PadParams p;
+    p.mode = mode;
+    p.pads = PadList(pads.begin(), pads.end());
+    return Case{.name = std::move(name), .in = {x(std::move(dy))}, .tol = 10, .params = p};
+  };
+  return {
+      c("reflect", {2, 6, 9}, M::Reflect, {0, 1, 2, 0, 2, 3}),
+      c("reflect wider than the dim", {3, 15}, M::Reflect, {0, 5, 0, 7}),
+      c("edge", {6, 10}, M::Edge, {2, 1, 1, 4}),
+      c("edge, one element", {6, 7}, M::Edge, {3, 0, 2, 3}),
+      c("constant, negative pads", {4, 4}, M::Constant, {-1, 0, 1, -2}),
+      c("edge, 3-D", {2, 3, 9}, M::Edge, {0, 0, 3, 0, 0, 2}),
+      c("large", {67, 68}, M::Reflect, {1, 3, 2, 5}),
+      c("rank 0", {}, M::Reflect, {}),
+  };
+}
+
 // ---- conv, gemm, matmul, pooling ----------------------------------------------------------------
 struct ConvSpec {
   std::string name;
@@ -1040,6 +1170,75 @@ inline std::vector<Case> conv_grad(OpKind, DType) {
                     .omit = omit,
                     .fwd = f,
                     .tol = 10});
+  }
+  return cs;
+}
+
+// ConvTranspose(X [N,C,D...], W [C,M/G,k...], B [M]?): the Conv specs' geometry run backwards,
+// plus output_padding, output_shape (whose pads may be negative) and auto_pad.
+struct ConvTransposeSpec {
+  std::string name;
+  std::vector<int64_t> x, w;
+  bool bias;
+  AttrMap attrs;
+};
+inline const std::vector<ConvTransposeSpec>& conv_transpose_specs() {
+  using V = std::vector<int64_t>;
+  static const std::vector<ConvTransposeSpec> s = {
+      {"3x3 stride 2, pads, output_padding",
+       {2, 4, 5, 6},
+       {4, 3, 3, 3},
+       true,
+       {{"strides", V{2, 2}}, {"pads", V{1, 1, 1, 1}}, {"output_padding", V{1, 1}}}},
+      {"groups, dilations, asymmetric pads",
+       {2, 4, 5, 5},
+       {4, 2, 3, 2},
+       true,
+       {{"strides", V{2, 1}},
+        {"dilations", V{1, 2}},
+        {"pads", V{0, 1, 1, 0}},
+        {"group", int64_t{2}}}},
+      {"depthwise", {2, 3, 6, 6}, {3, 1, 3, 3}, false, {{"group", int64_t{3}}}},
+      {"output_shape past every window",
+       {1, 2, 3, 3},
+       {2, 2, 3, 3},
+       true,
+       {{"strides", V{3, 2}}, {"output_shape", V{10, 8}}}},
+      {"SAME_LOWER",
+       {1, 2, 4, 5},
+       {2, 3, 3, 3},
+       true,
+       {{"auto_pad", std::string("SAME_LOWER")}, {"strides", V{2, 2}}}},
+      {"1-D",
+       {2, 3, 7},
+       {3, 2, 4},
+       true,
+       {{"strides", V{2}}, {"dilations", V{2}}, {"pads", V{1, 2}}}},
+      {"3-D",
+       {1, 2, 3, 4, 3},
+       {2, 2, 2, 3, 2},
+       true,
+       {{"strides", V{2, 1, 2}}, {"pads", V{0, 1, 0, 1, 0, 0}}}},
+      {"pointwise", {2, 8, 5, 5}, {8, 4, 1, 1}, true, {}},
+      {"large",
+       {4, 16, 16, 16},
+       {16, 8, 4, 4},
+       true,
+       {{"strides", V{2, 2}}, {"pads", V{1, 1, 1, 1}}}},
+      {"zero batch", {0, 3, 4, 4}, {3, 2, 3, 3}, true, {}},
+  };
+  return s;
+}
+
+inline std::vector<Case> conv_transpose(OpKind, DType) {
+  std::vector<Case> cs;
+  for (const ConvTransposeSpec& s : conv_transpose_specs()) {
+    Case c{.name = s.name, .in = {x(s.x), x(s.w)}, .attrs = s.attrs, .tol = 10};
+    if (s.bias) {
+      int64_t g = s.attrs.count("group") ? std::get<int64_t>(s.attrs.at("group")) : 1;
+      c.in.push_back(x({s.w[1] * g}));
+    }
+    cs.push_back(c);
   }
   return cs;
 }
@@ -1313,6 +1512,7 @@ inline const std::vector<OpCases>& case_table() {
       {OpKind::Constant, constant},
       {OpKind::ConstantOfShape, constant_of_shape},
       {OpKind::Conv, conv},
+      {OpKind::ConvTranspose, conv_transpose},
       {OpKind::Div, binary},
       {OpKind::Dropout, dropout},
       {OpKind::Equal, equal},
@@ -1360,6 +1560,7 @@ inline const std::vector<OpCases>& case_table() {
       {OpKind::ReduceSumSquare, reduce},
       {OpKind::Relu, unary},
       {OpKind::Reshape, reshape},
+      {OpKind::Resize, resize},
       {OpKind::Shape, shape},
       {OpKind::Sigmoid, unary},
       {OpKind::Slice, slice},
@@ -1374,6 +1575,7 @@ inline const std::vector<OpCases>& case_table() {
       {OpKind::Tile, tile},
       {OpKind::Transpose, transpose},
       {OpKind::Unsqueeze, unsqueeze},
+      {OpKind::Upsample, upsample},
       {OpKind::Where, where},
       {OpKind::Xor, logical},
       // internal: gradients
@@ -1389,8 +1591,10 @@ inline const std::vector<OpCases>& case_table() {
       {OpKind::LeakyReluGrad, leaky_relu_grad},
       {OpKind::LogSoftmaxGrad, softmax_grad},
       {OpKind::MaxPoolGrad, max_pool_grad},
+      {OpKind::PadGrad, pad_grad},
       {OpKind::ReduceSumTo, reduce_sum_to},
       {OpKind::ReluGrad, relu_grad},
+      {OpKind::ResizeGrad, resize_grad},
       {OpKind::SliceGrad, slice_grad},
       {OpKind::SoftmaxCrossEntropyLossGrad, sce_loss_grad},
       {OpKind::SoftmaxGrad, softmax_grad},

@@ -19,6 +19,14 @@ Tensor f64(std::vector<int64_t> dims, std::vector<double> v) {
   return t;
 }
 Tensor scalar(double v) { return f64({}, {v}); }
+Tensor f32(std::vector<int64_t> dims, std::vector<float> v) {
+  Tensor t;
+  t.dtype = DType::F32;
+  t.dims = std::move(dims);
+  t.bytes.resize(v.size() * 4);
+  std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
+  return t;
+}
 Tensor boolean(std::vector<int64_t> dims, std::vector<uint8_t> v) {
   Tensor t;
   t.dtype = DType::Bool;
@@ -138,6 +146,58 @@ TEST_CASE("gradcheck: data movement") {
         cnst(i64_tensor({2}, {0, 1})), cnst(i64_tensor({2}, {2, 2}))}});
   check_gradients({"Gather", {diff(r({5, 3}, 39)), cnst(i64_tensor({2, 2}, {4, 0, 4, 2}))}});
   check_gradients({"Pad", {diff(r({2, 3}, 40)), cnst(i64_tensor({4}, {0, 1, 1, 2}))}});
+  // reflect and edge fold the padded copies' gradients back; pads wider than the dim; negative
+  // pads crop; the axes input.
+  check_gradients({"Pad",
+                   {diff(r({2, 3, 4}, 41)), cnst(i64_tensor({6}, {0, 2, 3, 1, 1, 2}))},
+                   {{"mode", std::string("reflect")}}});
+  check_gradients({"Pad",
+                   {diff(r({3, 3}, 42)), cnst(i64_tensor({4}, {1, 5, 0, 6}))},
+                   {{"mode", std::string("reflect")}},
+                   1,
+                   1e-5,
+                   1e-7,
+                   1e-6,
+                   9});
+  check_gradients({"Pad",
+                   {diff(r({3, 4}, 43)), cnst(i64_tensor({4}, {2, 1, 1, 3}))},
+                   {{"mode", std::string("edge")}}});
+  check_gradients({"Pad", {diff(r({4, 5}, 44)), cnst(i64_tensor({4}, {-1, 1, 1, -2}))}});
+  check_gradients({"Pad",
+                   {diff(r({2, 3, 4}, 45)), cnst(i64_tensor({2}, {2, 1})), cnst(scalar(0.5)),
+                    cnst(i64_tensor({1}, {-1}))},
+                   {{"mode", std::string("edge")}}});
+}
+
+TEST_CASE("gradcheck: resize") {
+  using S = std::string;
+  auto resize = [](Tensor x, std::vector<float> scales, std::vector<int64_t> sizes, AttrMap a) {
+    std::vector<GradInput> in{diff(std::move(x)), cnst(f32({0}, {}))};
+    auto n = static_cast<int64_t>(scales.size() + sizes.size());
+    if (!scales.empty())
+      in.push_back(cnst(f32({n}, scales)));
+    else
+      in.insert(in.end(), {cnst(f32({0}, {})), cnst(i64_tensor({n}, sizes))});
+    check_gradients({"Resize", in, a, 1, 1e-5, 1e-7, 1e-6, 60});
+  };
+  resize(r({1, 2, 3, 4}, 140), {1, 1, 2, 1.5}, {},
+         {{"mode", S("linear")}, {"coordinate_transformation_mode", S("half_pixel")}});
+  resize(r({1, 1, 6, 5}, 141), {}, {1, 1, 4, 3},
+         {{"mode", S("linear")}, {"coordinate_transformation_mode", S("align_corners")}});
+  resize(r({2, 7}, 142), {}, {2, 4},
+         {{"mode", S("linear")}, {"coordinate_transformation_mode", S("pytorch_half_pixel")}});
+  resize(r({1, 2, 3, 2, 3}, 143), {1, 2, 1.5, 2, 1}, {},
+         {{"mode", S("linear")}, {"coordinate_transformation_mode", S("asymmetric")}});
+  resize(r({1, 2, 3, 4}, 144), {1, 1, 2, 3}, {}, {{"mode", S("nearest")}});
+  resize(r({1, 2, 4, 5}, 147), {1, 1, 1.5, 0.8}, {}, {{"mode", S("cubic")}});
+  resize(r({1, 1, 5, 4}, 148), {}, {1, 1, 3, 6},
+         {{"mode", S("cubic")},
+          {"exclude_outside", int64_t{1}},
+          {"coordinate_transformation_mode", S("asymmetric")}});
+  resize(r({1, 1, 7, 6}, 145), {}, {1, 1, 3, 4},
+         {{"mode", S("nearest")},
+          {"coordinate_transformation_mode", S("asymmetric")},
+          {"nearest_mode", S("ceil")}});
 }
 
 TEST_CASE("gradcheck: reductions and pooling") {
@@ -263,6 +323,38 @@ TEST_CASE("gradcheck: matmul, gemm, conv") {
                    {diff(r({1, 2, 4, 5, 4}, 175)), diff(r({3, 2, 2, 3, 2}, 176))},
                    {{"strides", std::vector<int64_t>{1, 2, 1}},
                     {"pads", std::vector<int64_t>{1, 0, 1, 0, 1, 0}}}});
+}
+
+TEST_CASE("gradcheck: upsample") {
+  check_gradients({"Upsample",
+                   {diff(r({1, 2, 3, 3}, 146)), cnst(f32({4}, {1, 1, 2, 1.5f}))},
+                   {{"mode", std::string("linear")}}});
+}
+
+TEST_CASE("gradcheck: conv transpose") {
+  using V = std::vector<int64_t>;
+  check_gradients({"ConvTranspose",
+                   {diff(r({2, 4, 3, 3}, 190)), diff(r({4, 3, 3, 3}, 191)), diff(r({3}, 192))},
+                   {{"strides", V{2, 2}}, {"pads", V{1, 0, 0, 1}}, {"output_padding", V{1, 0}}}});
+  check_gradients({"ConvTranspose",
+                   {diff(r({1, 4, 3, 4}, 193)), diff(r({4, 2, 2, 3}, 194)), diff(r({4}, 195))},
+                   {{"group", int64_t{2}}, {"dilations", V{2, 1}}, {"strides", V{1, 2}}}});
+  // output_shape past every window (a negative end pad), auto_pad, 1-D, 3-D, depthwise.
+  check_gradients({"ConvTranspose",
+                   {diff(r({1, 2, 3, 3}, 196)), diff(r({2, 2, 3, 3}, 197)), diff(r({2}, 198))},
+                   {{"strides", V{3, 2}}, {"output_shape", V{11, 8}}}});
+  check_gradients({"ConvTranspose",
+                   {diff(r({1, 2, 3, 4}, 199)), diff(r({2, 1, 3, 3}, 200))},
+                   {{"strides", V{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}}});
+  check_gradients({"ConvTranspose",
+                   {diff(r({2, 3, 5}, 201)), diff(r({3, 2, 3}, 202)), diff(r({2}, 203))},
+                   {{"strides", V{2}}, {"dilations", V{2}}, {"pads", V{2, 1}}}});
+  check_gradients({"ConvTranspose",
+                   {diff(r({1, 2, 2, 3, 2}, 204)), diff(r({2, 2, 2, 2, 2}, 205))},
+                   {{"strides", V{2, 1, 2}}, {"pads", V{1, 0, 0, 0, 1, 1}}}});
+  check_gradients({"ConvTranspose",
+                   {diff(r({1, 3, 3, 3}, 206)), diff(r({3, 1, 3, 3}, 207)), diff(r({3}, 208))},
+                   {{"group", int64_t{3}}, {"strides", V{2, 2}}}});
 }
 
 TEST_CASE("gradcheck: normalization, softmax, dropout, loss") {

@@ -50,6 +50,26 @@ class OneNode {
     node_->add_input(name);
     return *this;
   }
+  OneNode& floats(const std::string& name, const std::vector<float>& v) {
+    auto* t = m_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TP::FLOAT);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (float x : v) t->add_float_data(x);
+    node_->add_input(name);
+    return *this;
+  }
+  OneNode& none() {  // an omitted optional input
+    node_->add_input("");
+    return *this;
+  }
+  OneNode& attr(const std::string& name, const std::string& v) {
+    auto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+    return *this;
+  }
   OneNode& out(const std::string& name) {
     node_->add_output(name);
     m_.mutable_graph()->add_output()->set_name(name);
@@ -303,4 +323,79 @@ TEST_CASE("comparisons, logic, Max/Min/Sum, Tile and reductions fold known integ
         "[7N]");
   CHECK(to_string(g.value(tiled).shape) == "[6]");
   CHECK(to_string(g.value(b.op("Tile", {b.ints({7}), b.shape_of({Dim::N()})})).shape) == "[N]");
+TEST_CASE("ConvTranspose: output shapes from pads, output_padding, output_shape and auto_pad") {
+  auto ct = [](const std::vector<int64_t>& x, const std::vector<int64_t>& w) {
+    OneNode n("ConvTranspose", 11);
+    n.in("x", TP::FLOAT, x).in("w", TP::FLOAT, w).out("y");
+    return n;
+  };
+  using V = std::vector<int64_t>;
+  CHECK(ct({1, 1, 3, 3}, {1, 2, 3, 3}).infer() == "f32[1,2,5,5]");
+  CHECK(ct({1, 1, 3, 3}, {1, 2, 3, 3})
+            .attr("strides", V{3, 2})
+            .attr("output_padding", V{1, 1})
+            .infer() == "f32[1,2,10,8]");
+  CHECK(
+      ct({1, 1, 3, 3}, {1, 2, 3, 3}).attr("strides", V{3, 2}).attr("pads", V{1, 2, 1, 2}).infer() ==
+      "f32[1,2,7,3]");
+  CHECK(ct({1, 1, 3, 3}, {1, 2, 3, 3})
+            .attr("strides", V{3, 2})
+            .attr("output_shape", V{10, 8})
+            .infer() == "f32[1,2,10,8]");
+  CHECK(ct({1, 1, 3, 3}, {1, 2, 3, 3})
+            .attr("strides", V{2, 2})
+            .attr("auto_pad", std::string("SAME_UPPER"))
+            .infer() == "f32[1,2,6,6]");
+  CHECK(ct({1, 4, 3}, {4, 3, 2}).attr("group", 2).infer() == "f32[1,6,4]");
+  CHECK(contains(ct({1, 1, 3, 3}, {1, 2, 3, 3}).attr("output_padding", V{1, 1}).error(),
+                 "output_padding 1 must be less than the stride 1 or the dilation 1"));
+  CHECK(contains(ct({1, 2, 3, 3}, {1, 2, 3, 3}).error(), "has 2 channels but W"));
+  CHECK(contains(ct({1, 1, 3, 3}, {1, 2, 3, 3}).attr("pads", V{3, 0, 3, 0}).error(), "below zero"));
+}
+
+TEST_CASE("Resize: output shapes, and what is rejected") {
+  auto rs = [](int64_t opset) {
+    OneNode n("Resize", opset);
+    n.in("x", TP::FLOAT, {1, 2, 4, 6});
+    return n;
+  };
+  CHECK(rs(13).none().floats("scales", {1, 1, 2, 0.5f}).out("y").infer() == "f32[1,2,8,3]");
+  CHECK(rs(13).none().none().ints("sizes", {1, 2, 3, 7}).out("y").infer() == "f32[1,2,3,7]");
+  CHECK(rs(10).floats("scales", {1, 1, 1.5f, 1.5f}).out("y").infer() == "f32[1,2,6,9]");
+  CHECK(
+      rs(11).floats("roi", {}).floats("scales", {}).ints("sizes", {1, 2, 2, 2}).out("y").infer() ==
+      "f32[1,2,2,2]");
+  CHECK(rs(18)
+            .none()
+            .none()
+            .ints("sizes", {5, 2})
+            .attr("axes", std::vector<int64_t>{-1, 2})
+            .out("y")
+            .infer() == "f32[1,2,2,5]");
+  CHECK(contains(
+      rs(10).floats("scales", {1, 1, 2, 2}).out("y").attr("mode", std::string("cubic")).error(),
+      "mode 'cubic' needs opset 11"));
+  CHECK(contains(rs(13)
+                     .none()
+                     .floats("scales", {1, 1, 2, 2})
+                     .out("y")
+                     .attr("mode", std::string("bicubic"))
+                     .error(),
+                 "mode 'bicubic' is not one of nearest, linear, cubic"));
+  CHECK(contains(rs(13)
+                     .floats("roi", {0, 0, 0, 0, 1, 1, 1, 1})
+                     .none()
+                     .ints("sizes", {1, 2, 3, 3})
+                     .out("y")
+                     .attr("coordinate_transformation_mode", std::string("tf_crop_and_resize"))
+                     .error(),
+                 "'tf_crop_and_resize' is not supported"));
+  CHECK(contains(rs(18).none().floats("scales", {1, 1, 2, 2}).out("y").attr("antialias", 1).error(),
+                 "antialiased resizing is not supported"));
+  CHECK(contains(rs(13).none().in("s", TP::FLOAT, {4}).out("y").error(), "must be a constant"));
+  CHECK(
+      contains(rs(13).none().floats("scales", {1, 1, 2}).out("y").error(), "scales has 3 values"));
+  CHECK(contains(
+      rs(13).none().floats("scales", {1, 1, 2, 2}).ints("sizes", {1, 2, 3, 3}).out("y").error(),
+      "not both"));
 }

@@ -42,8 +42,9 @@ WindowGeom window_geom(const ops::WindowAttrs& w, const std::vector<int64_t>& x_
   g.in_vol = g.in[0] * g.in[1] * g.in[2];
   g.out_vol = g.out[0] * g.out[1] * g.out[2];
   g.k_vol = g.k[0] * g.k[1] * g.k[2];
-  g.pointwise = g.k_vol == 1 && g.s[0] * g.s[1] * g.s[2] == 1 &&
-                g.p[0] + g.p[1] + g.p[2] + g.pe[0] + g.pe[1] + g.pe[2] == 0;
+  // Pads one by one: ConvTranspose's Conv geometry may hold negative end pads.
+  g.pointwise = g.k_vol == 1 && g.s[0] * g.s[1] * g.s[2] == 1 && g.p[0] == 0 && g.p[1] == 0 &&
+                g.p[2] == 0 && g.pe[0] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
   return g;
 }
 

@@ -11,6 +11,7 @@
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/separable.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {
@@ -359,13 +360,7 @@ void Pad(const KernelArgs& a) {
                                                            : 0;
   // Input coordinate of output coordinate o along d, or -1 (constant padding).
   auto src = [&](int64_t d, int64_t o) -> int64_t {
-    int64_t n = in.dims[static_cast<size_t>(d)], i = o - begin[d];
-    if (i >= 0 && i < n) return i;
-    if (mode == 0 || n == 0) return -1;
-    if (mode == 2) return std::clamp<int64_t>(i, 0, n - 1);
-    if (n == 1) return 0;
-    int64_t period = 2 * (n - 1), m = ((i % period) + period) % period;
-    return m < n ? m : period - m;
+    return pad_source(mode, in.dims[static_cast<size_t>(d)], begin[d], o);
   };
   int64_t in_st[kMaxRank];
   contiguous_strides(in.dims, in_st);

@@ -1,7 +1,9 @@
 // Gradient kernels of the data movement ops that select elements: the gradient goes back to the
 // selected positions of a zeroed tensor shaped like the forward's input.
 //  - GatherGrad scatter-adds (an index may repeat: embedding rows used twice get both gradients);
-//  - SliceGrad writes (a slice selects each input element at most once).
+//  - SliceGrad writes (a slice selects each input element at most once);
+//  - PadGrad sums, per dX element, the dY elements copied from it (reflect and edge copy one
+//    element many times): the transposed taps of the forward (kernels/cpu/separable.h).
 // Convention: no atomics and no per-thread copies. The work is split over output positions that
 // no two tasks share (GatherGrad: the (outer, inner column) pairs, each owning the column of
 // every row it touches; SliceGrad: the dY elements, whose targets are distinct), and each output
@@ -11,6 +13,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/separable.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {
@@ -100,6 +103,31 @@ void SliceGrad(const KernelArgs& a) {
       }
     });
   });
+}
+
+// PadGrad(dY) -> dX with PadParams::pads resolved over every dim (begins, then ends).
+void PadGrad(const KernelArgs& a) {
+  const auto& p = a.p<ops::PadParams>();
+  const TensorView &dy = a.in[0], &dx = a.out[0];
+  const size_t r = dx.dims.size();
+  CB_CHECK(p.pads && p.pads->size() == 2 * r && dy.dims.size() == r);
+  const int mode = p.mode == ops::PadParams::Mode::Reflect ? 1
+                   : p.mode == ops::PadParams::Mode::Edge  ? 2
+                                                           : 0;
+  thread_local std::vector<AxisTaps> fwd, adj;
+  fwd.resize(r);
+  adj.resize(r);
+  for (size_t d = 0; d < r; ++d) {
+    AxisTaps& t = fwd[d];
+    t.reset();
+    for (int64_t o = 0; o < dy.dims[d]; ++o) {
+      const int64_t s = pad_source(mode, dx.dims[d], (*p.pads)[d], o);
+      if (s >= 0) t.add(s, 1);
+      t.next();
+    }
+    transpose_taps(t, dx.dims[d], adj[d]);
+  }
+  dispatch_float(dx.dtype, [&]<class T>(Tag<T>) { apply_separable<T>(adj.data(), dy, dx); });
 }
 
 }  // namespace cb::cpu

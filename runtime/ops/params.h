@@ -57,10 +57,19 @@ struct ConstantParams {
   TensorPtr value;
 };
 
-// conv.cpp
+// conv.cpp, conv_transpose.cpp
 struct ConvParams {
   WindowAttrs window;  // pads resolved by infer() are stored back here for kernels
   int64_t group = 1;
+  // ConvTranspose only: its attributes as given. ConvTranspose is the data gradient of the Conv
+  // from its output Y back to its input X; its infer() derives `window` (auto_pad NOTSET, the
+  // pads of that Conv: begin pads as resolved, end pads minus output_padding, either may be
+  // negative) from these, so that kernels and the vjp see an ordinary Conv geometry.
+  struct Transpose {
+    AutoPad auto_pad = AutoPad::NotSet;
+    PadList pads;
+    DimList output_padding, output_shape;
+  } transpose;
 };
 
 // dropout.cpp
@@ -109,6 +118,32 @@ struct PoolParams {
   WindowAttrs window;
   bool count_include_pad = false;  // AveragePool
   int64_t storage_order = 0;       // MaxPool Indices layout
+};
+
+// resize.cpp: Resize(X, roi, scales, sizes) (opset 10: X, scales), nearest, linear and cubic
+struct ResizeParams {
+  enum class Mode : uint8_t { Nearest, Linear, Cubic } mode = Mode::Nearest;
+  float cubic_a = -0.75f;        // cubic_coeff_a
+  bool exclude_outside = false;  // cubic: taps outside the input get weight 0, the rest renormed
+  enum class Coord : uint8_t {
+    HalfPixel,
+    PytorchHalfPixel,
+    AlignCorners,
+    Asymmetric,
+    TfHalfPixelForNN
+  } coord = Coord::HalfPixel;
+  // Simple: opset 10 (no nearest_mode; ONNX Runtime's choice): floor upsampling, ceil downsampling
+  enum class Nearest : uint8_t {
+    RoundPreferFloor,
+    RoundPreferCeil,
+    Floor,
+    Ceil,
+    Simple
+  } nearest = Nearest::RoundPreferFloor;
+  std::optional<DimList> axes;  // opset 18's axes attribute
+  // Completed by infer(): per input dim, the scale of the coordinate transform (the given scale,
+  // or output / input size where sizes were given).
+  SmallVec<double, kMaxRank> scales;
 };
 
 // reduce.cpp (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare, ReduceL1,
@@ -215,6 +250,7 @@ CB_PARAMS_POD(LayerNormalizationParams)
 CB_PARAMS_POD(PadParams)
 CB_PARAMS_POD(PoolParams)
 CB_PARAMS_POD(ReduceParams)
+CB_PARAMS_POD(ResizeParams)
 CB_PARAMS_POD(ReshapeParams)
 CB_PARAMS_POD(ShapeParams)
 CB_PARAMS_POD(SliceParams)
