@@ -161,6 +161,27 @@ TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
   t.graph = forward;
   Graph& g = t.graph;
   set_training(g, true);
+  // A model exported for inference has BatchNormalization nodes without their running-statistics
+  // outputs (PyTorch's eval-mode export, paddle2onnx, tf2onnx): give them those outputs, so that
+  // training updates the statistics the exported model is evaluated with.
+  for (size_t n = 0, count = g.nodes.size(); n < count; ++n) {
+    if (!g.nodes[n].def || g.nodes[n].def->state_inputs == 0) continue;
+    int out = 1;
+    bool added = false;
+    for (size_t i = 0; i < g.nodes[n].inputs.size(); ++i) {
+      if (!((g.nodes[n].def->state_inputs >> i) & 1u)) continue;
+      const size_t o = static_cast<size_t>(out++);
+      if (g.nodes[n].has_output(o)) continue;
+      Value v;
+      v.name = fmt::format("{}/{}_update", g.nodes[n].name, g.value(g.nodes[n].inputs[i]).name);
+      v.producer = static_cast<NodeId>(n);
+      const ValueId id = g.add_value(std::move(v));
+      if (g.nodes[n].outputs.size() <= o) g.nodes[n].outputs.resize(o + 1, kNoValue);
+      g.nodes[n].outputs[o] = id;
+      added = true;
+    }
+    if (added) infer_node(g, static_cast<NodeId>(n));
+  }
   g.nodes.reserve(g.nodes.size() * 8 + 64);  // vjps emit while walking
   t.loss_kind = spec.kind;
   t.output = find_output(g, spec.output);

@@ -323,6 +323,8 @@ TEST_CASE("comparisons, logic, Max/Min/Sum, Tile and reductions fold known integ
         "[7N]");
   CHECK(to_string(g.value(tiled).shape) == "[6]");
   CHECK(to_string(g.value(b.op("Tile", {b.ints({7}), b.shape_of({Dim::N()})})).shape) == "[N]");
+}
+
 TEST_CASE("ConvTranspose: output shapes from pads, output_padding, output_shape and auto_pad") {
   auto ct = [](const std::vector<int64_t>& x, const std::vector<int64_t>& w) {
     OneNode n("ConvTranspose", 11);

@@ -16,6 +16,7 @@
 #include "runtime/error.h"
 #include "runtime/memory_plan.h"
 #include "tools/inspect_report.h"
+#include "tools/size_options.h"
 #include "tools/viz/graph_html.h"
 #include "tools/viz/report.h"
 
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   std::string model;
   bool json = false, dot = false, no_fold = false, memory = false, train = false;
   std::string html, loss_kind = "auto", output_name;
+  std::vector<std::string> dim_opts, shape_opts;
   int64_t batch = 1;
   app.add_option("model", model, "ONNX model file")->required();
   auto* j = app.add_flag("--json", json, "machine-readable JSON on stdout");
@@ -37,6 +39,9 @@ int main(int argc, char** argv) {
   app.add_flag("--train", train,
                "show the training graph (forward + loss + backward) instead; with --memory, "
                "its memory plan");
+  app.add_option("--dim", dim_opts, "NAME=N: the size of the symbolic dimension NAME (repeatable)");
+  app.add_option("--input-shape", shape_opts,
+                 "NAME=AxBxC: the shape of input NAME (fixes its symbolic sizes; repeatable)");
   app.add_option("--loss", loss_kind, "with --train: auto | cross-entropy | mse | model, as cb-train")
       ->capture_default_str();
   app.add_option("--output-name", output_name,
@@ -52,6 +57,7 @@ int main(int argc, char** argv) {
     cb::ImportOptions opts;
     opts.lenient = true;
     opts.fold = !no_fold;
+    cb::tools::add_size_options(opts, dim_opts, shape_opts);
     cb::ImportResult r = cb::import_model(model, opts);
     if (r.blockers.empty() && !no_fold) {
       // Every op is known; can gradients reach every parameter? (ops without a vjp block it)

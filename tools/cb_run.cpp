@@ -31,6 +31,7 @@
 #include "runtime/error.h"
 #include "runtime/executor.h"
 #include "runtime/passes.h"
+#include "tools/size_options.h"
 
 namespace fs = std::filesystem;
 using namespace cb;
@@ -72,23 +73,6 @@ Tensor random_tensor(const Value& v, const std::vector<int64_t>& dims, std::mt19
   return t;
 }
 
-// "NAME=A" pairs of a repeated option.
-std::pair<std::string, std::string> split_pair(const std::string& s, std::string_view option,
-                                               std::string_view form) {
-  auto eq = s.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-    fail("{} '{}': expected {}", option, s, form);
-  return {s.substr(0, eq), s.substr(eq + 1)};
-}
-
-int64_t parse_size(const std::string& text, std::string_view option, const std::string& arg) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v <= 0)
-    fail("{} '{}': '{}' is not a positive size", option, arg, text);
-  return v;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,29 +109,12 @@ int main(int argc, char** argv) {
   try {
     std::map<std::string, std::string> spec;
     for (const std::string& s : inputs) {
-      auto [name, src] = split_pair(s, "--input", "NAME=FILE.pb or NAME=random");
+      auto [name, src] = tools::split_pair(s, "--input", "NAME=FILE.pb or NAME=random");
       spec[name] = src;
     }
     ImportOptions opts;
-    opts.sizes_hint =
-        "with --dim NAME=N, --input-shape INPUT=AxBxC, or an input file (--input INPUT=FILE.pb)";
-    for (const std::string& s : dim_opts) {
-      auto [name, v] = split_pair(s, "--dim", "NAME=N");
-      opts.dims[name] = parse_size(v, "--dim", s);
-    }
-    for (const std::string& s : shape_opts) {
-      auto [name, v] = split_pair(s, "--input-shape", "NAME=AxBxC");
-      std::vector<int64_t> dims;
-      size_t at = 0;
-      while (true) {
-        size_t x = v.find('x', at);
-        dims.push_back(parse_size(v.substr(at, x == std::string::npos ? x : x - at),
-                                  "--input-shape", s));
-        if (x == std::string::npos) break;
-        at = x + 1;
-      }
-      opts.input_shapes[name] = dims;
-    }
+    tools::add_size_options(opts, dim_opts, shape_opts);
+    opts.sizes_hint += ", or an input file (--input INPUT=FILE.pb)";
     for (const auto& [name, src] : spec)
       if (src != "random") opts.input_values[name] = read_tensor_file(src);
     ImportResult r = import_model(model, opts);

