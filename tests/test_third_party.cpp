@@ -239,3 +239,80 @@ TEST_CASE("PaddleOCR's direction classifier fine-tunes with --image-size on a 2-
   TensorPtr p = read_tensor_file(tmp / "o/softmax_0.tmp_0.pb");
   for (int64_t i = 0; i < 2; ++i) CHECK(p->real_at(2 * i) + p->real_at(2 * i + 1) == doctest::Approx(1.0).epsilon(1e-5));
 }
+
+TEST_CASE("LeNet-5 ending in Softmax trains as LeNet-5 does; a fixed batch of 1 is re-batched") {
+  const char* fashion = "/usr/share/datasets/fashion-mnist";
+  if (!test::need(fs::path(fashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return;
+  test::TempDir tmp("lenet_softmax");
+  onnx::ModelProto m = load_proto(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
+  const std::string logits = m.graph().output(0).name();
+  auto save = [&](const onnx::ModelProto& p, const std::string& name) {
+    std::ofstream f(tmp / name, std::ios::binary);
+    REQUIRE(p.SerializeToOstream(&f));
+  };
+  // What Keras/TF/Paddle inference exports look like: the classifier ends in Softmax.
+  onnx::ModelProto soft = m;
+  auto* node = soft.mutable_graph()->add_node();
+  node->set_op_type("Softmax");
+  node->set_name("final_softmax");
+  node->add_input(logits);
+  node->add_output("prob");
+  soft.mutable_graph()->mutable_output(0)->set_name("prob");
+  save(soft, "soft.onnx");
+  // The same, exported with a fixed batch of 1.
+  onnx::ModelProto fixed = soft;
+  for (auto* vi : {fixed.mutable_graph()->mutable_input(0), fixed.mutable_graph()->mutable_output(0)})
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(1);
+  save(fixed, "fixed.onnx");
+  // A fixed batch the graph ties down: Reshape to [1, -1] before the classifier's output.
+  onnx::ModelProto tied = fixed;
+  {
+    auto* g = tied.mutable_graph();
+    auto* shape = g->add_initializer();
+    shape->set_name("one_row");
+    shape->set_data_type(onnx::TensorProto::INT64);
+    shape->add_dims(2);
+    shape->add_int64_data(1);
+    shape->add_int64_data(-1);
+    auto* r = g->add_node();
+    r->set_op_type("Reshape");
+    r->set_name("flatten_all");
+    r->add_input("prob");
+    r->add_input("one_row");
+    r->add_output("prob_row");
+    g->mutable_output(0)->set_name("prob_row");
+  }
+  save(tied, "tied.onnx");
+
+  auto run_model = [&](const std::string& path, const std::string& extra = "") {
+    const std::string log = tmp / (fs::path(path).filename().string() + ".log");
+    const std::string err = run(fmt::format("'{}/cb-train' '{}' --data '{}' --steps 300 "
+                                            "--learners 2 --test-limit 2000 --seed 3{}",
+                                            CB_BINARY_DIR, path, fashion, extra),
+                                log);
+    REQUIRE_MESSAGE(err.empty(), err);
+    return test::read_text(log);
+  };
+  const std::string plain = run_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
+  const std::string with_softmax = run_model(tmp / "soft.onnx", " --output '" + tmp / "soft_out.onnx" + "'");
+  const double a = last_accuracy(plain), b = last_accuracy(with_softmax);
+  MESSAGE("LeNet-5 " << a << "%, with a final Softmax " << b << "%");
+  CHECK(a > 50.0);  // chance is 10%
+  CHECK(b == a);  // the loss reads the same logits: the same steps, the same weights
+  CHECK(test::contains(with_softmax, "the logits under the model's final Softmax"));
+  // The trained model keeps its Softmax.
+  const onnx::ModelProto out = load_proto(tmp / "soft_out.onnx");
+  CHECK(out.graph().node(out.graph().node_size() - 1).op_type() == "Softmax");
+  CHECK(out.graph().output(0).name() == "prob");
+
+  const std::string rebatched = run_model(tmp / "fixed.onnx");
+  CHECK(test::contains(rebatched, "exported with a fixed batch of 1; re-batched to --batch-size 16"));
+  CHECK(last_accuracy(rebatched) == a);
+  const std::string err = run(fmt::format("'{}/cb-train' '{}' --data '{}' --steps 1", CB_BINARY_DIR,
+                                          tmp / "tied.onnx", fashion),
+                              tmp / "tied.log");
+  CHECK(test::contains(err, "exported with a fixed batch of 1 and cannot be re-batched"));
+  CHECK(test::contains(err, "prob_row"));
+}
