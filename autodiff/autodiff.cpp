@@ -61,9 +61,10 @@ std::string the_one(const Graph& g, const std::vector<std::string>& names, std::
                     std::string_view loss) {
   if (names.size() == 1) return names[0];
   if (names.empty())
-    fail("no output is {} (outputs: {}); choose the loss with --loss cross-entropy|mse|model and "
-         "the output with --output-name NAME",
-         what, outputs_text(g));
+    fail(
+        "no output is {} (outputs: {}); choose the loss with --loss cross-entropy|mse|model and "
+        "the output with --output-name NAME",
+        what, outputs_text(g));
   std::string list;
   for (const auto& n : names) list += fmt::format("{}'{}'", list.empty() ? "" : ", ", n);
   fail("{} outputs are {} ({}); say which one {} trains on with --output-name NAME", names.size(),
@@ -116,10 +117,11 @@ LossSpec detect_loss(const Graph& g) {
     return {LossKind::ModelOutput, the_one(g, scalars, "scalar float losses", "the model")};
   auto logits = outputs_where(g, is_logits);
   if (logits.empty())
-    fail("cannot tell which loss to train with: no scalar loss output and no [N,C] (C >= 2) "
-         "classifier output (outputs: {}); pass --loss mse (prediction vs targets) with "
-         "--output-name NAME, or export the loss from the model",
-         outputs_text(g));
+    fail(
+        "cannot tell which loss to train with: no scalar loss output and no [N,C] (C >= 2) "
+        "classifier output (outputs: {}); pass --loss mse (prediction vs targets) with "
+        "--output-name NAME, or export the loss from the model",
+        outputs_text(g));
   return {LossKind::SoftmaxCrossEntropy,
           the_one(g, logits, "[N,C] classifier outputs", "cross-entropy")};
 }
@@ -131,28 +133,31 @@ LossSpec choose_loss(const Graph& g, const std::string& loss, const std::string&
     const Value& v = g.value(find_output(g, output));
     if (is_scalar_loss(v)) return {LossKind::ModelOutput, output};
     if (is_logits(v)) return {LossKind::SoftmaxCrossEntropy, output};
-    fail("output '{}' is {}{}: neither a scalar loss nor [N,C] (C >= 2) classifier scores; "
-         "choose the loss with --loss cross-entropy|mse|model",
-         output, dtype_name(v.dtype), to_string(v.shape));
+    fail(
+        "output '{}' is {}{}: neither a scalar loss nor [N,C] (C >= 2) classifier scores; "
+        "choose the loss with --loss cross-entropy|mse|model",
+        output, dtype_name(v.dtype), to_string(v.shape));
   }
   if (loss == "cross-entropy")
     return {LossKind::SoftmaxCrossEntropy,
-            output.empty() ? the_one(g, outputs_where(g, is_logits),
-                                     "[N,C] classifier outputs", "cross-entropy")
+            output.empty() ? the_one(g, outputs_where(g, is_logits), "[N,C] classifier outputs",
+                                     "cross-entropy")
                            : output};
   if (loss == "mse")
     return {LossKind::MeanSquaredError,
-            output.empty() ? the_one(g, outputs_where(g, [](const Value& v) {
-                                       return dtype_is_float(v.dtype) && !v.shape.empty() &&
-                                              v.shape[0] == Dim::N();
-                                     }),
+            output.empty() ? the_one(g,
+                                     outputs_where(g,
+                                                   [](const Value& v) {
+                                                     return dtype_is_float(v.dtype) &&
+                                                            !v.shape.empty() &&
+                                                            v.shape[0] == Dim::N();
+                                                   }),
                                      "float [N,...] predictions", "mse")
                            : output};
   if (loss == "model")
-    return {LossKind::ModelOutput,
-            output.empty() ? the_one(g, outputs_where(g, is_scalar_loss), "scalar float losses",
-                                     "--loss model")
-                           : output};
+    return {LossKind::ModelOutput, output.empty() ? the_one(g, outputs_where(g, is_scalar_loss),
+                                                            "scalar float losses", "--loss model")
+                                                  : output};
   fail("unknown --loss '{}' (choices: auto, cross-entropy, mse, model)", loss);
 }
 
@@ -193,9 +198,10 @@ TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
         fail("softmax cross-entropy needs [N,C] float logits; output '{}' is {}{}", out.name,
              dtype_name(out.dtype), to_string(out.shape));
       if (out.shape[1] == Dim::of(1))
-        fail("output '{}' is {}: cross-entropy over one class is always 0; train it with --loss "
-             "mse, or export the classifier with one score per class",
-             out.name, to_string(out.shape));
+        fail(
+            "output '{}' is {}: cross-entropy over one class is always 0; train it with --loss "
+            "mse, or export the classifier with one score per class",
+            out.name, to_string(out.shape));
       // A final Softmax / LogSoftmax over the classes: the loss reads its input, the logits.
       t.output_form = output_form(g, t.output, &t.loss_input);
       t.target = lb.input("labels", DType::I64, {out.shape[0]});

@@ -47,8 +47,8 @@ std::string describe_loss(const Graph& g, const LossSpec& spec);
 struct TrainingGraph {
   Graph graph;
   LossKind loss_kind = LossKind::SoftmaxCrossEntropy;
-  ValueId loss = kNoValue;      // f32 scalar
-  ValueId output = kNoValue;    // the model output scored (logits / probabilities / prediction)
+  ValueId loss = kNoValue;        // f32 scalar
+  ValueId output = kNoValue;      // the model output scored (logits / probabilities / prediction)
   ValueId loss_input = kNoValue;  // what the loss reads: `output`, or the logits under a Softmax
   OutputForm output_form = OutputForm::Logits;
   ValueId target = kNoValue;    // added graph input: labels or targets (kNoValue: ModelOutput)

@@ -203,9 +203,10 @@ void export_trained(const std::string& original_model_path, const std::string& o
     for (onnx::AttributeProto& a : *node.mutable_attribute())
       if (a.name() == "value" && a.type() == onnx::AttributeProto::TENSOR) value = a.mutable_t();
     if (!value)
-      fail("{}: Constant node '{}' holds '{}' in a form other than a 'value' tensor; it cannot "
-           "take the trained tensor",
-           original_model_path, node.name(), node.output(0));
+      fail(
+          "{}: Constant node '{}' holds '{}' in a form other than a 'value' tensor; it cannot "
+          "take the trained tensor",
+          original_model_path, node.name(), node.output(0));
     const Tensor& t = it->second;
     auto dt = dtype_from_onnx(value->data_type());
     std::vector<int64_t> dims(value->dims().begin(), value->dims().end());

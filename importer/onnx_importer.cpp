@@ -353,8 +353,7 @@ class Importer {
         }
         if (given && (*given)[i] != d.dim_value())
           bad("{} has shape {} but {} for it has shape {}: axis {} must be {}", what,
-              declared_text(tt.shape()), given_from, to_string(shape_of(*given)), i,
-              d.dim_value());
+              declared_text(tt.shape()), given_from, to_string(shape_of(*given)), i, d.dim_value());
         v.shape.push_back(Dim::of(d.dim_value()));
       } else if (i == 0 || (d.has_dim_param() && batch_names_.count(d.dim_param()))) {
         v.shape.push_back(Dim::N());
@@ -373,7 +372,7 @@ class Importer {
     std::string out = "[";
     for (int i = 0; i < s.dim_size(); ++i) {
       if (i) out += ",";
-      out += s.dim(i).has_dim_value() ? std::to_string(s.dim(i).dim_value())
+      out += s.dim(i).has_dim_value()       ? std::to_string(s.dim(i).dim_value())
              : s.dim(i).dim_param().empty() ? "?"
                                             : s.dim(i).dim_param();
     }

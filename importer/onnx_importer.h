@@ -40,8 +40,7 @@ struct ImportOptions {
   // axes) or an If's condition is bound as a constant, as the ONNX test suite's runner does; the
   // others stay inputs whose sizes the values give.
   std::map<std::string, TensorPtr> input_values;
-  std::function<std::optional<int64_t>(const std::string& input, size_t axis, size_t rank)>
-      size_of;
+  std::function<std::optional<int64_t>(const std::string& input, size_t axis, size_t rank)> size_of;
   std::string sizes_hint;
   // Re-batching (cb-train on a model exported with a fixed batch, e.g. 1): the fixed leading
   // dimension B of the graph inputs becomes the batch N. The import fails, saying why, when the

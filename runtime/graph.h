@@ -102,7 +102,7 @@ struct ParamStats {
   int64_t count = 0;  // elements of trainable parameters
   int64_t bytes = 0;
   int64_t tensors = 0;
-  int64_t state_count = 0;  // elements of non-trainable state (BN running statistics)
+  int64_t state_count = 0;            // elements of non-trainable state (BN running statistics)
   int64_t constant_node_tensors = 0;  // parameter tensors the file stores as Constant nodes
 };
 ParamStats param_stats(const Graph& g);

@@ -37,8 +37,9 @@ onnx::ModelProto load_proto(const fs::path& p) {
 // "" when every element of `got` is within atol 1e-4 + rtol 1e-3 of `want`.
 std::string compare(const Tensor& got, const Tensor& want) {
   if (got.dtype != want.dtype || got.dims != want.dims)
-    return fmt::format("{}{} vs expected {}{}", dtype_name(got.dtype), to_string(shape_of(got.dims)),
-                       dtype_name(want.dtype), to_string(shape_of(want.dims)));
+    return fmt::format("{}{} vs expected {}{}", dtype_name(got.dtype),
+                       to_string(shape_of(got.dims)), dtype_name(want.dtype),
+                       to_string(shape_of(want.dims)));
   double worst = 0;
   int64_t bad = 0;
   for (int64_t i = 0; i < got.numel(); ++i) {
@@ -112,15 +113,16 @@ TEST_CASE("third-party models: symbolic sizes are named when missing, and checke
   test::TempDir tmp("third_party_sizes");
   const std::string base = fmt::format("'{}/cb-run' '{}' --input x=random", CB_BINARY_DIR, cls);
   std::string err = run(base, tmp / "a.txt");
-  CHECK(test::contains(err, "graph input 'x' has a symbolic dimension 'p2o.DynamicDimension.1' "
-                            "at axis 2: give its size with --dim NAME=N or --input-shape"));
+  CHECK(test::contains(err,
+                       "graph input 'x' has a symbolic dimension 'p2o.DynamicDimension.1' "
+                       "at axis 2: give its size with --dim NAME=N or --input-shape"));
   CHECK(run(base + " --input-shape x=2x3x48x192", tmp / "b.txt").empty());
   CHECK(test::contains(test::read_text(tmp / "b.txt"), "softmax_0.tmp_0 f32[2,2]"));
-  CHECK(run(base + " --dim p2o.DynamicDimension.1=48 --dim p2o.DynamicDimension.2=96",
-            tmp / "c.txt")
-            .empty());
-  CHECK(test::contains(run(base + " --input-shape x=2x4x48x192", tmp / "d.txt"),
-                       "axis 1 must be 3"));
+  CHECK(
+      run(base + " --dim p2o.DynamicDimension.1=48 --dim p2o.DynamicDimension.2=96", tmp / "c.txt")
+          .empty());
+  CHECK(
+      test::contains(run(base + " --input-shape x=2x4x48x192", tmp / "d.txt"), "axis 1 must be 3"));
   CHECK(test::contains(run(base + " --input-shape x=2x3x48", tmp / "e.txt"),
                        "the shape given for it has rank 3"));
   CHECK(test::contains(run(base + " --dim p2o.DynamicDimension.1=0", tmp / "f.txt"),
@@ -150,7 +152,8 @@ TEST_CASE("third-party models: weights stored as Constant nodes are parameters")
   std::string err = run(cmd, tmp / "a.txt");
   CHECK(test::contains(err, "symbolic dimension 'p2o.DynamicDimension.1'"));
   CHECK(!test::contains(err, "unsupported"));
-  err = run(cmd + " --dim p2o.DynamicDimension.1=48 --dim p2o.DynamicDimension.2=192", tmp / "b.txt");
+  err =
+      run(cmd + " --dim p2o.DynamicDimension.1=48 --dim p2o.DynamicDimension.2=192", tmp / "b.txt");
   CHECK(err.empty());
   const std::string text = test::read_text(tmp / "b.txt");
   CHECK(test::contains(text, "weights the file stores as Constant nodes"));
@@ -190,13 +193,15 @@ TEST_CASE("PaddleOCR's direction classifier fine-tunes with --image-size on a 2-
   };
   for (const char* split : {"train", "val"}) {
     const int n = std::string(split) == "train" ? 48 : 24;
-    for (const char* cls : {"a_turned", "b_upright"}) fs::create_directories(tmp.path / split / cls);
+    for (const char* cls : {"a_turned", "b_upright"})
+      fs::create_directories(tmp.path / split / cls);
     for (int i = 0; i < n; ++i) {
       const Image up = line();
       for (const char* cls : {"a_turned", "b_upright"}) {
         std::vector<uint8_t> png = encode_png(cls[0] == 'a' ? turned(up) : up);
         std::ofstream f(tmp.path / split / cls / fmt::format("{}.png", i), std::ios::binary);
-        f.write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+        f.write(reinterpret_cast<const char*>(png.data()),
+                static_cast<std::streamsize>(png.size()));
       }
     }
   }
@@ -215,10 +220,10 @@ TEST_CASE("PaddleOCR's direction classifier fine-tunes with --image-size on a 2-
   REQUIRE(run(train + " --learners 1 --steps 1 --lr 1e-9", log).empty());
   const double before = last_accuracy(test::read_text(log));
   CHECK(before <= 20.0);
-  const std::string err = run(
-      train + fmt::format(" --epochs 4 --learners 2 --lr 0.005 --evals-per-epoch 1 --output '{}'",
-                          out),
-      log);
+  const std::string err =
+      run(train + fmt::format(
+                      " --epochs 4 --learners 2 --lr 0.005 --evals-per-epoch 1 --output '{}'", out),
+          log);
   const std::string text = test::read_text(log);
   REQUIRE_MESSAGE(err.empty(), err);
   MESSAGE(text);
@@ -237,7 +242,8 @@ TEST_CASE("PaddleOCR's direction classifier fine-tunes with --image-size on a 2-
             tmp / "run.txt")
             .empty());
   TensorPtr p = read_tensor_file(tmp / "o/softmax_0.tmp_0.pb");
-  for (int64_t i = 0; i < 2; ++i) CHECK(p->real_at(2 * i) + p->real_at(2 * i + 1) == doctest::Approx(1.0).epsilon(1e-5));
+  for (int64_t i = 0; i < 2; ++i)
+    CHECK(p->real_at(2 * i) + p->real_at(2 * i + 1) == doctest::Approx(1.0).epsilon(1e-5));
 }
 
 TEST_CASE("LeNet-5 ending in Softmax trains as LeNet-5 does; a fixed batch of 1 is re-batched") {
@@ -263,7 +269,8 @@ TEST_CASE("LeNet-5 ending in Softmax trains as LeNet-5 does; a fixed batch of 1 
   save(soft, "soft.onnx");
   // The same, exported with a fixed batch of 1.
   onnx::ModelProto fixed = soft;
-  for (auto* vi : {fixed.mutable_graph()->mutable_input(0), fixed.mutable_graph()->mutable_output(0)})
+  for (auto* vi :
+       {fixed.mutable_graph()->mutable_input(0), fixed.mutable_graph()->mutable_output(0)})
     vi->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(1);
   save(fixed, "fixed.onnx");
   // A fixed batch the graph ties down: Reshape to [1, -1] before the classifier's output.
@@ -296,11 +303,12 @@ TEST_CASE("LeNet-5 ending in Softmax trains as LeNet-5 does; a fixed batch of 1 
     return test::read_text(log);
   };
   const std::string plain = run_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
-  const std::string with_softmax = run_model(tmp / "soft.onnx", " --output '" + tmp / "soft_out.onnx" + "'");
+  const std::string with_softmax =
+      run_model(tmp / "soft.onnx", " --output '" + tmp / "soft_out.onnx" + "'");
   const double a = last_accuracy(plain), b = last_accuracy(with_softmax);
   MESSAGE("LeNet-5 " << a << "%, with a final Softmax " << b << "%");
   CHECK(a > 50.0);  // chance is 10%
-  CHECK(b == a);  // the loss reads the same logits: the same steps, the same weights
+  CHECK(b == a);    // the loss reads the same logits: the same steps, the same weights
   CHECK(test::contains(with_softmax, "the logits under the model's final Softmax"));
   // The trained model keeps its Softmax.
   const onnx::ModelProto out = load_proto(tmp / "soft_out.onnx");
@@ -308,7 +316,8 @@ TEST_CASE("LeNet-5 ending in Softmax trains as LeNet-5 does; a fixed batch of 1 
   CHECK(out.graph().output(0).name() == "prob");
 
   const std::string rebatched = run_model(tmp / "fixed.onnx");
-  CHECK(test::contains(rebatched, "exported with a fixed batch of 1; re-batched to --batch-size 16"));
+  CHECK(
+      test::contains(rebatched, "exported with a fixed batch of 1; re-batched to --batch-size 16"));
   CHECK(last_accuracy(rebatched) == a);
   const std::string err = run(fmt::format("'{}/cb-train' '{}' --data '{}' --steps 1", CB_BINARY_DIR,
                                           tmp / "tied.onnx", fashion),

@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   app.add_option("--dim", dim_opts, "NAME=N: the size of the symbolic dimension NAME (repeatable)");
   app.add_option("--input-shape", shape_opts,
                  "NAME=AxBxC: the shape of input NAME (fixes its symbolic sizes; repeatable)");
-  app.add_option("--loss", loss_kind, "with --train: auto | cross-entropy | mse | model, as cb-train")
+  app.add_option("--loss", loss_kind,
+                 "with --train: auto | cross-entropy | mse | model, as cb-train")
       ->capture_default_str();
   app.add_option("--output-name", output_name,
                  "with --train: the output the loss trains on, as cb-train");
@@ -77,16 +78,16 @@ int main(int argc, char** argv) {
     if (train) {
       std::string why;
       for (const auto& b : r.blockers)
-        why += "\n  " + (b.node == "(training graph)" ? b.reason
-                                                       : fmt::format("node '{}' ({}): {}", b.node,
-                                                                     b.op_type, b.reason));
+        why += "\n  " + (b.node == "(training graph)"
+                             ? b.reason
+                             : fmt::format("node '{}' ({}): {}", b.node, b.op_type, b.reason));
       if (!r.blockers.empty()) throw cb::Error(model + ": no training graph:" + why);
       cb::LossSpec loss = cb::choose_loss(r.graph, loss_kind, output_name);
       tg = cb::build_training_graph(r.graph, loss);
       std::cerr << "cb-inspect: training graph with " << cb::describe_loss(r.graph, loss) << ": "
-                << r.graph.nodes.size()
-                << " forward nodes, " << tg.graph.nodes.size() - r.graph.nodes.size()
-                << " loss and backward nodes, " << tg.params.size() << " parameter tensors\n";
+                << r.graph.nodes.size() << " forward nodes, "
+                << tg.graph.nodes.size() - r.graph.nodes.size() << " loss and backward nodes, "
+                << tg.params.size() << " parameter tensors\n";
       r.graph = tg.graph;
     }
     std::ostringstream out;  // print only once everything succeeded: nothing half-done

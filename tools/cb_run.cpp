@@ -6,11 +6,12 @@
 // Symbolic sizes are made concrete at load: the batch (a symbolic axis 0, and every dimension of
 // the same name) from the input files or --batch-size, every other one from the input files,
 // --dim or --input-shape. Inputs whose values decide shapes (Reshape's shape, Slice's starts,
-// Pad's pads, axes) or an If's branch are bound as constants from their files. Each node runs as ONNX says the file asks: a BatchNormalization in
-// training mode (training_mode=1, or its statistics outputs at opset <= 13) normalises with the
-// batch statistics and outputs the updated running statistics (the spec's biased variance), a
-// Dropout given training_mode=true drops. --eval-mode runs every such node in inference mode
-// (running statistics, Dropout the identity): what a model exported for training is deployed as.
+// Pad's pads, axes) or an If's branch are bound as constants from their files. Each node runs as
+// ONNX says the file asks: a BatchNormalization in training mode (training_mode=1, or its
+// statistics outputs at opset <= 13) normalises with the batch statistics and outputs the updated
+// running statistics (the spec's biased variance), a Dropout given training_mode=true drops.
+// --eval-mode runs every such node in inference mode (running statistics, Dropout the identity):
+// what a model exported for training is deployed as.
 // --train-mode runs every one in training mode, as the trainer does (unbiased running variance).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -86,8 +87,7 @@ int main(int argc, char** argv) {
   app.add_option("model", model, "ONNX model file")->required();
   app.add_option("--input,-i", inputs, "NAME=FILE.pb (ONNX TensorProto) or NAME=random");
   app.add_option("--output-dir,-o", out_dir, "write every graph output as DIR/<name>.pb");
-  app.add_option("--dim", dim_opts,
-                 "NAME=N: the size of the symbolic dimension NAME (repeatable)");
+  app.add_option("--dim", dim_opts, "NAME=N: the size of the symbolic dimension NAME (repeatable)");
   app.add_option("--input-shape", shape_opts,
                  "NAME=AxBxC: the shape of input NAME (fixes its symbolic sizes; repeatable)");
   app.add_option("--batch-size,-b", batch,
@@ -123,8 +123,8 @@ int main(int argc, char** argv) {
     for (const auto& [name, n] : r.sizes_bound) fmt::print(stderr, "size {} = {}\n", name, n);
     std::map<std::string, TensorPtr> files;
     for (const auto& [name, src] : spec) {
-      bool bound = std::find(r.inputs_bound.begin(), r.inputs_bound.end(), name) !=
-                   r.inputs_bound.end();
+      bool bound =
+          std::find(r.inputs_bound.begin(), r.inputs_bound.end(), name) != r.inputs_bound.end();
       // An init-capture, not the binding itself: clang < 16 cannot capture a structured binding.
       bool known = std::any_of(g.inputs.begin(), g.inputs.end(),
                                [&, &n = name](ValueId v) { return g.value(v).name == n; });
@@ -134,17 +134,18 @@ int main(int argc, char** argv) {
         fail("--input '{}': the model has no input of that name (inputs: {})", name, names);
       }
       if (bound && src == "random")
-        fail("--input {}=random: '{}' decides shapes, so its values must be given as a file",
-             name, name);
+        fail("--input {}=random: '{}' decides shapes, so its values must be given as a file", name,
+             name);
       if (src != "random") files[name] = opts.input_values.at(name);
     }
     const bool has_batch = std::any_of(g.inputs.begin(), g.inputs.end(), [&](ValueId v) {
       return !g.value(v).shape.empty() && g.value(v).shape[0].batch;
     });
     if (batch && !has_batch)
-      fail("--batch-size {}: the model has no batch dimension to set (every input's first "
-           "dimension is fixed in the file); give inputs of the shapes it declares",
-           batch);
+      fail(
+          "--batch-size {}: the model has no batch dimension to set (every input's first "
+          "dimension is fixed in the file); give inputs of the shapes it declares",
+          batch);
     // The batch size: from input files (or --input-shape) where the model's axis 0 is N, else
     // --batch-size.
     for (ValueId v : g.inputs) {

@@ -20,8 +20,8 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
       "cb-train: train an ONNX model with SMA (many learners per device) on IDX, CIFAR, image "
       "folder or .cbpack data"};
   std::string model, data_dir, output, optimizer = "sgd", schedule = "constant", loss = "auto",
-              output_name;
+                                       output_name;
   std::vector<std::string> freeze;
   std::string image_size;
   TrainerOptions topts;
@@ -486,25 +486,28 @@ int main(int argc, char** argv) {
     iopts.sizes_hint = fmt::format(
         "with --image-size HxW (the images of {} have no one size to take it from)", data_dir);
     ImportResult r = import_model(model, iopts);
-    const bool has_batch = std::any_of(r.graph.inputs.begin(), r.graph.inputs.end(), [&](ValueId v) {
-      const Shape& s = r.graph.value(v).shape;
-      return !s.empty() && s[0].batch;
-    });
+    const bool has_batch =
+        std::any_of(r.graph.inputs.begin(), r.graph.inputs.end(), [&](ValueId v) {
+          const Shape& s = r.graph.value(v).shape;
+          return !s.empty() && s[0].batch;
+        });
     if (!has_batch) {  // exported with a fixed batch: make it N where the graph allows
       iopts.rebatch = true;
       r = import_model(model, iopts);
-      fmt::print("batch    the model was exported with a fixed batch of {}; re-batched to "
-                 "--batch-size {} (its graph carries the batch through)\n",
-                 r.rebatched_from, topts.batch);
+      fmt::print(
+          "batch    the model was exported with a fixed batch of {}; re-batched to "
+          "--batch-size {} (its graph carries the batch through)\n",
+          r.rebatched_from, topts.batch);
     }
     if (hw)
       for (ValueId v : r.graph.inputs) {
         const Value& in = r.graph.value(v);
-        if (in.shape.size() == 4 && (in.shape[2] != Dim::of(hw->first) ||
-                                     in.shape[3] != Dim::of(hw->second)))
-          fail("--image-size {}: the model's input '{}' is fixed at {}; drop --image-size or "
-               "give its size",
-               image_size, in.name, to_string(in.shape));
+        if (in.shape.size() == 4 &&
+            (in.shape[2] != Dim::of(hw->first) || in.shape[3] != Dim::of(hw->second)))
+          fail(
+              "--image-size {}: the model's input '{}' is fixed at {}; drop --image-size or "
+              "give its size",
+              image_size, in.name, to_string(in.shape));
       }
     if (!freeze.empty()) {
       const int64_t n = freeze_parameters(r.graph, freeze);
@@ -643,9 +646,9 @@ int main(int argc, char** argv) {
     const int64_t const_weights = param_stats(r.graph).constant_node_tensors;
     fmt::print("model    {}: {} parameters{}, output '{}' {}\n", model,
                trainer.model().param_count(),
-               const_weights ? fmt::format(" ({} tensors the file stores as Constant nodes)",
-                                           const_weights)
-                             : "",
+               const_weights
+                   ? fmt::format(" ({} tensors the file stores as Constant nodes)", const_weights)
+                   : "",
                out.name, to_string(out.shape));
     fmt::print(
         "train    batch {} per learner, {} ({} batches per epoch, last partial batch dropped), "

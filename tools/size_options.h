@@ -42,8 +42,8 @@ inline void add_size_options(ImportOptions& opts, const std::vector<std::string>
     std::vector<int64_t> out;
     for (size_t at = 0;;) {
       size_t x = v.find('x', at);
-      out.push_back(parse_size(v.substr(at, x == std::string::npos ? x : x - at),
-                               "--input-shape", s));
+      out.push_back(
+          parse_size(v.substr(at, x == std::string::npos ? x : x - at), "--input-shape", s));
       if (x == std::string::npos) break;
       at = x + 1;
     }
