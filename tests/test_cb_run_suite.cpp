@@ -94,7 +94,7 @@ TEST_CASE("ONNX backend node tests through cb-run, inputs as files") {
   fs::path suite = onnx_node_suite();
   if (!test::need(suite, kNodeSuiteHow)) return;
   const std::vector<SuiteTest> tests = catalog_node_tests(suite);
-  REQUIRE(tests.size() >= 330);
+  REQUIRE(tests.size() >= 519);
   test::TempDir dir("cb_run_suite");
   std::map<std::string, Outcome> results;
   std::mutex mu;
