@@ -7,6 +7,7 @@
 // and W) fine-tunes with --image-size on a 2-class folder written here, and LeNet-5 ending in a
 // Softmax trains exactly as LeNet-5 without it.
 #include <doctest/doctest.h>
+#include <fnmatch.h>
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 
 #include "importer/onnx_importer.h"
 #include "importer/tensor_io.h"
+#include "importer/tensor_proto.h"
 #include "runtime/data/image.h"
 #include "runtime/error.h"
 #include "tests/test_util.h"
@@ -67,6 +69,10 @@ double last_accuracy(const std::string& log) {
     from = m[0].second;
   }
   return acc;
+}
+
+bool fnmatch_like(const std::string& pattern, const std::string& name) {
+  return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
 }
 
 }  // namespace
@@ -324,4 +330,98 @@ TEST_CASE("LeNet-5 ending in Softmax trains as LeNet-5 does; a fixed batch of 1 
                               tmp / "tied.log");
   CHECK(test::contains(err, "exported with a fixed batch of 1 and cannot be re-batched"));
   CHECK(test::contains(err, "prob_row"));
+}
+
+TEST_CASE("--freeze keeps matching parameters fixed; several candidate outputs are named") {
+  const char* fashion = "/usr/share/datasets/fashion-mnist";
+  if (!test::need(fs::path(fashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return;
+  test::TempDir tmp("freeze");
+  const fs::path lenet = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
+  const onnx::ModelProto m = load_proto(lenet);
+  std::map<std::string, std::string> before;
+  for (const auto& t : m.graph().initializer()) before[t.name()] = t.SerializeAsString();
+  // Freeze the first layer (its weight and bias) by pattern.
+  std::string first;
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "Conv") {
+      first = n.input(1);
+      break;
+    }
+  REQUIRE(!first.empty());
+  const std::string pattern = first.substr(0, first.rfind('.') + 1) + "*";
+  const std::string log = tmp / "log.txt";
+  const std::string err =
+      run(fmt::format("'{}/cb-train' '{}' --data '{}' --steps 20 --learners 2 --test-limit 100 "
+                      "--freeze '{}' --output '{}'",
+                      CB_BINARY_DIR, lenet.string(), fashion, pattern, tmp / "out.onnx"),
+          log);
+  REQUIRE_MESSAGE(err.empty(), err);
+  CHECK(test::contains(test::read_text(log), "freeze   2 parameter tensors kept fixed"));
+  const onnx::ModelProto out = load_proto(tmp / "out.onnx");
+  int same = 0, changed = 0;
+  for (const auto& t : out.graph().initializer()) {
+    if (!before.count(t.name()) || t.data_type() != onnx::TensorProto::FLOAT) continue;
+    const bool frozen = fnmatch_like(pattern, t.name());
+    // Frozen tensors keep their bytes; the others were trained.
+    onnx::TensorProto orig;
+    orig.ParseFromString(before[t.name()]);
+    TensorPtr a = tensor_from_proto(t, "out", ""), b = tensor_from_proto(orig, "in", "");
+    if (frozen) {
+      CHECK_MESSAGE(a->bytes == b->bytes, t.name());
+      ++same;
+    } else if (a->bytes != b->bytes) {
+      ++changed;
+    }
+  }
+  CHECK(same == 2);
+  CHECK(changed >= 6);
+  CHECK(
+      test::contains(run(fmt::format("'{}/cb-train' '{}' --data '{}' --steps 1 --freeze 'nothing*'",
+                                     CB_BINARY_DIR, lenet.string(), fashion),
+                         log),
+                     "--freeze 'nothing*' matches no parameter"));
+
+  // Two classifier outputs: which one to train is the user's choice, and the error says how.
+  onnx::ModelProto two = m;
+  auto* id = two.mutable_graph()->add_node();
+  id->set_op_type("Identity");
+  id->set_name("copy");
+  id->add_input(m.graph().output(0).name());
+  id->add_output("logits_copy");
+  *two.mutable_graph()->add_output() = m.graph().output(0);
+  two.mutable_graph()->mutable_output(1)->set_name("logits_copy");
+  {
+    std::ofstream f(tmp / "two.onnx", std::ios::binary);
+    REQUIRE(two.SerializeToOstream(&f));
+  }
+  const std::string two_err = run(fmt::format("'{}/cb-train' '{}' --data '{}' --steps 1",
+                                              CB_BINARY_DIR, tmp / "two.onnx", fashion),
+                                  log);
+  CHECK(test::contains(two_err, "2 outputs are [N,C] classifier outputs ('" +
+                                    m.graph().output(0).name() + "', 'logits_copy')"));
+  CHECK(test::contains(two_err, "--output-name NAME"));
+  CHECK(run(fmt::format("'{}/cb-train' '{}' --data '{}' --steps 1 --test-limit 50 --output-name "
+                        "logits_copy",
+                        CB_BINARY_DIR, tmp / "two.onnx", fashion),
+            log)
+            .empty());
+  CHECK(test::contains(test::read_text(log), "on 'logits_copy'"));
+  CHECK(test::contains(run(fmt::format("'{}/cb-inspect' '{}' --train --output-name nope",
+                                       CB_BINARY_DIR, tmp / "two.onnx"),
+                           log),
+                       "the model has no output 'nope'"));
+}
+
+TEST_CASE("output file names: an injective escape") {
+  CHECK(output_file_name("logits") == "logits.pb");
+  CHECK(output_file_name("a/b") == "a%2Fb.pb");
+  CHECK(output_file_name("a%2Fb") == "a%252Fb.pb");
+  CHECK(output_file_name("onnx::Flatten_0") == "onnx%3A%3AFlatten_0.pb");
+  CHECK(output_file_name("..") == "...pb");
+  const std::string long_a(300, 'a'), long_b = std::string(299, 'a') + "b";
+  CHECK(output_file_name(long_a).size() <= 200);
+  CHECK(output_file_name(long_a) != output_file_name(long_b));
+  CHECK(test::contains(output_file_name(long_a), "~"));
 }
