@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_device.h"
 #include "runtime/ops/params.h"
 #include "sma/trainer.h"
+#include "tests/fixture_io.h"
 #include "tests/test_util.h"
 #include "tests/trainer_util.h"
 
@@ -26,15 +27,6 @@ using namespace cb;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::map<std::string, Tensor> read_fixture(const fs::path& path) {
-  onnx::GraphProto g;
-  std::ifstream f(path, std::ios::binary);
-  REQUIRE(g.ParseFromIstream(&f));
-  std::map<std::string, Tensor> out;
-  for (const auto& t : g.initializer()) out[t.name()] = *tensor_from_proto(t, path.string(), "");
-  return out;
-}
 
 // max |got - want| / max |want|: the error relative to the tensor's scale.
 double rel_err(const Tensor& got, const Tensor& want) {
@@ -55,7 +47,7 @@ void check_model(const std::string& name, int opset) {
                   "(models/training_fixtures.py, needs python3-torch)"))
     return;
   CAPTURE(model);
-  auto fx = read_fixture(fixture);
+  auto fx = test::read_fixture(fixture);
   ImportResult r = import_model(model);
   for (Node& n : r.graph.nodes)  // PyTorch ran with p = 0: its dropout stream is not ours
     if (n.op_type == "Dropout") std::any_cast<ops::DropoutParams&>(n.params).ratio = 0;

@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_device.h"
 #include "runtime/executor.h"
 #include "runtime/op_catalog.h"
+#include "tests/fixture_io.h"
 #include "tests/test_util.h"
 
 using namespace cb;
@@ -27,15 +28,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const fs::path kFixtures = fs::path(CB_SOURCE_DIR) / "tests" / "fixtures" / "rnn";
-
-std::map<std::string, Tensor> read_io(const fs::path& path) {
-  onnx::GraphProto g;
-  std::ifstream f(path, std::ios::binary);
-  REQUIRE(g.ParseFromIstream(&f));
-  std::map<std::string, Tensor> out;
-  for (const auto& t : g.initializer()) out[t.name()] = *tensor_from_proto(t, path.string(), "");
-  return out;
-}
 
 double max_err(const Tensor& got, const Tensor& want) {
   REQUIRE(got.dims == want.dims);
@@ -183,7 +175,7 @@ TEST_CASE("LSTM, GRU and RNN equal PyTorch's torch.nn.LSTM/GRU/RNN") {
     CAPTURE(c.name);
     fs::path model = kFixtures / (std::string(c.name) + ".onnx");
     if (!test::need(model, "tests/fixtures/rnn (written by tests/rnn_fixtures.py)")) continue;
-    auto io = read_io(kFixtures / (std::string(c.name) + "_io.pb"));
+    auto io = test::read_fixture(kFixtures / (std::string(c.name) + "_io.pb"));
     ImportResult r = import_model(model.string());
     const Graph& g = r.graph;
     CHECK(count_op(g, c.op) == 0);  // lowered
@@ -212,7 +204,7 @@ TEST_CASE("GRU with a symbolic batch: the fixture exported with a dynamic batch 
   ImportResult r = import_model(model.string());
   REQUIRE(r.graph.value(r.graph.inputs[0]).shape[0].batch);
   auto dev = make_cpu_device(1);
-  auto io = read_io(kFixtures / "gru_batch_first_io.pb");
+  auto io = test::read_fixture(kFixtures / "gru_batch_first_io.pb");
   // Batch 4 = the fixture's two sequences twice: each row's outputs equal the fixture's.
   Tensor x = io.at("in_0"), x4 = x;
   x4.dims[0] = 4;
