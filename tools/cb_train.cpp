@@ -45,6 +45,7 @@
 #include "sma/tensorboard.h"
 #include "sma/train_loop.h"
 #include "sma/trainer.h"
+#include "tools/size_options.h"
 #include "tools/viz/report.h"
 
 using namespace cb;
@@ -201,6 +202,7 @@ int main(int argc, char** argv) {
                                        output_name;
   std::vector<std::string> freeze;
   std::string image_size;
+  std::vector<std::string> dim_opts, shape_opts;
   TrainerOptions topts;
   RunOptions ropts;
   double lr = 0.01;
@@ -284,6 +286,10 @@ int main(int argc, char** argv) {
   app.add_option("--image-size", image_size,
                  "HxW: the size of a model input with symbolic height and width (image data are "
                  "resized to it)");
+  app.add_option("--dim", dim_opts,
+                 "NAME=N: the size of the model's symbolic dimension NAME (repeatable)");
+  app.add_option("--input-shape", shape_opts,
+                 "NAME=AxBxC: the shape of model input NAME, its first dimension the batch");
   app.add_option("--freeze", freeze,
                  "PATTERN: keep the parameters whose name matches this shell pattern (* ? [..]) "
                  "fixed; repeatable");
@@ -477,6 +483,7 @@ int main(int argc, char** argv) {
     if (!image_size.empty()) hw = parse_image_size(image_size);
     const ExampleDims ddims = data.train->dims();
     ImportOptions iopts;
+    tools::add_size_options(iopts, dim_opts, shape_opts);
     iopts.size_of = [&](const std::string&, size_t axis, size_t rank) -> std::optional<int64_t> {
       if (rank != 4 || axis < 2) return std::nullopt;
       if (hw) return axis == 2 ? hw->first : hw->second;
@@ -484,7 +491,9 @@ int main(int argc, char** argv) {
       return std::nullopt;
     };
     iopts.sizes_hint = fmt::format(
-        "with --image-size HxW (the images of {} have no one size to take it from)", data_dir);
+        "with --image-size HxW (the images of {} have no one size to take it from), --dim NAME=N "
+        "or --input-shape INPUT=AxBxC",
+        data_dir);
     ImportResult r = import_model(model, iopts);
     const bool has_batch =
         std::any_of(r.graph.inputs.begin(), r.graph.inputs.end(), [&](ValueId v) {
