@@ -15,7 +15,7 @@ Tensor f64(std::vector<int64_t> dims, std::vector<double> v) {
   t.dtype = DType::F64;
   t.dims = std::move(dims);
   t.bytes.resize(v.size() * 8);
-  std::memcpy(t.bytes.data(), v.data(), v.size() * 8);
+  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), v.size() * 8);
   return t;
 }
 Tensor scalar(double v) { return f64({}, {v}); }
@@ -24,7 +24,7 @@ Tensor f32(std::vector<int64_t> dims, std::vector<float> v) {
   t.dtype = DType::F32;
   t.dims = std::move(dims);
   t.bytes.resize(v.size() * 4);
-  std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
+  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
   return t;
 }
 Tensor boolean(std::vector<int64_t> dims, std::vector<uint8_t> v) {
@@ -32,7 +32,7 @@ Tensor boolean(std::vector<int64_t> dims, std::vector<uint8_t> v) {
   t.dtype = DType::Bool;
   t.dims = std::move(dims);
   t.bytes.resize(v.size());
-  std::memcpy(t.bytes.data(), v.data(), v.size());
+  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), v.size());
   return t;
 }
 GradInput diff(Tensor t) { return {std::move(t), true}; }
