@@ -29,15 +29,6 @@ Tensor random_f64(std::vector<int64_t> dims, uint64_t seed, double lo, double hi
   return t;
 }
 
-Tensor i64_tensor(std::vector<int64_t> dims, std::vector<int64_t> values) {
-  Tensor t;
-  t.dtype = DType::I64;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 8);
-  std::memcpy(t.bytes.data(), values.data(), values.size() * 8);
-  return t;
-}
-
 namespace {
 
 struct Built {

@@ -10,6 +10,8 @@
 // values near 0 for Relu, distinct values for MaxPool, |x| inside Clip's bounds or clearly out).
 #pragma once
 
+#include <cstring>
+
 #include <string>
 #include <vector>
 
@@ -37,7 +39,20 @@ struct GradCase {
 // f64 tensor with values uniform in [lo, hi] (seeded), or `away` from zero by at least `gap`.
 Tensor random_f64(std::vector<int64_t> dims, uint64_t seed, double lo = -1, double hi = 1,
                   double gap = 0);
-Tensor i64_tensor(std::vector<int64_t> dims, std::vector<int64_t> values);
+// A host tensor of `dtype` holding `values` (T of the dtype's size: double for F64, float for F32,
+// uint8_t for Bool, int64_t for I64).
+template <typename T>
+Tensor tensor_of(DType dtype, std::vector<int64_t> dims, const std::vector<T>& values) {
+  Tensor t;
+  t.dtype = dtype;
+  t.dims = std::move(dims);
+  t.bytes.resize(values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+inline Tensor i64_tensor(std::vector<int64_t> dims, std::vector<int64_t> values) {
+  return tensor_of(DType::I64, std::move(dims), values);
+}
 
 // Runs the check; reports each mismatch through doctest CHECKs.
 void check_gradients(const GradCase& c);

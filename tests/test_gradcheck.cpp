@@ -11,29 +11,14 @@ using namespace cb::testing;
 
 namespace {
 Tensor f64(std::vector<int64_t> dims, std::vector<double> v) {
-  Tensor t;
-  t.dtype = DType::F64;
-  t.dims = std::move(dims);
-  t.bytes.resize(v.size() * 8);
-  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), v.size() * 8);
-  return t;
+  return tensor_of(DType::F64, std::move(dims), v);
 }
 Tensor scalar(double v) { return f64({}, {v}); }
 Tensor f32(std::vector<int64_t> dims, std::vector<float> v) {
-  Tensor t;
-  t.dtype = DType::F32;
-  t.dims = std::move(dims);
-  t.bytes.resize(v.size() * 4);
-  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
-  return t;
+  return tensor_of(DType::F32, std::move(dims), v);
 }
 Tensor boolean(std::vector<int64_t> dims, std::vector<uint8_t> v) {
-  Tensor t;
-  t.dtype = DType::Bool;
-  t.dims = std::move(dims);
-  t.bytes.resize(v.size());
-  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), v.size());
-  return t;
+  return tensor_of(DType::Bool, std::move(dims), v);
 }
 GradInput diff(Tensor t) { return {std::move(t), true}; }
 GradInput cnst(Tensor t) { return {std::move(t), false}; }

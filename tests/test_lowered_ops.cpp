@@ -20,6 +20,7 @@
 #include "runtime/executor.h"
 #include "runtime/op_catalog.h"
 #include "tests/fixture_io.h"
+#include "tests/gradcheck.h"
 #include "tests/test_util.h"
 
 using namespace cb;
@@ -44,20 +45,9 @@ int count_op(const Graph& g, std::string_view op) {
 }
 
 Tensor f32(std::vector<int64_t> dims, std::vector<float> v) {
-  Tensor t;
-  t.dtype = DType::F32;
-  t.dims = std::move(dims);
-  t.bytes.resize(v.size() * 4);
-  std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
-  return t;
+  return testing::tensor_of(DType::F32, std::move(dims), v);
 }
-
-Tensor boolean(bool b) {
-  Tensor t;
-  t.dtype = DType::Bool;
-  t.bytes = {static_cast<std::byte>(b)};
-  return t;
-}
+Tensor boolean(bool b) { return testing::tensor_of(DType::Bool, {}, std::vector<uint8_t>{b}); }
 
 // ---- small ONNX models built here -----------------------------------------------------------
 
