@@ -121,7 +121,6 @@ int main(int argc, char** argv) {
     if (eval_mode || train_mode) set_training(r.graph, train_mode);
     const Graph& g = r.graph;
     for (const auto& [name, n] : r.sizes_bound) fmt::print(stderr, "size {} = {}\n", name, n);
-    std::map<std::string, TensorPtr> files;
     for (const auto& [name, src] : spec) {
       bool bound =
           std::find(r.inputs_bound.begin(), r.inputs_bound.end(), name) != r.inputs_bound.end();
@@ -136,7 +135,6 @@ int main(int argc, char** argv) {
       if (bound && src == "random")
         fail("--input {}=random: '{}' decides shapes, so its values must be given as a file", name,
              name);
-      if (src != "random") files[name] = opts.input_values.at(name);
     }
     const bool has_batch = std::any_of(g.inputs.begin(), g.inputs.end(), [&](ValueId v) {
       return !g.value(v).shape.empty() && g.value(v).shape[0].batch;
@@ -153,6 +151,7 @@ int main(int argc, char** argv) {
       if (val.shape.empty() || !val.shape[0].batch) continue;
       std::vector<int64_t> dims;
       std::string from;
+      const auto& files = opts.input_values;
       if (auto f = files.find(val.name); f != files.end()) {
         dims = f->second->dims;
         from = "its file";
@@ -181,7 +180,7 @@ int main(int argc, char** argv) {
       if (s->second == "random")
         ex.set_input(i, random_tensor(v, ex.input_dims(i), rng));
       else
-        ex.set_input(i, *files.at(v.name));
+        ex.set_input(i, *opts.input_values.at(v.name));
     }
     ex.run();
     if (time_iters > 0) {
