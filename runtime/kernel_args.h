@@ -64,6 +64,18 @@ struct KernelArgs {
 
 using KernelFn = void (*)(const KernelArgs&);
 
+// Sets of dtypes as bit masks, for the backends' kernel tables (which dtypes of input 0 a kernel
+// accepts).
+namespace dtypes {
+constexpr uint32_t type_bit(DType t) { return 1u << static_cast<unsigned>(t); }
+constexpr uint32_t kF32 = type_bit(DType::F32), kF64 = type_bit(DType::F64);
+constexpr uint32_t kFloat = kF32 | kF64;
+constexpr uint32_t kInt =
+    type_bit(DType::I64) | type_bit(DType::I32) | type_bit(DType::I8) | type_bit(DType::U8);
+constexpr uint32_t kNumeric = kFloat | kInt;
+constexpr uint32_t kAll = ~0u;  // byte-moving ops work on every dtype
+}  // namespace dtypes
+
 // The dtype a kernel is selected by: the first present input's, or output 0's without inputs.
 inline DType kernel_dtype(const KernelArgs& a) {
   for (const TensorView& v : a.in)

@@ -21,7 +21,8 @@
 // Then `build/tests/cb-tests --source-file='*test_backend_ops.cpp'`; the summary line gives the
 // pair and case counts (raise kMinPairs / kMinCases below when they grow).
 //
-// Backends are a list of (name, factory): adding the CUDA backend is its factory in kBackends.
+// Backends are a list of (name, factory): cpu, cuda (a GPU, where present) and cuda-host (the
+// CUDA backend's own kernels run as host loops, on every machine).
 // All device calls go through tests/device_util.h (launch_on, upload_new, download_to) and
 // run_on() below.
 #include <doctest/doctest.h>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "kernels/common/scalar_math.h"
+#include "kernels/cuda/cuda_device.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/graph_builder.h"
@@ -62,13 +64,15 @@ struct Backend {
 };
 const Backend kBackends[] = {
     {"cpu", [](std::string&) { return make_cpu_device(2); }},
-    // Issue 12: replace this factory with one calling make_cuda_device (and setting `why` to
-    // "no GPU" where none is found).
+    // The CUDA backend on a GPU (skipped, with the reason, where there is none).
     {"cuda",
      [](std::string& why) -> std::unique_ptr<Device> {
-       why = "CUDA backend not built (issue 12)";
-       return nullptr;
+       if (cuda_device_count(&why) == 0) return nullptr;
+       return make_cuda_device(0);
      }},
+    // The CUDA backend's own kernels (all but cuDNN/cuBLASLt) run as host loops
+    // (kernels/cuda/launch.h): their indexing and dtype logic, checked on every machine.
+    {"cuda-host", [](std::string&) { return make_cuda_host_run_device(); }},
 };
 
 constexpr DType kDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64,
@@ -873,3 +877,41 @@ void ref_sce_grad(const std::any& params, std::vector<Tensor>& in, std::vector<T
 }
 
 }  // namespace cb::test::bops
+
+// ---- the CUDA backend covers the CPU backend ----------------------------------------------------
+namespace {
+// The ops the CUDA backend runs through cuDNN and cuBLASLt (kernels/cuda/library.cu): not in
+// the host-run build, so the cuda-host backend cannot claim them.
+constexpr OpKind kCudaLibraryOps[] = {OpKind::Conv, OpKind::ConvGrad, OpKind::ConvTranspose,
+                                      OpKind::Gemm, OpKind::MatMul};
+bool is_library_op(OpKind op) {
+  return std::find(std::begin(kCudaLibraryOps), std::end(kCudaLibraryOps), op) !=
+         std::end(kCudaLibraryOps);
+}
+}  // namespace
+
+TEST_CASE("backend ops: the CUDA backend has a kernel for every (op, dtype) the CPU backend runs") {
+  auto cpu = make_cpu_device(1);
+  auto host = make_cuda_host_run_device();
+  std::vector<std::string> missing_host, missing_cuda;
+  int pairs = 0;
+  for (const OpDef* def : all_ops())
+    for (DType t : kDTypes) {
+      if (!cpu->supports(def->kind, t)) continue;
+      ++pairs;
+      const std::string pair = fmt::format("({}, {})", def->name, dtype_name(t));
+      if (!is_library_op(def->kind) && !host->supports(def->kind, t)) missing_host.push_back(pair);
+      if (cuda_backend_built() && !cuda_kernel_exists(def->kind, t)) missing_cuda.push_back(pair);
+    }
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += " " + x;
+    return s;
+  };
+  CHECK(pairs >= kMinPairs);
+  CHECK_MESSAGE(missing_host.empty(), "no host-run CUDA kernel for" + join(missing_host));
+  if (cuda_backend_built())
+    CHECK_MESSAGE(missing_cuda.empty(), "no CUDA kernel for" + join(missing_cuda));
+  else
+    MESSAGE("the CUDA backend is not built here (no toolkit): its table is not checked");
+}

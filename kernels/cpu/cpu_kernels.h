@@ -7,13 +7,13 @@
 
 namespace cb::cpu {
 
-constexpr uint32_t type_bit(DType t) { return 1u << static_cast<unsigned>(t); }
-constexpr uint32_t kF32 = type_bit(DType::F32), kF64 = type_bit(DType::F64);
-constexpr uint32_t kFloat = kF32 | kF64;
-constexpr uint32_t kInt =
-    type_bit(DType::I64) | type_bit(DType::I32) | type_bit(DType::I8) | type_bit(DType::U8);
-constexpr uint32_t kNumeric = kFloat | kInt;
-constexpr uint32_t kAll = ~0u;  // byte-moving ops work on every dtype
+using dtypes::kAll;
+using dtypes::kF32;
+using dtypes::kF64;
+using dtypes::kFloat;
+using dtypes::kInt;
+using dtypes::kNumeric;
+using dtypes::type_bit;
 
 struct CpuKernel {
   OpKind op;

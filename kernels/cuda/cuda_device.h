@@ -1,0 +1,50 @@
+// The CUDA backend's Device (runtime/device.h) and its NCCL Collective (sma/collective.h): one
+// device per GPU, a stream per learner with its own cuBLASLt and cuDNN handles, a synchronisation
+// stream per GPU, memory from the GPU's stream-ordered pool, pinned staging for copies.
+// Everything here links in every build: without the CUDA toolkit (or without a GPU) the count
+// is 0 and `why` says which, and make_cuda_device throws saying so.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+
+namespace cb {
+
+class Collective;
+
+struct CudaOptions {
+  bool tf32 = false;  // let cuBLASLt and cuDNN use TF32 tensor cores for f32
+};
+
+// True when this binary has the CUDA backend (built with the toolkit).
+bool cuda_backend_built();
+
+// Whether the CUDA backend has a kernel for (op, dtype): its table, which needs no GPU (false
+// in a build without the toolkit).
+bool cuda_kernel_exists(OpKind op, DType dtype);
+
+// The number of GPUs this process can use; 0 with `why` set ("no GPU found: ...", "crossbow was
+// built without the CUDA toolkit") when there are none.
+int cuda_device_count(std::string* why);
+
+// The device ordinals of a --devices spec: "cuda" (every GPU) or "cuda:0,1" (those). Throws
+// cb::Error naming the spec when it is malformed, when no GPU is found (with the reason), or
+// when an ordinal is not a GPU of this machine.
+std::vector<int> cuda_devices_of(const std::string& spec);
+
+// GPU `ordinal` as a Device named "cuda:<ordinal>".
+std::unique_ptr<Device> make_cuda_device(int ordinal, const CudaOptions& options = {});
+
+// One NCCL communicator per device (all CUDA devices of this process, from make_cuda_device),
+// as Collective endpoints: allreduce_sum runs ncclAllReduce on the caller's stream; agree() goes
+// through host memory. Rank r is devices[r].
+std::vector<std::unique_ptr<Collective>> make_nccl_collectives(const std::vector<Device*>& devices);
+
+// For tests: a Device over host memory that runs the CUDA backend's own kernels (everything but
+// the cuDNN and cuBLASLt ones) as plain host loops (kernels/cuda/launch.h), named "cuda-host".
+std::unique_ptr<Device> make_cuda_host_run_device();
+
+}  // namespace cb

@@ -1,0 +1,61 @@
+// make_nccl_collectives (cuda_device.h): the GPUs of one process as one NCCL group. The sum runs
+// as ncclAllReduce on the caller's stream (the device's synchronisation stream in the trainer),
+// in place, so it is ordered after the per-GPU sums and before the central update without the
+// host waiting; NCCL's ring gives every rank the same bytes. agree() is host data and goes
+// through the in-process group of sma/collective.h.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/launch.h"
+#include "runtime/error.h"
+#include "sma/collective.h"
+
+namespace cb {
+
+void* cuda_stream_handle(Device& dev, Stream stream);  // cuda_device.cpp
+int cuda_ordinal(Device& dev);                          // cuda_device.cpp
+
+namespace {
+void check_nccl(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) fail("NCCL: {} failed: {}", what, ncclGetErrorString(r));
+}
+
+class NcclCollective final : public Collective {
+ public:
+  NcclCollective(ncclComm_t comm, int rank, int size, std::unique_ptr<Collective> host)
+      : comm_(comm), rank_(rank), size_(size), host_(std::move(host)) {}
+  ~NcclCollective() override { ncclCommDestroy(comm_); }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void allreduce_sum(Device& dev, Stream stream, float* data, int64_t n) override {
+    if (n == 0) return;
+    cuda::check_cuda(cudaSetDevice(cuda_ordinal(dev)), "cudaSetDevice");
+    check_nccl(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat, ncclSum, comm_,
+                             static_cast<cudaStream_t>(cuda_stream_handle(dev, stream))),
+               "ncclAllReduce");
+  }
+  void agree(std::span<double> values, ReduceOp op) override { host_->agree(values, op); }
+
+ private:
+  ncclComm_t comm_;
+  int rank_, size_;
+  std::unique_ptr<Collective> host_;
+};
+}  // namespace
+
+std::vector<std::unique_ptr<Collective>> make_nccl_collectives(const std::vector<Device*>& devices) {
+  const int n = static_cast<int>(devices.size());
+  std::vector<int> ordinals;
+  for (Device* d : devices) ordinals.push_back(cuda_ordinal(*d));
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n));
+  check_nccl(ncclCommInitAll(comms.data(), n, ordinals.data()), "ncclCommInitAll");
+  auto host = make_shared_memory_collectives(n);
+  std::vector<std::unique_ptr<Collective>> v;
+  for (int r = 0; r < n; ++r)
+    v.push_back(std::make_unique<NcclCollective>(comms[static_cast<size_t>(r)], r, n,
+                                                 std::move(host[static_cast<size_t>(r)])));
+  return v;
+}
+
+}  // namespace cb
