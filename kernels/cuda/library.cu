@@ -1,6 +1,816 @@
-// (being written)
+// The library ops of the CUDA backend: Conv, ConvGrad, ConvTranspose through cuDNN's graph API,
+// Gemm and MatMul through cuBLASLt, F32 and F64 (the CPU backend's masks). nvcc build only (the
+// host-run build has no library ops); the logic around the library calls (geometry, shifted input
+// for asymmetric pads, bias, dB, Gemm's C, MatMul's batch decomposition, the fallback kernels) is
+// kernels/cuda/library_util.h, instantiated here with CudaLib.
+//
+// VERIFICATION STATUS (written on a machine without a GPU):
+//   - verified: this file compiles warning-free with -Werror for sm_90 (the nvcc_check.sh command
+//     line), with CUDNN_WARN_DEPRECATED defined, so no API that cuDNN 9.19 marks deprecated (that
+//     includes the whole legacy cudnnConvolution* / cudnnFind* / cudnnGet*_v7 API and the
+//     descriptors' HANDLE attributes) is used. library_util.h (everything but the library calls)
+//     was run on the host, in a local build not committed, with a stand-in library (its direct
+//     kernels for cuDNN, its naive GEMM for cuBLASLt) through the op harness against the CPU
+//     backend: all Conv/ConvGrad/ConvTranspose/Gemm/MatMul cases (f32, f64), plus extra ones
+//     (negative ConvTranspose pads, 3-D groups, more MatMul broadcasts), with a workspace, with
+//     none, and with the library declining everything (fallback kernels).
+//   - NOT verified: every cuDNN and cuBLASLt call at run time (descriptor attribute types and
+//     counts, heuristics with a DEVICEPROP descriptor and no handle, plan finalization, the
+//     variant pack, execution, numerical-note filtering, cuBLASLt heuristics, stride-0 batches),
+//     the device launches of the kernels, the caches under several learner threads. First GPU
+//     check: the op harness, backend "cuda",
+//     CB_BACKEND_OPS=Conv,ConvGrad,ConvTranspose,Gemm,MatMul. The harness (run_on) hands kernels no
+//     workspace: there cuDNN runs only workspace-free plans of symmetric-pad convolutions and the
+//     direct kernels the rest (results stay correct, a note on stderr says so); sizing
+//     KernelArgs::workspace with Device::workspace_bytes, as the executor does, tests the cuDNN
+//     paths fully.
+//
+// cuDNN (graph/backend API, no handle in any descriptor: heuristics get the device through a
+// DEVICEPROP descriptor, cudnnBackendExecute gets the learner's handle):
+//   - one operation graph per (device, direction, shapes, pads, strides, dilations, groups,
+//     dtype, TF32 allowed, tensor alignments): a ConvEntry in a process-wide map under a mutex;
+//     its plans are built once, on first use (the workspace query or the first launch), from
+//     heuristics mode A then FALLBACK, filtered by numerical notes: never DOWN_CONVERT_INPUTS or
+//     REDUCED_PRECISION_REDUCTION; for F32 without GpuCtx::allow_tf32 no TENSOR_CORE (TF32)
+//     engine; deterministic engines first (non-deterministic ones only when no deterministic one
+//     works). At most kMaxPlanBuilds plans are finalized: the first that fits the workspace budget
+//     (kConvWorkspaceBudget) and, when it needs workspace, a leaner one for a smaller workspace.
+//   - the workspace function returns the preferred plan's bytes (+ the shifted-input scratch); a
+//     launch runs the first kept plan that fits the workspace it was given, else the direct
+//     kernels (a one-line note on stderr, once per process). An entry's mutex also serializes
+//     cudnnBackendExecute on its plans (the host enqueue only), so learner threads can share them.
+// cuBLASLt: heuristic results (up to 8) cached per (device, dtype, TF32, transposes, m, n, k,
+// leading dims, batch and strides, alignments), descriptors created per launch; compute type
+// 32F, 32F_FAST_TF32 (allow_tf32) or 64F. A strided batch cuBLASLt rejects runs matrix by matrix;
+// a problem with no algorithm at all runs in a naive kernel (stderr note, once).
+// Refused (cb::Error, as the CPU kernels and infer() refuse them): other dtypes than F32/F64
+// (unsupported_dtype), convolutions outside 1 to 3 spatial dims or with window attributes that do
+// not match them, channels not divisible by the groups, Gemm operands not 2-D, MatMul inner or
+// batch dims that do not match.
+#define CUDNN_WARN_DEPRECATED 1  // a deprecated cuDNN API used here fails the -Werror build
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/library_util.h"
+#include "runtime/error.h"
 
 namespace cb::CB_GPU_NS {
-std::span<const GpuKernel> library_kernels() { return {}; }
+
+namespace {
+
+using lib::ConvDir;
+using lib::ConvShape;
+using lib::LtProblem;
+
+constexpr size_t kConvWorkspaceBudget = size_t{256} << 20;
+constexpr size_t kLtWorkspaceBudget = size_t{32} << 20;
+constexpr size_t kWorkspaceAlign = 256;  // the libraries' workspace pointers are aligned to this
+constexpr int kMaxPlanBuilds = 12;
+constexpr int64_t kMaxEngineConfigs = 32;  // per heuristics mode
+constexpr int kLtAlgos = 8;
+
+// The largest power of two (at most `cap`) dividing the address; a null pointer (not known yet)
+// counts as aligned.
+int64_t ptr_align(const void* p, int64_t cap) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  if (v == 0) return cap;
+  const auto low = static_cast<int64_t>(v & (~v + 1));
+  return std::min(low, cap);
+}
+
+int64_t value_align(int64_t bytes, int64_t cap) {
+  if (bytes == 0) return cap;
+  const int64_t low = bytes & -bytes;
+  return std::min(low, cap);
+}
+
+// `ws` moved up to kWorkspaceAlign; the bytes left after it.
+void* align_ws(void* ws, size_t bytes, size_t* left) {
+  if (!ws) {
+    *left = 0;
+    return nullptr;
+  }
+  const auto v = reinterpret_cast<uintptr_t>(ws);
+  const uintptr_t up = (v + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+  const size_t skip = static_cast<size_t>(up - v);
+  *left = bytes > skip ? bytes - skip : 0;
+  return reinterpret_cast<void*>(up);
+}
+
+// Workspace bytes to ask for so that `need` bytes remain after align_ws.
+size_t ws_request(size_t need) { return need == 0 ? 0 : need + kWorkspaceAlign; }
+
+void note_once(std::atomic<bool>& flag, const std::string& msg) {
+  if (!flag.exchange(true)) std::fprintf(stderr, "crossbow: %s\n", msg.c_str());
+}
+
+const char* dtype_str(DType t) { return t == DType::F64 ? "f64" : "f32"; }
+
+// ---- cuDNN backend descriptors ------------------------------------------------------------------
+std::string dnn_status(cudnnStatus_t st) {
+  std::string s = cudnnGetErrorString(st);
+  char detail[1024] = {};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  if (detail[0] != 0) s += std::string(" (") + detail + ")";
+  return s;
+}
+
+#define CB_DNN_ATTR(name) name, #name
+
+// One cuDNN backend descriptor, destroyed with its owner. Setting an attribute or finalizing
+// throws cb::Error naming the descriptor, the attribute and `what` (the problem), except through
+// try_finalize, whose status the caller judges.
+class Desc {
+ public:
+  Desc() = default;
+  Desc(cudnnBackendDescriptorType_t type, const char* name, const std::string& what) : name_(name) {
+    const cudnnStatus_t st = cudnnBackendCreateDescriptor(type, &d_);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      d_ = nullptr;
+      fail("cuDNN: cudnnBackendCreateDescriptor({}) failed for {}: {}", name, what, dnn_status(st));
+    }
+  }
+  ~Desc() { reset(); }
+  Desc(Desc&& o) noexcept : d_(std::exchange(o.d_, nullptr)), name_(o.name_) {}
+  Desc& operator=(Desc&& o) noexcept {
+    if (this != &o) {
+      reset();
+      d_ = std::exchange(o.d_, nullptr);
+      name_ = o.name_;
+    }
+    return *this;
+  }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+  void set(cudnnBackendAttributeName_t attr, const char* attr_name,
+           cudnnBackendAttributeType_t type, int64_t count, const void* values,
+           const std::string& what) {
+    const cudnnStatus_t st = cudnnBackendSetAttribute(d_, attr, type, count, values);
+    if (st != CUDNN_STATUS_SUCCESS)
+      fail("cuDNN: cudnnBackendSetAttribute({}, {}) failed for {}: {}", name_, attr_name, what,
+           dnn_status(st));
+  }
+  void set_desc(cudnnBackendAttributeName_t attr, const char* attr_name, cudnnBackendDescriptor_t v,
+                const std::string& what) {
+    set(attr, attr_name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v, what);
+  }
+  cudnnStatus_t try_finalize() { return cudnnBackendFinalize(d_); }
+  void finalize(const std::string& what) {
+    const cudnnStatus_t st = cudnnBackendFinalize(d_);
+    if (st != CUDNN_STATUS_SUCCESS)
+      fail("cuDNN: cudnnBackendFinalize({}) failed for {}: {}", name_, what, dnn_status(st));
+  }
+
+ private:
+  void reset() {
+    if (d_) cudnnBackendDestroyDescriptor(d_);
+    d_ = nullptr;
+  }
+  cudnnBackendDescriptor_t d_ = nullptr;
+  const char* name_ = "";
+};
+
+#define CB_DNN_DESC(type) type, #type
+
+// The device-properties descriptor of `device` (heuristics read the GPU from it), or null where
+// this cuDNN cannot make one (the heuristics then use the current device). Kept for the process.
+cudnnBackendDescriptor_t device_prop(int device, std::string* why) {
+  static std::mutex mu;
+  static auto* props = new std::map<int, std::unique_ptr<Desc>>;  // never destroyed (exit order)
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = props->find(device);
+  if (it != props->end()) return it->second ? it->second->get() : nullptr;
+  std::unique_ptr<Desc> d;
+  try {
+    const std::string what = "device " + std::to_string(device);
+    d = std::make_unique<Desc>(CB_DNN_DESC(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR), what);
+    const int32_t id = device;
+    d->set(CB_DNN_ATTR(CUDNN_ATTR_DEVICEPROP_DEVICE_ID), CUDNN_TYPE_INT32, 1, &id, what);
+    d->finalize(what);
+  } catch (const Error& e) {
+    if (why) *why += std::string(" [no device properties: ") + e.what() + "]";
+    d.reset();
+  }
+  cudnnBackendDescriptor_t r = d ? d->get() : nullptr;
+  (*props)[device] = std::move(d);
+  return r;
+}
+
+// ---- convolution plans --------------------------------------------------------------------------
+using ConvKey = std::array<int64_t, 40>;
+
+struct ConvPlan {
+  Desc plan;
+  int64_t ws = 0;
+};
+
+struct ConvEntry {
+  std::mutex mu;  // held while the plans are built and around every execution of them
+  bool built = false;
+  std::string what;             // the problem, for messages
+  std::vector<ConvPlan> plans;  // preferred first; later ones need less workspace
+  std::string why_none;         // when there is no plan: what the attempts said
+};
+
+int64_t nsd_of(const ConvShape& g) { return g.nsp < 2 ? 2 : g.nsp; }
+
+ConvKey conv_key(const GpuCtx& c, ConvDir dir, const ConvShape& g, DType t,
+                 const std::array<int64_t, 3>& align) {
+  ConvKey k{};
+  size_t i = 0;
+  k[i++] = c.device;
+  k[i++] = static_cast<int64_t>(t);
+  k[i++] = static_cast<int64_t>(dir);
+  k[i++] = c.allow_tf32 ? 1 : 0;
+  k[i++] = nsd_of(g);
+  k[i++] = g.n;
+  k[i++] = g.c;
+  k[i++] = g.m;
+  k[i++] = g.groups;
+  for (int j = 0; j < 3; ++j) {
+    k[i++] = g.in[j];
+    k[i++] = g.out[j];
+    k[i++] = g.k[j];
+    k[i++] = g.s[j];
+    k[i++] = g.d[j];
+    k[i++] = g.pb[j];  // == g.pe[j]: symmetric
+  }
+  for (int64_t a : align) k[i++] = a;
+  return k;
+}
+
+// The operation graph of one convolution: X (uid 1), W (uid 2), Y (uid 3) and the operation.
+struct ConvGraph {
+  Desc x, w, y, conv, op, graph;
+};
+
+// Builds the graph; false (with `why`) when cuDNN refuses to finalize a part of it.
+bool make_conv_graph(ConvGraph& G, ConvDir dir, const ConvShape& g, DType t,
+                     const std::array<int64_t, 3>& align, const std::string& what,
+                     std::string* why) {
+  const cudnnDataType_t dt = t == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  const int64_t nsd = nsd_of(g);
+  auto tensor = [&](Desc& d, int64_t uid, int64_t d0, int64_t d1, const int64_t* sp, int64_t al) {
+    std::vector<int64_t> dims{d0, d1};
+    for (int64_t j = 3 - nsd; j < 3; ++j) dims.push_back(sp[j]);
+    std::vector<int64_t> strides(dims.size());
+    int64_t st = 1;
+    for (size_t j = dims.size(); j-- > 0;) {
+      strides[j] = st;
+      st *= dims[j];
+    }
+    const auto n = static_cast<int64_t>(dims.size());
+    d = Desc(CB_DNN_DESC(CUDNN_BACKEND_TENSOR_DESCRIPTOR), what);
+    d.set(CB_DNN_ATTR(CUDNN_ATTR_TENSOR_DATA_TYPE), CUDNN_TYPE_DATA_TYPE, 1, &dt, what);
+    d.set(CB_DNN_ATTR(CUDNN_ATTR_TENSOR_DIMENSIONS), CUDNN_TYPE_INT64, n, dims.data(), what);
+    d.set(CB_DNN_ATTR(CUDNN_ATTR_TENSOR_STRIDES), CUDNN_TYPE_INT64, n, strides.data(), what);
+    d.set(CB_DNN_ATTR(CUDNN_ATTR_TENSOR_UNIQUE_ID), CUDNN_TYPE_INT64, 1, &uid, what);
+    d.set(CB_DNN_ATTR(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT), CUDNN_TYPE_INT64, 1, &al, what);
+    const cudnnStatus_t st2 = d.try_finalize();
+    if (st2 != CUDNN_STATUS_SUCCESS) {
+      *why += " [tensor " + std::to_string(uid) + ": " + dnn_status(st2) + "]";
+      return false;
+    }
+    return true;
+  };
+  if (!tensor(G.x, 1, g.n, g.c, g.in, align[0]) || !tensor(G.w, 2, g.m, g.cg, g.k, align[1]) ||
+      !tensor(G.y, 3, g.n, g.m, g.out, align[2]))
+    return false;
+
+  std::vector<int64_t> pads, strides, dilations;
+  for (int64_t j = 3 - nsd; j < 3; ++j) {
+    pads.push_back(g.pb[j]);
+    strides.push_back(g.s[j]);
+    dilations.push_back(g.d[j]);
+  }
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  G.conv = Desc(CB_DNN_DESC(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR), what);
+  G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_COMP_TYPE), CUDNN_TYPE_DATA_TYPE, 1, &dt, what);
+  G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_CONV_MODE), CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode,
+             what);
+  G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS), CUDNN_TYPE_INT64, 1, &nsd, what);
+  G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS), CUDNN_TYPE_INT64, nsd, pads.data(),
+             what);
+  G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS), CUDNN_TYPE_INT64, nsd, pads.data(),
+             what);
+  G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_DILATIONS), CUDNN_TYPE_INT64, nsd, dilations.data(),
+             what);
+  G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES), CUDNN_TYPE_INT64, nsd,
+             strides.data(), what);
+  cudnnStatus_t st = G.conv.try_finalize();
+  if (st != CUDNN_STATUS_SUCCESS) {
+    *why += " [convolution descriptor: " + dnn_status(st) + "]";
+    return false;
+  }
+
+  // alpha 1, beta 0 (outputs are assigned), of the compute type.
+  const float fa = 1, fb = 0;
+  const double da = 1, db = 0;
+  const cudnnBackendAttributeType_t ab = t == DType::F64 ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
+  const void* alpha = t == DType::F64 ? static_cast<const void*>(&da) : &fa;
+  const void* beta = t == DType::F64 ? static_cast<const void*>(&db) : &fb;
+  switch (dir) {
+    case ConvDir::Fwd:
+      G.op = Desc(CB_DNN_DESC(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X), G.x.get(), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W), G.w.get(), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y), G.y.get(), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC), G.conv.get(),
+                    what);
+      G.op.set(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA), ab, 1, alpha, what);
+      G.op.set(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA), ab, 1, beta, what);
+      break;
+    case ConvDir::BwdData:
+      G.op = Desc(CB_DNN_DESC(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX), G.x.get(), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W), G.w.get(), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY), G.y.get(), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC), G.conv.get(),
+                    what);
+      G.op.set(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA), ab, 1, alpha, what);
+      G.op.set(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA), ab, 1, beta, what);
+      break;
+    case ConvDir::BwdFilter:
+      G.op =
+          Desc(CB_DNN_DESC(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X), G.x.get(), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW), G.w.get(), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY), G.y.get(), what);
+      G.op.set_desc(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC),
+                    G.conv.get(), what);
+      G.op.set(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA), ab, 1, alpha, what);
+      G.op.set(CB_DNN_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA), ab, 1, beta, what);
+      break;
+  }
+  st = G.op.try_finalize();
+  if (st != CUDNN_STATUS_SUCCESS) {
+    *why += std::string(" [operation: ") + dnn_status(st) + "]";
+    return false;
+  }
+  G.graph = Desc(CB_DNN_DESC(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR), what);
+  cudnnBackendDescriptor_t op = G.op.get();
+  G.graph.set(CB_DNN_ATTR(CUDNN_ATTR_OPERATIONGRAPH_OPS), CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op,
+              what);
+  st = G.graph.try_finalize();
+  if (st != CUDNN_STATUS_SUCCESS) {
+    *why += std::string(" [operation graph: ") + dnn_status(st) + "]";
+    return false;
+  }
+  return true;
+}
+
+// The engine configurations heuristics `mode` proposes for `graph`, best first.
+std::vector<Desc> engine_configs(const ConvGraph& G, cudnnBackendHeurMode_t mode,
+                                 cudnnBackendDescriptor_t prop, const std::string& what,
+                                 std::string* why) {
+  const char* mode_name = mode == CUDNN_HEUR_MODE_A ? "heuristics mode A" : "heuristics fallback";
+  Desc h(CB_DNN_DESC(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR), what);
+  h.set_desc(CB_DNN_ATTR(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH), G.graph.get(), what);
+  h.set(CB_DNN_ATTR(CUDNN_ATTR_ENGINEHEUR_MODE), CUDNN_TYPE_HEUR_MODE, 1, &mode, what);
+  if (prop) h.set_desc(CB_DNN_ATTR(CUDNN_ATTR_ENGINEHEUR_DEVICEPROP), prop, what);
+  cudnnStatus_t st = h.try_finalize();
+  if (st != CUDNN_STATUS_SUCCESS) {
+    *why += std::string(" [") + mode_name + ": " + dnn_status(st) + "]";
+    return {};
+  }
+  int64_t count = 0;
+  st = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    *why += std::string(" [") + mode_name + " result count: " + dnn_status(st) + "]";
+    return {};
+  }
+  count = std::min(count, kMaxEngineConfigs);
+  if (count <= 0) {
+    *why += std::string(" [") + mode_name + ": no engine]";
+    return {};
+  }
+  std::vector<Desc> cfgs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    cfgs.emplace_back(CB_DNN_DESC(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR), what);
+    raw.push_back(cfgs.back().get());
+  }
+  int64_t got = 0;
+  st = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data());
+  if (st != CUDNN_STATUS_SUCCESS) {
+    *why += std::string(" [") + mode_name + " results: " + dnn_status(st) + "]";
+    return {};
+  }
+  if (got < count) cfgs.erase(cfgs.begin() + std::max<int64_t>(got, 0), cfgs.end());
+  return cfgs;
+}
+
+// Whether the engine of `cfg` may run this problem: nondeterministic engines only in pass 1.
+bool engine_allowed(cudnnBackendDescriptor_t cfg, DType t, bool allow_tf32, bool allow_nondet,
+                    const std::string& what) {
+  Desc engine(CB_DNN_DESC(CUDNN_BACKEND_ENGINE_DESCRIPTOR), what);
+  cudnnBackendDescriptor_t e = engine.get();
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                               &n, &e) != CUDNN_STATUS_SUCCESS)
+    return false;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  n = 0;
+  if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS)
+    return false;
+  n = std::min<int64_t>(n, CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (notes[i]) {
+      case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
+      case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
+        return false;
+      case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:  // TF32 for f32 data; f64 tensor cores are exact
+        if (t == DType::F32 && !allow_tf32) return false;
+        break;
+      case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
+        if (!allow_nondet) return false;
+        break;
+      default:
+        break;
+    }
+  }
+  return true;
+}
+
+// Heuristics, filters, plans: fills e.plans (may stay empty, with e.why_none).
+void build_conv_plans(ConvEntry& e, const GpuCtx& c, ConvDir dir, const ConvShape& g, DType t,
+                      const std::array<int64_t, 3>& align) {
+  const std::string& what = e.what;
+  ConvGraph G;
+  if (!make_conv_graph(G, dir, g, t, align, what, &e.why_none)) return;
+  cudnnBackendDescriptor_t prop = device_prop(c.device, &e.why_none);
+  std::vector<Desc> cfgs = engine_configs(G, CUDNN_HEUR_MODE_A, prop, what, &e.why_none);
+  for (Desc& d : engine_configs(G, CUDNN_HEUR_MODE_FALLBACK, prop, what, &e.why_none))
+    cfgs.push_back(std::move(d));
+  int builds = 0;
+  for (int pass = 0; pass < 2 && e.plans.empty(); ++pass) {
+    for (const Desc& cfg : cfgs) {
+      if (builds >= kMaxPlanBuilds) break;
+      if (!engine_allowed(cfg.get(), t, c.allow_tf32, pass == 1, what)) continue;
+      // The config's workspace, where cuDNN tells it before a plan is built.
+      int64_t cfg_ws = -1, n = 0;
+      if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                   1, &n, &cfg_ws) != CUDNN_STATUS_SUCCESS)
+        cfg_ws = -1;
+      if (cfg_ws > static_cast<int64_t>(kConvWorkspaceBudget)) continue;
+      // With a plan in hand, only a leaner one is of use.
+      if (!e.plans.empty() && cfg_ws >= 0 && cfg_ws >= e.plans.back().ws) continue;
+      ++builds;
+      ConvPlan p;
+      p.plan = Desc(CB_DNN_DESC(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR), what);
+      p.plan.set_desc(CB_DNN_ATTR(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG), cfg.get(), what);
+      const cudnnStatus_t st = p.plan.try_finalize();
+      if (st != CUDNN_STATUS_SUCCESS) {
+        if (e.why_none.size() < 2000) e.why_none += " [plan: " + dnn_status(st) + "]";
+        continue;
+      }
+      if (cudnnBackendGetAttribute(p.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                   CUDNN_TYPE_INT64, 1, &n, &p.ws) != CUDNN_STATUS_SUCCESS ||
+          p.ws < 0 || p.ws > static_cast<int64_t>(kConvWorkspaceBudget))
+        continue;
+      if (!e.plans.empty() && p.ws >= e.plans.back().ws) continue;
+      e.plans.push_back(std::move(p));
+      if (e.plans.back().ws == 0) break;  // nothing leaner to look for
+    }
+  }
+}
+
+std::atomic<bool> g_noted_no_engine{false}, g_noted_small_ws{false}, g_noted_no_lt{false};
+
+// The built entry of a problem (its mutex not held on return).
+std::shared_ptr<ConvEntry> conv_entry(const GpuCtx& c, ConvDir dir, const ConvShape& g, DType t,
+                                      const std::array<int64_t, 3>& align) {
+  static std::mutex mu;
+  static auto* cache = new std::map<ConvKey, std::shared_ptr<ConvEntry>>;  // never destroyed
+  std::shared_ptr<ConvEntry> e;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& slot = (*cache)[conv_key(c, dir, g, t, align)];
+    if (!slot) slot = std::make_shared<ConvEntry>();
+    e = slot;
+  }
+  std::lock_guard<std::mutex> lock(e->mu);
+  if (!e->built) {
+    e->what = std::string("convolution ") + lib::dir_name(dir) + " " + dtype_str(t) + " " +
+              lib::describe(g) + " on cuda:" + std::to_string(c.device);
+    e->plans.clear();
+    e->why_none.clear();
+    build_conv_plans(*e, c, dir, g, t, align);
+    e->built = true;
+  }
+  return e;
+}
+
+constexpr int64_t kDnnAlignCap = 16;
+
+// ---- cuBLASLt -----------------------------------------------------------------------------------
+std::string lt_what(const LtProblem& p, DType t) {
+  return fmt::format(
+      "{} GEMM (column-major) D[{}x{}] = op{}(A, ld {}) x op{}(B, ld {}), k {}, batch {} (strides "
+      "{}, {}, {})",
+      dtype_str(t), p.m, p.n, p.ta ? "T" : "N", p.lda, p.tb ? "T" : "N", p.ldb, p.k, p.batch, p.sa,
+      p.sb, p.sd);
+}
+
+void lt_check(cublasStatus_t st, const char* call, const LtProblem& p, DType t) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    fail("cuBLASLt: {} failed for {}: {} (status {})", call, lt_what(p, t),
+         cublasLtGetStatusString(st), static_cast<int>(st));
+}
+
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  LtDescs() = default;
+  LtDescs(const LtDescs&) = delete;
+  LtDescs& operator=(const LtDescs&) = delete;
+  ~LtDescs() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+void make_lt(LtDescs& L, const LtProblem& p, DType t, bool tf32) {
+  const cudaDataType_t dt = t == DType::F64 ? CUDA_R_64F : CUDA_R_32F;
+  const cublasComputeType_t ct = t == DType::F64 ? CUBLAS_COMPUTE_64F
+                                 : tf32          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                 : CUBLAS_COMPUTE_32F;
+  lt_check(cublasLtMatmulDescCreate(&L.op, ct, dt), "cublasLtMatmulDescCreate", p, t);
+  const int32_t ta = p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = p.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+           "cublasLtMatmulDescSetAttribute(TRANSA)", p, t);
+  lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+           "cublasLtMatmulDescSetAttribute(TRANSB)", p, t);
+  // Stored (before op) A is m x k, or k x m when transposed; B k x n, or n x k.
+  auto layout = [&](cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t ld,
+                    int64_t stride) {
+    lt_check(cublasLtMatrixLayoutCreate(l, dt, static_cast<uint64_t>(rows),
+                                        static_cast<uint64_t>(cols), ld),
+             "cublasLtMatrixLayoutCreate", p, t);
+    if (p.batch > 1) {
+      const auto count = static_cast<int32_t>(p.batch);
+      lt_check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                sizeof count),
+               "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)", p, t);
+      lt_check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                &stride, sizeof stride),
+               "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)", p, t);
+    }
+  };
+  layout(&L.a, p.ta ? p.k : p.m, p.ta ? p.m : p.k, p.lda, p.sa);
+  layout(&L.b, p.tb ? p.n : p.k, p.tb ? p.k : p.n, p.ldb, p.sb);
+  layout(&L.d, p.m, p.n, p.ldd, p.sd);
+}
+
+using LtKey = std::array<int64_t, 20>;
+
+struct PrefGuard {
+  cublasLtMatmulPreference_t p;
+  ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+};
+
+// An operand's alignment as cuBLASLt's preference counts it: of its pointer and, in a strided
+// batch, of every matrix after it.
+int64_t lt_align(const void* ptr, int64_t stride, int64_t batch, DType t) {
+  int64_t a = ptr_align(ptr, 256);
+  if (batch > 1) a = std::min(a, value_align(stride * static_cast<int64_t>(dtype_size(t)), 256));
+  return a;
+}
+
+// A heuristic result as cached: the algorithm's bytes (cublasLtMatmulAlgo_t is an unnamed
+// struct, which nvcc's front end cannot destroy inside std containers) and its workspace.
+struct LtAlgo {
+  uint64_t data[8];
+  size_t ws;
+};
+static_assert(sizeof(cublasLtMatmulAlgo_t) == sizeof(LtAlgo::data), "cublasLtMatmulAlgo_t size");
+
+// The heuristic's algorithms for a problem (fastest first; empty: none), cached for the process.
+std::vector<LtAlgo> lt_algos(const GpuCtx& c, const LtProblem& p, DType t, const void* A,
+                             const void* B, const void* D, const LtDescs& L) {
+  const int64_t aa = lt_align(A, p.sa, p.batch, t), ab = lt_align(B, p.sb, p.batch, t),
+                ad = lt_align(D, p.sd, p.batch, t);
+  const LtKey key{c.device,
+                  static_cast<int64_t>(t),
+                  c.allow_tf32 ? 1 : 0,
+                  p.ta ? 1 : 0,
+                  p.tb ? 1 : 0,
+                  p.m,
+                  p.n,
+                  p.k,
+                  p.lda,
+                  p.ldb,
+                  p.ldd,
+                  p.batch,
+                  p.sa,
+                  p.sb,
+                  p.sd,
+                  aa,
+                  ab,
+                  ad,
+                  0,
+                  0};
+  static std::mutex mu;
+  static auto* cache = new std::map<LtKey, std::vector<LtAlgo>>;  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
+  cublasLtMatmulPreference_t pref = nullptr;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", p, t);
+  const PrefGuard guard{pref};
+  const uint64_t max_ws = kLtWorkspaceBudget;
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                &max_ws, sizeof max_ws),
+           "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)", p, t);
+  const auto al_a = static_cast<uint32_t>(aa), al_b = static_cast<uint32_t>(ab),
+             al_d = static_cast<uint32_t>(ad);
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                &al_a, sizeof al_a),
+           "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_A_BYTES)", p, t);
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                &al_b, sizeof al_b),
+           "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_B_BYTES)", p, t);
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                &al_d, sizeof al_d),
+           "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_C_BYTES)", p, t);
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                &al_d, sizeof al_d),
+           "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_D_BYTES)", p, t);
+  cublasLtMatmulHeuristicResult_t res[kLtAlgos] = {};
+  int got = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(c.blas_lt), L.op, L.a, L.b, L.d,
+                                     L.d, pref, kLtAlgos, res, &got);
+  std::vector<LtAlgo> algos;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    for (int i = 0; i < got && i < kLtAlgos; ++i) {
+      if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      LtAlgo a;
+      std::memcpy(a.data, &res[i].algo, sizeof a.data);
+      a.ws = res[i].workspaceSize;
+      algos.push_back(a);
+    }
+  } else if (st != CUBLAS_STATUS_NOT_SUPPORTED) {
+    lt_check(st, "cublasLtMatmulAlgoGetHeuristic", p, t);
+  }
+  (*cache)[key] = algos;
+  return algos;
+}
+
+// One cuBLASLt call, if an algorithm fits the workspace; false: nothing was enqueued.
+bool lt_try(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double beta, const void* A,
+            const void* B, void* D, void* ws, size_t ws_bytes) {
+  LtDescs L;
+  make_lt(L, p, t, c.allow_tf32);
+  const std::vector<LtAlgo> algos = lt_algos(c, p, t, A, B, D, L);
+  size_t left = 0;
+  void* w = align_ws(ws, ws_bytes, &left);
+  for (const LtAlgo& r : algos) {
+    if (r.ws > left) continue;
+    cublasLtMatmulAlgo_t algo;
+    std::memcpy(&algo, r.data, sizeof r.data);
+    const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
+    const void* pa = t == DType::F64 ? static_cast<const void*>(&alpha) : &fa;
+    const void* pb = t == DType::F64 ? static_cast<const void*>(&beta) : &fb;
+    lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(c.blas_lt), L.op, pa, A, L.a, B, L.b, pb,
+                            D, L.d, D, L.d, &algo, r.ws ? w : nullptr, r.ws,
+                            static_cast<cudaStream_t>(c.stream)),
+             "cublasLtMatmul", p, t);
+    return true;
+  }
+  return false;
+}
+
+void naive_any(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double beta,
+               const void* A, const void* B, void* D) {
+  if (t == DType::F64)
+    lib::naive_gemm(c, p, alpha, beta, static_cast<const double*>(A), static_cast<const double*>(B),
+                    static_cast<double*>(D));
+  else
+    lib::naive_gemm(c, p, alpha, beta, static_cast<const float*>(A), static_cast<const float*>(B),
+                    static_cast<float*>(D));
+}
+
+// ---- the library, for library_util.h ------------------------------------------------------------
+struct CudaLib {
+  static size_t conv_workspace(const GpuCtx& c, ConvDir dir, const ConvShape& g, DType t,
+                               const void* x, const void* w, const void* y) {
+    const std::array<int64_t, 3> align{ptr_align(x, kDnnAlignCap), ptr_align(w, kDnnAlignCap),
+                                       ptr_align(y, kDnnAlignCap)};
+    const std::shared_ptr<ConvEntry> e = conv_entry(c, dir, g, t, align);
+    std::lock_guard<std::mutex> lock(e->mu);
+    return e->plans.empty() ? 0 : ws_request(static_cast<size_t>(e->plans.front().ws));
+  }
+
+  static bool conv(const GpuCtx& c, ConvDir dir, const ConvShape& g, DType t, void* x, void* w,
+                   void* y, void* ws, size_t ws_bytes) {
+    const std::array<int64_t, 3> align{ptr_align(x, kDnnAlignCap), ptr_align(w, kDnnAlignCap),
+                                       ptr_align(y, kDnnAlignCap)};
+    const std::shared_ptr<ConvEntry> e = conv_entry(c, dir, g, t, align);
+    size_t left = 0;
+    void* wsa = align_ws(ws, ws_bytes, &left);
+    std::lock_guard<std::mutex> lock(e->mu);
+    if (e->plans.empty()) {
+      note_once(g_noted_no_engine, "cuDNN has no usable engine for " + e->what + ":" + e->why_none +
+                                       "; the direct convolution kernels run it (slower). "
+                                       "(Noted once per process.)");
+      return false;
+    }
+    for (const ConvPlan& p : e->plans) {
+      if (static_cast<size_t>(p.ws) > left) continue;
+      Desc vp(CB_DNN_DESC(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR), e->what);
+      void* ptrs[3] = {x, w, y};
+      const int64_t uids[3] = {1, 2, 3};
+      void* wp = p.ws > 0 ? wsa : nullptr;
+      vp.set(CB_DNN_ATTR(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS), CUDNN_TYPE_VOID_PTR, 3, ptrs,
+             e->what);
+      vp.set(CB_DNN_ATTR(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS), CUDNN_TYPE_INT64, 3, uids, e->what);
+      vp.set(CB_DNN_ATTR(CUDNN_ATTR_VARIANT_PACK_WORKSPACE), CUDNN_TYPE_VOID_PTR, 1, &wp, e->what);
+      vp.finalize(e->what);
+      const cudnnStatus_t st =
+          cudnnBackendExecute(static_cast<cudnnHandle_t>(c.dnn), p.plan.get(), vp.get());
+      if (st != CUDNN_STATUS_SUCCESS)
+        fail("cuDNN: cudnnBackendExecute failed for {}: {}", e->what, dnn_status(st));
+      return true;
+    }
+    note_once(g_noted_small_ws,
+              "the workspace (" + std::to_string(left) +
+                  " bytes) is too small for every cuDNN "
+                  "plan of " +
+                  e->what + " (the leanest needs " + std::to_string(e->plans.back().ws) +
+                  "); the direct convolution kernels run it (slower). (Noted once per process.)");
+    return false;
+  }
+
+  static size_t gemm_workspace(const GpuCtx& c, const LtProblem& p, DType t, const void* A,
+                               const void* B, const void* D) {
+    LtDescs L;
+    make_lt(L, p, t, c.allow_tf32);
+    const std::vector<LtAlgo> algos = lt_algos(c, p, t, A, B, D, L);
+    return algos.empty() ? 0 : ws_request(algos.front().ws);
+  }
+
+  static bool gemm(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double beta,
+                   const void* A, const void* B, void* D, void* ws, size_t ws_bytes) {
+    if (lt_try(c, p, t, alpha, beta, A, B, D, ws, ws_bytes)) return true;
+    const size_t es = dtype_size(t);
+    if (p.batch > 1) {  // a strided batch cuBLASLt has nothing for: matrix by matrix
+      LtProblem q = p;
+      q.batch = 1;
+      q.sa = q.sb = q.sd = 0;
+      for (int64_t i = 0; i < p.batch; ++i) {
+        const void* a = static_cast<const char*>(A) + static_cast<size_t>(i * p.sa) * es;
+        const void* b = static_cast<const char*>(B) + static_cast<size_t>(i * p.sb) * es;
+        void* d = static_cast<char*>(D) + static_cast<size_t>(i * p.sd) * es;
+        if (!lt_try(c, q, t, alpha, beta, a, b, d, ws, ws_bytes)) {
+          note_once(g_noted_no_lt, "cuBLASLt has no algorithm for " + lt_what(q, t) +
+                                       " within the workspace; a naive kernel runs it (slower). "
+                                       "(Noted once per process.)");
+          naive_any(c, q, t, alpha, beta, a, b, d);
+        }
+      }
+      return true;
+    }
+    note_once(g_noted_no_lt, "cuBLASLt has no algorithm for " + lt_what(p, t) +
+                                 " within the workspace; a naive kernel runs it (slower). (Noted "
+                                 "once per process.)");
+    return false;
+  }
+};
+
+using LibOps = lib::Ops<CudaLib>;
+
+constexpr GpuKernel kKernels[] = {
+    {OpKind::Conv, &LibOps::Conv, kFloat, &LibOps::ConvWs},
+    {OpKind::ConvGrad, &LibOps::ConvGrad, kFloat, &LibOps::ConvGradWs},
+    {OpKind::ConvTranspose, &LibOps::ConvTranspose, kFloat, &LibOps::ConvTransposeWs},
+    {OpKind::Gemm, &LibOps::Gemm, kFloat, &LibOps::GemmWs},
+    {OpKind::MatMul, &LibOps::MatMul, kFloat, &LibOps::MatMulWs},
+};
+
+}  // namespace
+
+std::span<const GpuKernel> library_kernels() { return kKernels; }
+
 }  // namespace cb::CB_GPU_NS
