@@ -16,10 +16,23 @@
 namespace cb::test {
 
 // Runs `op` on views of `dev`'s memory and waits for it: the tests' only call of Device::launch.
+// The workspace the device asks for (Device::workspace_bytes) is given as the executor gives it.
 inline void launch_on(Device& dev, OpKind op, KernelArgs& args) {
   REQUIRE_MESSAGE(dev.supports(op, kernel_dtype(args)), "no kernel for this op and dtype");
+  DeviceBuffer ws;
+  if (!args.workspace) {
+    if (const size_t bytes = dev.workspace_bytes(op, args)) {
+      ws = DeviceBuffer(dev, bytes);
+      args.workspace = ws.get();
+      args.workspace_bytes = bytes;
+    }
+  }
   dev.launch(op, args);
   dev.synchronize();
+  if (ws.get()) {
+    args.workspace = nullptr;
+    args.workspace_bytes = 0;
+  }
 }
 
 // `bytes` of device memory holding a copy of host `src` (nothing copied when src is nullptr).

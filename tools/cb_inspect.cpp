@@ -15,6 +15,7 @@
 #include "importer/onnx_importer.h"
 #include "runtime/error.h"
 #include "runtime/memory_plan.h"
+#include "tools/device_options.h"
 #include "tools/inspect_report.h"
 #include "tools/size_options.h"
 #include "tools/viz/graph_html.h"
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--output-name", output_name,
                  "with --train: the output the loss trains on, as cb-train");
+  std::string device;
+  app.add_option("--device", device,
+                 "with --memory: also show this device's memory and how many copies of the plan "
+                 "fit in it (cpu, cuda, cuda:N)");
   app.add_option("--batch-size,-b", batch, "batch size for --memory (default 1)")
       ->check(CLI::PositiveNumber);
   try {
@@ -105,6 +110,26 @@ int main(int argc, char** argv) {
         cb::tools::print_plan_json(out, plan);
       else
         cb::print_plan(out, r.graph, plan);
+      if (!device.empty()) {
+        std::unique_ptr<cb::Device> dev;
+        std::vector<int> gpus;
+        if (cb::tools::is_cuda_spec(device)) gpus = cb::cuda_devices_of(device, "--device");
+        if (device == "cpu")
+          dev = cb::make_cpu_device(1);
+        else if (gpus.size() == 1)
+          dev = cb::make_cuda_device(gpus[0]);
+        else
+          throw cb::Error("--device '" + device + "': expected cpu, cuda or cuda:N (one device)");
+        const cb::DeviceCaps c = dev->caps();
+        const double gib = 1 << 30;
+        out << fmt::format(
+            "device   {}: {:.2f} GiB free of {:.2f} GiB; this plan's peak ({:.1f} MiB) fits {} "
+            "times (cb-train adds its flat parameter buffers per learner)\n",
+            c.name, static_cast<double>(c.memory_free) / gib,
+            static_cast<double>(c.memory_total) / gib,
+            static_cast<double>(plan.bytes_peak) / (1 << 20),
+            plan.bytes_peak > 0 ? c.memory_free / plan.bytes_peak : 0);
+      }
     }
     if (!html.empty()) {
       cb::viz::GraphViewOptions vo;

@@ -32,6 +32,7 @@
 #include "runtime/error.h"
 #include "runtime/executor.h"
 #include "runtime/passes.h"
+#include "tools/device_options.h"
 #include "tools/size_options.h"
 
 namespace fs = std::filesystem;
@@ -93,6 +94,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size,-b", batch,
                  "batch size for random inputs (default: from the input files, else 1)");
   app.add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
+  std::string device = "cpu";
+  app.add_option("--device", device, "cpu, or cuda / cuda:N (one GPU)")->capture_default_str();
   app.add_option("--time", time_iters, "time N iterations after one warm-up, print latency");
   app.add_option("--seed", seed, "seed for random inputs");
   auto* eval_flag = app.add_flag(
@@ -168,7 +171,16 @@ int main(int argc, char** argv) {
       batch = b;
     }
     if (!batch) batch = 1;
-    auto dev = make_cpu_device(threads);
+    std::unique_ptr<Device> dev;
+    if (tools::is_cuda_spec(device)) {
+      const std::vector<int> ids = cuda_devices_of(device, "--device");
+      if (ids.size() != 1) fail("--device {}: cb-run runs on one GPU; name it (cuda:N)", device);
+      dev = make_cuda_device(ids[0]);
+    } else if (device == "cpu") {
+      dev = make_cpu_device(threads);
+    } else {
+      fail("--device '{}': expected cpu, cuda or cuda:N", device);
+    }
     Executor ex(g, *dev, batch);
     std::mt19937_64 rng(seed);
     for (size_t i = 0; i < g.inputs.size(); ++i) {
@@ -197,9 +209,10 @@ int main(int argc, char** argv) {
       for (double x : ms) mean += x;
       mean /= static_cast<double>(ms.size());
       fmt::print(
-          "latency  batch {}  threads {}  iterations {}  median {:.3f} ms  mean {:.3f} ms  min "
+          "latency  batch {}  {}  iterations {}  median {:.3f} ms  mean {:.3f} ms  min "
           "{:.3f} ms\n",
-          batch, threads, time_iters, ms[ms.size() / 2], mean, ms.front());
+          batch, dev->caps().host_memory ? fmt::format("threads {}", threads) : dev->caps().name,
+          time_iters, ms[ms.size() / 2], mean, ms.front());
     }
     if (!out_dir.empty()) {
       fs::create_directories(out_dir);

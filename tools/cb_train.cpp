@@ -45,6 +45,7 @@
 #include "sma/tensorboard.h"
 #include "sma/train_loop.h"
 #include "sma/trainer.h"
+#include "tools/device_options.h"
 #include "tools/size_options.h"
 #include "tools/viz/report.h"
 
@@ -88,20 +89,6 @@ int64_t parse_bytes(const std::string& s) {
     fail("--memory-budget '{}': unknown unit '{}' (K, M, G)", s, unit);
   if (!(v > 0)) fail("--memory-budget must be positive, got '{}'", s);
   return static_cast<int64_t>(v * mult);
-}
-
-// "cpu" -> 1, "cpu:G" -> G.
-int parse_devices(const std::string& s) {
-  if (s == "cpu") return 1;
-  if (s.rfind("cpu:", 0) == 0) {
-    try {
-      size_t pos = 0;
-      int g = std::stoi(s.substr(4), &pos);
-      if (pos == s.size() - 4 && g >= 1) return g;
-    } catch (const std::exception&) {
-    }
-  }
-  fail("--devices '{}': expected cpu or cpu:G (G >= 1 groups of cores, each a device)", s);
 }
 
 // SIGINT/SIGTERM: the first asks the loop to stop after the current step (a checkpoint and the
@@ -310,9 +297,14 @@ int main(int argc, char** argv) {
                  "throughput grows)")
       ->capture_default_str();
   app.add_option("--devices", devices,
-                 "cpu (one device of --threads cores) or cpu:G (G devices, the cores split among "
-                 "them, each with its own learners and copy of the central model)")
+                 "cpu (one device of --threads cores), cpu:G (G devices, the cores split among "
+                 "them, each with its own learners and copy of the central model), cuda (every "
+                 "GPU: one device each, summed with NCCL) or cuda:I,J (those GPUs)")
       ->capture_default_str();
+  bool tf32 = false;
+  app.add_flag("--tf32", tf32,
+               "on GPUs, let cuBLASLt and cuDNN use TF32 tensor cores for f32 (faster, about 10 "
+               "mantissa bits in products)");
   bool no_overlap = false;
   app.add_flag("--no-overlap", no_overlap,
                "run the z update (cross-device sum and central step) before the learners' next "
@@ -425,7 +417,7 @@ int main(int argc, char** argv) {
           "--alpha) needs --optimizer sgd");
     if (!(sro.target_accuracy >= 0 && sro.target_accuracy <= 1))
       fail("--target-accuracy must be in [0, 1], got {}", sro.target_accuracy);
-    parse_devices(devices);
+    tools::count_devices(devices);
     parse_lr_scaling(lr_scaling);
     if (!memory_budget.empty()) parse_bytes(memory_budget);
     if (output_training && output.empty()) fail("--output-training needs --output");
@@ -443,7 +435,12 @@ int main(int argc, char** argv) {
       char host[256] = "?";
       gethostname(host, sizeof host - 1);
       fmt::print(stderr, "{}: pid {} on {}\n", who, getpid(), host);
-      if (parse_devices(devices) != 1)
+      if (tools::is_cuda_spec(devices))
+        fail(
+            "--devices {} under mpirun: not supported yet (the MPI collective sums host "
+            "memory); run GPUs in one process with --devices cuda, or CPUs under mpirun",
+            devices);
+      if (tools::count_devices(devices) != 1)
         fail("--devices {}: under mpirun each process is one device (start one rank per device)",
              devices);
       if (!checkpoint_dir.empty() || !resume.empty())
@@ -578,7 +575,11 @@ int main(int argc, char** argv) {
         "data     {}: {}, {} training, {} test images of {}{}\n", data.dir, data.description,
         data.train->size(), data.test->size(), data.train->dims().str(),
         data.classes.empty() ? std::string() : fmt::format(", {} classes", data.classes.size()));
-    const int workers = ropts.workers > 0 ? ropts.workers : default_workers(threads);
+    // GPUs: the learners' threads only enqueue work, so half the cores decode data.
+    const int workers = ropts.workers > 0 ? ropts.workers
+                        : tools::is_cuda_spec(devices)
+                            ? default_workers(std::max(1, hardware_threads() / 2))
+                            : default_workers(threads);
     fmt::print("inputs   {}; {} pipeline worker{}\n", tspec.describe(), workers,
                workers == 1 ? "" : "s");
     const int64_t spe = data.train->size() / topts.batch;
@@ -603,12 +604,14 @@ int main(int argc, char** argv) {
     const std::vector<int>& allowed = ThreadPool::allowed_cores();
     for (int c = 0; c < threads; ++c)
       cores.push_back(allowed[static_cast<size_t>(c) % allowed.size()]);
-    std::vector<std::unique_ptr<Device>> devs = make_cpu_devices(parse_devices(devices), cores);
+    CudaOptions cuda_opts;
+    cuda_opts.tf32 = tf32;
+    std::vector<std::unique_ptr<Device>> devs = tools::make_devices(devices, cores, cuda_opts);
     std::vector<std::unique_ptr<Collective>> colls;
     if (mpi)
       colls.push_back(mpi->collective());
     else
-      colls = make_shared_memory_collectives(static_cast<int>(devs.size()));
+      colls = tools::make_collectives(devices, devs);
     Placement where;
     for (size_t d = 0; d < devs.size(); ++d) {
       where.devices.push_back(devs[d].get());
@@ -668,10 +671,13 @@ int main(int argc, char** argv) {
         spe, opt_text, sched_text, threads, order_text);
     const TrainMemory& mem = trainer.memory();
     std::string cores_text;
-    for (int d = 0; d < trainer.devices(); ++d)
-      cores_text += fmt::format("{}{} {} core{}", d ? ", " : "", trainer.device(d).caps().name,
-                                trainer.device(d).caps().cores,
-                                trainer.device(d).caps().cores == 1 ? "" : "s");
+    for (int d = 0; d < trainer.devices(); ++d) {
+      const DeviceCaps c = trainer.device(d).caps();
+      cores_text += c.host_memory ? fmt::format("{}{} {} core{}", d ? ", " : "", c.name, c.cores,
+                                                c.cores == 1 ? "" : "s")
+                                  : fmt::format("{}{} {} SMs, {} of {} free", d ? ", " : "", c.name,
+                                                c.cores, mib(c.memory_free), mib(c.memory_total));
+    }
     const int K = trainer.total_learners();
     fmt::print(
         "sma      {} device{} ({}), {} learner{} per device{}, alpha {:.4g} ({}), learners' lr "

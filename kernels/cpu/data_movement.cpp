@@ -243,19 +243,40 @@ void Concat(const KernelArgs& a) {
 // Split: [.., k, ..] -> outputs [.., k_i, ..] along axis (sizes from the outputs' dims).
 void Split(const KernelArgs& a) {
   const TensorView& in = a.in[0];
-  auto axis = static_cast<size_t>(a.p<ops::SplitParams>().axis);
+  const auto& p = a.p<ops::SplitParams>();
+  auto axis = static_cast<size_t>(p.axis);
   int64_t outer = prod(in.dims, 0, axis), es = static_cast<int64_t>(dtype_size(in.dtype));
   int64_t row = in.numel() / std::max<int64_t>(outer, 1) * es;
+  const int64_t inner_bytes = prod(in.dims, axis + 1, in.dims.size()) * es;
+  // Bytes per outer index of each output. An omitted output has no dims: its size along the axis
+  // comes from the split attribute, the sizes input or the equal parts infer() resolved.
+  const auto n_out = static_cast<int64_t>(a.out.size());
+  std::vector<int64_t> chunk(a.out.size());
+  for (int64_t k = 0; k < n_out; ++k) {
+    const TensorView& out = a.out[static_cast<size_t>(k)];
+    int64_t size = 0;
+    if (out.present()) {
+      size = out.dims[axis];
+    } else if (p.split) {
+      size = (*p.split)[static_cast<size_t>(k)];
+    } else if (a.in.size() > 1 && a.in[1].present()) {
+      size = int_at(a.in[1], k);
+    } else {
+      const int64_t d = in.dims[axis], part = (d + n_out - 1) / n_out;
+      size = k == n_out - 1 ? d - part * (n_out - 1) : part;
+    }
+    chunk[static_cast<size_t>(k)] = size * inner_bytes;
+  }
   const auto* src = static_cast<const std::byte*>(in.data);
   parallel(outer, row, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       int64_t at = o * row;
-      for (const TensorView& out : a.out) {
-        int64_t chunk = prod(out.dims, axis, out.dims.size()) * es;
-        if (out.present())
-          std::memcpy(static_cast<std::byte*>(out.data) + o * chunk, src + at,
-                      static_cast<size_t>(chunk));
-        at += chunk;
+      for (size_t k = 0; k < a.out.size(); ++k) {
+        const TensorView& out = a.out[k];
+        if (out.present() && chunk[k] > 0)
+          std::memcpy(static_cast<std::byte*>(out.data) + o * chunk[k], src + at,
+                      static_cast<size_t>(chunk[k]));
+        at += chunk[k];
       }
     }
   });

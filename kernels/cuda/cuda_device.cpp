@@ -40,10 +40,17 @@ int cuda_device_count(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
-    if (why)
-      *why = e != cudaSuccess ? fmt::format("no GPU found: {} ({})", cudaGetErrorString(e),
-                                            cudaGetErrorName(e))
-                              : std::string("no GPU found: the CUDA driver reports 0 devices");
+    if (why) {
+      if (e == cudaErrorInsufficientDriver)
+        *why = fmt::format(
+            "no GPU found: no NVIDIA driver is loaded, or it is older than this CUDA runtime "
+            "({}.{}) needs ({})",
+            CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10, cudaGetErrorName(e));
+      else if (e == cudaErrorNoDevice || e == cudaSuccess)
+        *why = "no GPU found: the NVIDIA driver reports no CUDA device";
+      else
+        *why = fmt::format("no GPU found: {} ({})", cudaGetErrorString(e), cudaGetErrorName(e));
+    }
     (void)cudaGetLastError();  // clear the sticky error of a failed probe
     return 0;
   }
@@ -53,7 +60,8 @@ int cuda_device_count(std::string* why) {
 namespace {
 
 void check_blas(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLASLt: {} failed (status {})", what, static_cast<int>(s));
+  if (s != CUBLAS_STATUS_SUCCESS)
+    fail("cuBLASLt: {} failed (status {})", what, static_cast<int>(s));
 }
 void check_dnn(cudnnStatus_t s, const char* what) {
   if (s != CUDNN_STATUS_SUCCESS) fail("cuDNN: {} failed: {}", what, cudnnGetErrorString(s));
@@ -80,8 +88,8 @@ class CudaDevice final : public Device {
     uint64_t keep = UINT64_MAX;  // freed blocks stay in the pool for the next allocation
     check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
                "cudaMemPoolSetAttribute");
-    for (auto& e : events_) check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                                       "cudaEventCreate");
+    for (auto& e : events_)
+      check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     streams_[kSyncStream] = make_stream();
   }
 
@@ -118,11 +126,11 @@ class CudaDevice final : public Device {
       (void)cudaGetLastError();
       size_t free = 0, total = 0;
       cudaMemGetInfo(&free, &total);
-      fail("out of memory on cuda:{} ({}): allocating {} bytes ({:.1f} MiB) failed: {}; {:.1f} "
-           "MiB of {:.1f} MiB free. Lower the batch size or the number of learners",
-           ordinal_, gpu_name_, bytes, static_cast<double>(bytes) / (1 << 20),
-           cudaGetErrorString(e), static_cast<double>(free) / (1 << 20),
-           static_cast<double>(total) / (1 << 20));
+      fail(
+          "out of memory on cuda:{} ({}): allocating {} bytes ({:.1f} MiB) failed: {}; {:.1f} "
+          "MiB of {:.1f} MiB free. Lower the batch size or the number of learners",
+          ordinal_, gpu_name_, bytes, static_cast<double>(bytes) / (1 << 20), cudaGetErrorString(e),
+          static_cast<double>(free) / (1 << 20), static_cast<double>(total) / (1 << 20));
     }
     return p;
   }
@@ -310,8 +318,9 @@ class CudaDevice final : public Device {
 // For the NCCL collective (nccl_collective.cpp): the CUDA side of a device made here.
 CudaDevice& as_cuda(Device& dev) {
   auto* d = dynamic_cast<CudaDevice*>(&dev);
-  if (!d) fail("{} is not a CUDA device: NCCL collectives need the devices of --devices cuda",
-               dev.caps().name);
+  if (!d)
+    fail("{} is not a CUDA device: NCCL collectives need the devices of --devices cuda",
+         dev.caps().name);
   return *d;
 }
 

@@ -30,10 +30,10 @@ bool cuda_kernel_exists(OpKind op, DType dtype);
 // built without the CUDA toolkit") when there are none.
 int cuda_device_count(std::string* why);
 
-// The device ordinals of a --devices spec: "cuda" (every GPU) or "cuda:0,1" (those). Throws
-// cb::Error naming the spec when it is malformed, when no GPU is found (with the reason), or
-// when an ordinal is not a GPU of this machine.
-std::vector<int> cuda_devices_of(const std::string& spec);
+// The device ordinals of a spec given to `option`: "cuda" (every GPU) or "cuda:0,1" (those).
+// Throws cb::Error naming the option and the spec when it is malformed, when no GPU is found
+// (with the reason), or when an ordinal is not a GPU of this machine.
+std::vector<int> cuda_devices_of(const std::string& spec, const std::string& option = "--devices");
 
 // GPU `ordinal` as a Device named "cuda:<ordinal>".
 std::unique_ptr<Device> make_cuda_device(int ordinal, const CudaOptions& options = {});
@@ -43,8 +43,9 @@ std::unique_ptr<Device> make_cuda_device(int ordinal, const CudaOptions& options
 // through host memory. Rank r is devices[r].
 std::vector<std::unique_ptr<Collective>> make_nccl_collectives(const std::vector<Device*>& devices);
 
-// For tests: a Device over host memory that runs the CUDA backend's own kernels (everything but
-// the cuDNN and cuBLASLt ones) as plain host loops (kernels/cuda/launch.h), named "cuda-host".
+// For tests: a Device over host memory that runs the CUDA backend's kernels as plain host loops
+// (kernels/cuda/launch.h; the cuDNN and cuBLASLt ops on the backend's fallback kernels), named
+// "cuda-host".
 std::unique_ptr<Device> make_cuda_host_run_device();
 
 }  // namespace cb

@@ -7,9 +7,9 @@
 
 namespace cb {
 
-std::vector<int> cuda_devices_of(const std::string& spec) {
+std::vector<int> cuda_devices_of(const std::string& spec, const std::string& option) {
   auto malformed = [&]() {
-    fail("--devices '{}': expected cuda (every GPU) or cuda:I,J,... (GPU ordinals, e.g. cuda:0,1)",
+    fail("{} '{}': expected cuda (every GPU) or cuda:I,J,... (GPU ordinals, e.g. cuda:0,1)", option,
          spec);
   };
   std::vector<int> ids;
@@ -24,19 +24,19 @@ std::vector<int> cuda_devices_of(const std::string& spec) {
         malformed();
       const int id = std::stoi(item);
       if (std::find(ids.begin(), ids.end(), id) != ids.end())
-        fail("--devices '{}': cuda:{} is named twice", spec, id);
+        fail("{} '{}': cuda:{} is named twice", option, spec, id);
       ids.push_back(id);
       pos = comma + 1;
     }
   }
   std::string why;
   const int n = cuda_device_count(&why);
-  if (n == 0) fail("--devices {}: {}. Train on the CPU with --devices cpu", spec, why);
+  if (n == 0) fail("{} {}: {}. Use the CPU instead ({} cpu)", option, spec, why, option);
   if (ids.empty())
     for (int i = 0; i < n; ++i) ids.push_back(i);
   for (int id : ids)
     if (id >= n)
-      fail("--devices '{}': there is no cuda:{} (this machine has {} GPU{}: cuda:0{})", spec, id,
+      fail("{} '{}': there is no cuda:{} (this machine has {} GPU{}: cuda:0{})", option, spec, id,
            n, n == 1 ? "" : "s", n == 1 ? "" : fmt::format(" to cuda:{}", n - 1));
   return ids;
 }

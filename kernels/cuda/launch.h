@@ -152,7 +152,7 @@ __global__ void for_each_index_kernel(int64_t n, F f) {
 template <class T, class Load, class Combine, class Store>
 __global__ void block_reduce_kernel(int64_t n_out, int64_t n_red, T init, Load load, Combine comb,
                                     Store store) {
-  extern __shared__ unsigned char cb_reduce_smem[];
+  extern __shared__ __align__(16) unsigned char cb_reduce_smem[];
   T* sm = reinterpret_cast<T*>(cb_reduce_smem);
   for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {
     T acc = init;
@@ -265,39 +265,39 @@ inline void fill_zero(const GpuCtx& c, void* dst, size_t bytes) {
 // Calls fn<T>(args...) with T the C++ type of dtype `t`; any other dtype throws naming `op`.
 // (A macro, not a generic lambda: nvcc allows no device lambda inside a generic lambda.)
 // F16/BF16 (uint16_t storage) and Bool (uint8_t) are the caller's to handle before these.
-#define CB_GPU_DISPATCH_FLOAT(t, op, fn, ...)      \
-  switch (t) {                                     \
-    case ::cb::DType::F32:                         \
-      fn<float>(__VA_ARGS__);                      \
-      break;                                       \
-    case ::cb::DType::F64:                         \
-      fn<double>(__VA_ARGS__);                     \
-      break;                                       \
-    default:                                       \
-      ::cb::CB_GPU_NS::unsupported_dtype(op, t);   \
+#define CB_GPU_DISPATCH_FLOAT(t, op, fn, ...)    \
+  switch (t) {                                   \
+    case ::cb::DType::F32:                       \
+      fn<float>(__VA_ARGS__);                    \
+      break;                                     \
+    case ::cb::DType::F64:                       \
+      fn<double>(__VA_ARGS__);                   \
+      break;                                     \
+    default:                                     \
+      ::cb::CB_GPU_NS::unsupported_dtype(op, t); \
   }
-#define CB_GPU_DISPATCH_NUMERIC(t, op, fn, ...)    \
-  switch (t) {                                     \
-    case ::cb::DType::F32:                         \
-      fn<float>(__VA_ARGS__);                      \
-      break;                                       \
-    case ::cb::DType::F64:                         \
-      fn<double>(__VA_ARGS__);                     \
-      break;                                       \
-    case ::cb::DType::I64:                         \
-      fn<int64_t>(__VA_ARGS__);                    \
-      break;                                       \
-    case ::cb::DType::I32:                         \
-      fn<int32_t>(__VA_ARGS__);                    \
-      break;                                       \
-    case ::cb::DType::I8:                          \
-      fn<int8_t>(__VA_ARGS__);                     \
-      break;                                       \
-    case ::cb::DType::U8:                          \
-      fn<uint8_t>(__VA_ARGS__);                    \
-      break;                                       \
-    default:                                       \
-      ::cb::CB_GPU_NS::unsupported_dtype(op, t);   \
+#define CB_GPU_DISPATCH_NUMERIC(t, op, fn, ...)  \
+  switch (t) {                                   \
+    case ::cb::DType::F32:                       \
+      fn<float>(__VA_ARGS__);                    \
+      break;                                     \
+    case ::cb::DType::F64:                       \
+      fn<double>(__VA_ARGS__);                   \
+      break;                                     \
+    case ::cb::DType::I64:                       \
+      fn<int64_t>(__VA_ARGS__);                  \
+      break;                                     \
+    case ::cb::DType::I32:                       \
+      fn<int32_t>(__VA_ARGS__);                  \
+      break;                                     \
+    case ::cb::DType::I8:                        \
+      fn<int8_t>(__VA_ARGS__);                   \
+      break;                                     \
+    case ::cb::DType::U8:                        \
+      fn<uint8_t>(__VA_ARGS__);                  \
+      break;                                     \
+    default:                                     \
+      ::cb::CB_GPU_NS::unsupported_dtype(op, t); \
   }
 
 }  // namespace cb::CB_GPU_NS

@@ -14,7 +14,7 @@
 namespace cb {
 
 void* cuda_stream_handle(Device& dev, Stream stream);  // cuda_device.cpp
-int cuda_ordinal(Device& dev);                          // cuda_device.cpp
+int cuda_ordinal(Device& dev);                         // cuda_device.cpp
 
 namespace {
 void check_nccl(ncclResult_t r, const char* what) {
@@ -44,7 +44,8 @@ class NcclCollective final : public Collective {
 };
 }  // namespace
 
-std::vector<std::unique_ptr<Collective>> make_nccl_collectives(const std::vector<Device*>& devices) {
+std::vector<std::unique_ptr<Collective>> make_nccl_collectives(
+    const std::vector<Device*>& devices) {
   const int n = static_cast<int>(devices.size());
   std::vector<int> ordinals;
   for (Device* d : devices) ordinals.push_back(cuda_ordinal(*d));

@@ -1,6 +1,7 @@
 // The CUDA backend's kernel table, built from the kernel files' own tables (launch.h). The same
 // file is compiled into the nvcc build (namespace cb::cuda) and the host-run build
-// (cb::cuda_host, CB_GPU_HOST_RUN), which has no library kernels (cuDNN, cuBLASLt).
+// (cb::cuda_host, CB_GPU_HOST_RUN), whose library ops run on the fallback kernels
+// (library_host_run.cpp).
 #include <array>
 
 #include "kernels/cuda/launch.h"
@@ -11,10 +12,6 @@
 #endif
 
 namespace cb::CB_GPU_NS {
-
-#if defined(CB_GPU_HOST_RUN)
-std::span<const GpuKernel> library_kernels() { return {}; }
-#endif
 
 namespace {
 struct Index {

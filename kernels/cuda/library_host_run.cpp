@@ -1,0 +1,45 @@
+// The library ops of the host-run build (launch.h): there is no cuDNN or cuBLASLt on the host, so
+// the library here declines every call and Conv, ConvGrad, ConvTranspose, Gemm and MatMul run on
+// the CUDA backend's own fallback kernels (library_util.h: direct convolution, naive GEMM), the
+// code the GPU build takes whenever the library declines. The op harness (cuda-host) thereby
+// checks those kernels and the logic around the library calls that does not depend on the
+// library (bias, dB, Gemm's C, MatMul's batch decomposition) on every machine.
+#include "kernels/cuda/library_util.h"
+
+namespace cb::CB_GPU_NS {
+
+namespace {
+using namespace lib;
+
+struct NoLibrary {
+  static size_t conv_workspace(const GpuCtx&, ConvDir, const ConvShape&, DType, const void*,
+                               const void*, const void*) {
+    return 0;
+  }
+  static bool conv(const GpuCtx&, ConvDir, const ConvShape&, DType, void*, void*, void*, void*,
+                   size_t) {
+    return false;
+  }
+  static size_t gemm_workspace(const GpuCtx&, const LtProblem&, DType, const void*, const void*,
+                               const void*) {
+    return 0;
+  }
+  static bool gemm(const GpuCtx&, const LtProblem&, DType, double, double, const void*, const void*,
+                   void*, void*, size_t) {
+    return false;
+  }
+};
+
+using HostOps = Ops<NoLibrary>;
+constexpr GpuKernel kKernels[] = {
+    {OpKind::Conv, &HostOps::Conv, kFloat, &HostOps::ConvWs},
+    {OpKind::ConvGrad, &HostOps::ConvGrad, kFloat, &HostOps::ConvGradWs},
+    {OpKind::ConvTranspose, &HostOps::ConvTranspose, kFloat, &HostOps::ConvTransposeWs},
+    {OpKind::Gemm, &HostOps::Gemm, kFloat, &HostOps::GemmWs},
+    {OpKind::MatMul, &HostOps::MatMul, kFloat, &HostOps::MatMulWs},
+};
+}  // namespace
+
+std::span<const GpuKernel> library_kernels() { return kKernels; }
+
+}  // namespace cb::CB_GPU_NS
