@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 import zlib
 
 import numpy as np
@@ -84,6 +85,7 @@ def build(name):
 def export(name, path):
     if os.path.exists(path):
         return
+    warnings.filterwarnings("ignore")  # the exporter's notes on BatchNorm's num_batches_tracked
     m = build(name).train()
     size = MODELS[name][1]
     x = torch.randn(2, 3, size, size)
@@ -95,9 +97,9 @@ def export(name, path):
 
 # ---- data sets of the right shape (learnable: each class is a colour pattern plus noise) -------
 def class_images(n, size, classes, seed):
+    base = np.random.default_rng(0).integers(0, 256, (classes, 3, 1, 1))  # the same in every split
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, classes, n)
-    base = rng.integers(0, 256, (classes, 3, 1, 1))
     ramp = np.linspace(0, 1, size)[None, None, :]
     img = base[labels] * (0.5 + 0.5 * ramp[..., None] * (labels % 2)[:, None, None, None])
     img = img + rng.normal(0, 24, (n, 3, size, size))
@@ -244,6 +246,8 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     steps = dict((k, int(v)) for k, v in (s.split(":") for s in a.steps.split(",")))
     devices = "cuda:0" if a.device == "cuda" else "cpu"
+    if a.device == "cpu":
+        torch.set_num_threads(os.cpu_count() or 1)
     rows = []
     for cfg in a.configs.split(","):
         name, batch = cfg.split(":")
@@ -268,6 +272,8 @@ def main():
               f"{c_ips:.0f} images/s ({k} learners)", flush=True)
     gib = float(1 << 30)
     print()
+    if a.device == "cpu":
+        print("(on the CPU with short runs: this checks the script, it does not measure speed)")
     print(f"| model | batch | PyTorch images/s | cb-train images/s | ratio | cb learners/GPU "
           f"| PyTorch peak GiB | cb peak GiB |")
     print("|---|---|---|---|---|---|---|---|")

@@ -98,6 +98,8 @@ step "4. images/s: cb-train against PyTorch"
 if [ "$mode" = gpu ]; then
   "$py" tools/gpu/bench.py --cb-bin "$bin" --work "$work" --device cuda || failed+=("bench")
 else
+  # PyTorch's fair CPU configuration (BUILD-NOTES.md): one OpenBLAS thread, no page-fault churn.
+  OPENBLAS_NUM_THREADS=1 MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000000 \
   "$py" tools/gpu/bench.py --cb-bin "$bin" --work "$work" --device cpu \
     --configs resnet20:16,resnet50:16 --steps resnet20:120,resnet50:3 --torch-steps 3 \
     --extra "--learners 1" || failed+=("bench")
