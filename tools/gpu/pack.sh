@@ -18,7 +18,7 @@ b=build-gpu/bundle
 rm -rf "$b" && mkdir -p "$b"/{real,lib,bin}
 cp build-gpu/cb-train build-gpu/cb-run build-gpu/cb-inspect build-gpu/tests/cb-tests "$b/real/"
 for x in "$b"/real/*; do ldd "$x"; done |
-  awk '/=>/ && $3 ~ /^\// {print $3} /^\s*\/.*ld-linux/ {print $1}' | sort -u |
+  awk '/=>/ && $3 ~ /^\// {print $3} $1 ~ /ld-linux/ {print $1}' | sort -u |
   grep -v -E 'libcuda\.|libcudnn|libcublas|libnccl|libcudart' |
   while read -r so; do cp -L "$so" "$b/lib/"; done
 for x in "$b"/real/*; do
