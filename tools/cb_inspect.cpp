@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
                  "the edges, parameters and output bytes per node, search); with --train, the "
                  "training graph");
   app.add_flag("--no-fold", no_fold, "keep constant and shape-arithmetic nodes as in the file");
-  app.add_flag("--memory", memory, "print the memory plan: peak, no-reuse total, reuse ratio");
+  auto* memory_flag =
+      app.add_flag("--memory", memory, "print the memory plan: peak, no-reuse total, reuse ratio");
   app.add_flag("--train", train,
                "show the training graph (forward + loss + backward) instead; with --memory, "
                "its memory plan");
@@ -51,7 +52,9 @@ int main(int argc, char** argv) {
   std::string device;
   app.add_option("--device", device,
                  "with --memory: also show this device's memory and how many copies of the plan "
-                 "fit in it (cpu, cuda, cuda:N)");
+                 "fit in it (cpu, cuda, cuda:N; text output only)")
+      ->excludes(j)
+      ->needs(memory_flag);
   app.add_option("--batch-size,-b", batch, "batch size for --memory (default 1)")
       ->check(CLI::PositiveNumber);
   try {
@@ -123,7 +126,7 @@ int main(int argc, char** argv) {
         const cb::DeviceCaps c = dev->caps();
         const double gib = 1 << 30;
         out << fmt::format(
-            "device   {}: {:.2f} GiB free of {:.2f} GiB; this plan's peak ({:.1f} MiB) fits {} "
+            "device   {}: {:.2f} GiB free of {:.2f} GiB; this plan's peak ({:.3f} MiB) fits {} "
             "times (cb-train adds its flat parameter buffers per learner)\n",
             c.name, static_cast<double>(c.memory_free) / gib,
             static_cast<double>(c.memory_total) / gib,

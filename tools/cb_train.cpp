@@ -411,7 +411,7 @@ int main(int argc, char** argv) {
       if (nlearners < 1) fail("--learners must be at least 1, got {}", nlearners);
     }
     if (topts.optimizer != OptimizerKind::Sgd &&
-        ((!auto_learners && nlearners != 1) || devices != "cpu" || alpha))
+        ((!auto_learners && nlearners != 1) || tools::count_devices(devices) != 1 || alpha))
       fail(
           "--optimizer adamw trains one learner on one device; SMA (--learners, --devices, "
           "--alpha) needs --optimizer sgd");
