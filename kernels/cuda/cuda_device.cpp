@@ -28,6 +28,8 @@
 
 namespace cb {
 
+std::string cublaslt_load_error();  // cublaslt_lazy.cpp
+
 using cuda::check_cuda;
 
 bool cuda_backend_built() { return true; }
@@ -59,10 +61,6 @@ int cuda_device_count(std::string* why) {
 
 namespace {
 
-void check_blas(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    fail("cuBLASLt: {} failed (status {})", what, static_cast<int>(s));
-}
 void check_dnn(cudnnStatus_t s, const char* what) {
   if (s != CUDNN_STATUS_SUCCESS) fail("cuDNN: {} failed: {}", what, cudnnGetErrorString(s));
 }
@@ -271,7 +269,14 @@ class CudaDevice final : public Device {
   std::unique_ptr<StreamState> make_stream() {
     auto s = std::make_unique<StreamState>();
     check_cuda(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check_blas(cublasLtCreate(&s->lt), "cublasLtCreate");
+    if (cublasLtCreate(&s->lt) != CUBLAS_STATUS_SUCCESS) {
+      const std::string why = cublaslt_load_error();
+      fail("cuda:{}: cuBLASLt: cublasLtCreate failed{}", ordinal_,
+           why.empty() ? std::string()
+                       : ": " + why +
+                             " (put the CUDA toolkit's lib64 on the "
+                             "library path)");
+    }
     check_dnn(cudnnCreate(&s->dnn), "cudnnCreate");
     check_dnn(cudnnSetStream(s->dnn, s->stream), "cudnnSetStream");
     for (Staging& st : s->staging) {
