@@ -10,7 +10,8 @@
 //     nvcc build adds only the launch, which the harness checks where a GPU is present.
 // Kernel bodies are CB_HOST_DEVICE lambdas or functors that capture only PODs (pointers, the
 // fixed-size Dims below, params structs, which are trivially copyable): never a std::vector or a
-// TensorView. Library calls (cuBLASLt, cuDNN) exist only in the nvcc build (library.cu).
+// TensorView. Library calls (cuBLASLt, cuDNN) exist only in the nvcc build (library.cu); the
+// host-run build runs those ops on the backend's fallback kernels (library_host_run.cpp).
 #pragma once
 
 #include <algorithm>
