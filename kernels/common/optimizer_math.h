@@ -82,10 +82,16 @@ struct AdamWUpdate {
 // SMA's correction of one learner element (sma/trainer.h has the whole algorithm): c = alpha (theta
 // - z) from the pre-step theta; the learner's new value is its optimizer step minus c (alpha 0:
 // exactly the optimizer step), and c is added to the device's sum of corrections.
+// T: float, or a float wrapper with its own rounding (the CUDA kernels' Rn<float>, which keeps
+// nvcc from contracting into FMAs).
 struct SmaPull {
   float alpha;
-  CB_HOST_DEVICE float correction(float theta, float z) const { return alpha * (theta - z); }
-  CB_HOST_DEVICE float apply(float stepped, float c) const {
+  template <class T>
+  CB_HOST_DEVICE T correction(T theta, T z) const {
+    return T(alpha) * (theta - z);
+  }
+  template <class T>
+  CB_HOST_DEVICE T apply(T stepped, T c) const {
     return alpha != 0 ? stepped - c : stepped;
   }
 };
@@ -94,9 +100,10 @@ struct SmaPull {
 // z_new = z + sum + mu_z (z - z_prev); z_prev <- z.
 struct SmaCentral {
   float mu;
-  CB_HOST_DEVICE float operator()(float z, float z_prev, float sum) const {
-    const float nz = z + sum;
-    return mu != 0 ? nz + mu * (z - z_prev) : nz;
+  template <class T>
+  CB_HOST_DEVICE T operator()(T z, T z_prev, T sum) const {
+    const T nz = z + sum;
+    return mu != 0 ? nz + T(mu) * (z - z_prev) : nz;
   }
 };
 

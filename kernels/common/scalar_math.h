@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #ifdef __CUDACC__
@@ -382,6 +383,40 @@ CB_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
 }
 CB_HOST_DEVICE inline float uniform01(uint64_t seed, uint64_t i) {
   return float(splitmix64(seed ^ splitmix64(i)) >> 40) * (1.0f / 16777216.0f);
+}
+
+// ---- Cast's element conversion, for every backend ----
+// f16/bf16 as storage types that travel through f32; float -> integer saturates (NaN -> 0);
+// -> bool is v != 0; between integers it wraps.
+struct F16Bits {
+  uint16_t bits;
+};
+struct BF16Bits {
+  uint16_t bits;
+};
+CB_HOST_DEVICE inline float cast_load(F16Bits s) { return f16_to_f32(s.bits); }
+CB_HOST_DEVICE inline float cast_load(BF16Bits s) { return bf16_to_f32(s.bits); }
+template <class S>
+CB_HOST_DEVICE S cast_load(S s) {
+  return s;
+}
+template <class D, class V>
+CB_HOST_DEVICE D cast_store(V v) {
+  if constexpr (std::is_same_v<D, F16Bits>) {
+    return D{f32_to_f16(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<D, BF16Bits>) {
+    return D{f32_to_bf16(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<D, bool>) {
+    return v != V(0);
+  } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<V>) {
+    if (v != v) return D(0);
+    if (v <= static_cast<V>(std::numeric_limits<D>::lowest()))
+      return std::numeric_limits<D>::lowest();
+    if (v >= static_cast<V>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+    return static_cast<D>(v);
+  } else {
+    return static_cast<D>(v);
+  }
 }
 
 }  // namespace cb::math

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -105,40 +104,9 @@ int64_t prod(const std::vector<int64_t>& dims, size_t b, size_t e) {
   return p;
 }
 
-// Cast element conversion; f16/bf16 travel through f32, float -> int saturates (NaN -> 0).
-struct F16 {
-  uint16_t bits;
-};
-struct BF16 {
-  uint16_t bits;
-};
-template <class S>
-auto load(S s) {
-  if constexpr (std::is_same_v<S, F16>)
-    return math::f16_to_f32(s.bits);
-  else if constexpr (std::is_same_v<S, BF16>)
-    return math::bf16_to_f32(s.bits);
-  else
-    return s;
-}
-template <class D, class V>
-D store(V v) {
-  if constexpr (std::is_same_v<D, F16>)
-    return D{math::f32_to_f16(static_cast<float>(v))};
-  else if constexpr (std::is_same_v<D, BF16>)
-    return D{math::f32_to_bf16(static_cast<float>(v))};
-  else if constexpr (std::is_same_v<D, bool>)
-    return v != V(0);
-  else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<V>) {
-    if (std::isnan(v)) return D(0);
-    if (v <= static_cast<V>(std::numeric_limits<D>::lowest()))
-      return std::numeric_limits<D>::lowest();
-    if (v >= static_cast<V>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
-    return static_cast<D>(v);
-  } else {
-    return static_cast<D>(v);
-  }
-}
+// Cast's element conversion: math::cast_load / cast_store (kernels/common/scalar_math.h).
+using F16 = math::F16Bits;
+using BF16 = math::BF16Bits;
 template <class F>
 void dispatch_all(DType t, F&& f) {
   if (t == DType::F16) return f(Tag<F16>{});
@@ -319,7 +287,7 @@ void Cast(const KernelArgs& a) {
       const S* s = in.ptr<const S>();
       D* d = out.ptr<D>();
       parallel(n, 1, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) d[i] = store<D>(load(s[i]));
+        for (int64_t i = b; i < e; ++i) d[i] = math::cast_store<D>(math::cast_load(s[i]));
       });
     });
   });
@@ -393,7 +361,7 @@ void Pad(const KernelArgs& a) {
     if (!p.pads && a.in.size() > 2 && a.in[2].present())
       std::memcpy(&value, a.in[2].data, sizeof(T));
     else
-      value = store<T>(p.value);
+      value = math::cast_store<T>(p.value);
     const T* x = in.ptr<const T>();
     T* y = out.ptr<T>();
     parallel(rows, inner, [&](int64_t b, int64_t e) {

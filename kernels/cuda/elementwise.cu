@@ -360,40 +360,12 @@ void ClipGrad(const KernelArgs& a, const GpuCtx& c) {
   CB_GPU_DISPATCH_FLOAT(a.in[0].dtype, "ClipGrad", clip_grad, a, c)
 }
 
-// ---- Cast: any dtype -> params.to
-// ----------------------------------------------------------------- f16/bf16 storage types; they
-// travel through f32 (as the CPU's Cast does).
-struct H16 {
-  uint16_t bits;
-};
-struct B16 {
-  uint16_t bits;
-};
-CB_HOST_DEVICE inline float cast_load(H16 s) { return math::f16_to_f32(s.bits); }
-CB_HOST_DEVICE inline float cast_load(B16 s) { return math::bf16_to_f32(s.bits); }
-template <class S>
-CB_HOST_DEVICE S cast_load(S s) {
-  return s;
-}
-// Float -> integer saturates (NaN -> 0); -> bool is v != 0; integers wrap.
-template <class D, class V>
-CB_HOST_DEVICE D cast_store(V v) {
-  if constexpr (std::is_same_v<D, H16>) {
-    return D{math::f32_to_f16(static_cast<float>(v))};
-  } else if constexpr (std::is_same_v<D, B16>) {
-    return D{math::f32_to_bf16(static_cast<float>(v))};
-  } else if constexpr (std::is_same_v<D, bool>) {
-    return v != V(0);
-  } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<V>) {
-    if (v != v) return D(0);
-    if (v <= static_cast<V>(std::numeric_limits<D>::lowest()))
-      return std::numeric_limits<D>::lowest();
-    if (v >= static_cast<V>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
-    return static_cast<D>(v);
-  } else {
-    return static_cast<D>(v);
-  }
-}
+// ---- Cast: any dtype -> params.to (the element conversion is the CPU's: math::cast_load /
+// cast_store in kernels/common/scalar_math.h) -------------------------------------------------
+using H16 = math::F16Bits;
+using B16 = math::BF16Bits;
+using math::cast_load;
+using math::cast_store;
 
 // fn<T>(...) for every dtype, f16/bf16 as H16/B16 and bool as bool.
 #define CB_EW_DISPATCH_ALL(t, op, fn, ...)            \

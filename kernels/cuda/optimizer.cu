@@ -19,7 +19,7 @@
 // (kernels/common/optimizer_math.h) instantiated on Rn<T> below, a float whose + - * / and sqrt
 // are single IEEE round-to-nearest operations (the __f*_rn / __d*_rn intrinsics on the GPU), so
 // that nvcc cannot contract a * b + c into an FMA (it does by default; the CPU build does not).
-// SmaPull and SmaCentral are float-only structs; their two lines are mirrored here on Rn<float>.
+// SmaPull and SmaCentral (optimizer_math.h) run on Rn<float> too.
 // Scalars PyTorch computes in doubles are prepared on the host as the CPU does, except SmaStep's
 // AdamW bias corrections: steps[] lives on the device, so each block computes its rows' scalars
 // (in doubles, with the device's pow) into shared memory before its elements.
@@ -129,19 +129,6 @@ CB_HOST_DEVICE inline Rn<T> m_sqrt(Rn<T> a) {
 }
 
 using RnF = Rn<float>;
-
-// math::SmaPull on Rn<float>: c = alpha (theta - z); stepped - c unless alpha is 0.
-CB_HOST_DEVICE inline RnF pull_correction(const math::SmaPull& p, RnF theta, RnF z) {
-  return RnF(p.alpha) * (theta - z);
-}
-CB_HOST_DEVICE inline RnF pull_apply(const math::SmaPull& p, RnF stepped, RnF c) {
-  return p.alpha != 0 ? stepped - c : stepped;
-}
-// math::SmaCentral on Rn<float>: z + sum, plus mu (z - z_prev) unless mu is 0.
-CB_HOST_DEVICE inline RnF central_update(const math::SmaCentral& m, RnF z, RnF z_prev, RnF sum) {
-  const RnF nz = z + sum;
-  return m.mu != 0 ? nz + RnF(m.mu) * (z - z_prev) : nz;
-}
 
 // math::AdamWScalars::make, callable on the device (same operations; pow is the device's).
 CB_HOST_DEVICE inline math::AdamWScalars adamw_scalars(double lr, double beta1, double beta2,
@@ -343,8 +330,8 @@ struct SmaStepBody {
         nw = up(th, RnF(b.g[o]), v);
       }
       if constexpr (kPull) {
-        const RnF cr = pull_correction(b.pull, th, zj);
-        nw = pull_apply(b.pull, nw, cr);
+        const RnF cr = b.pull.correction(th, zj);
+        nw = b.pull.apply(nw, cr);
         s = s + cr;
       }
       b.w[o] = nw.v;
@@ -426,7 +413,7 @@ void SmaCentralStep(const KernelArgs& a, const GpuCtx& c) {
   fill_zero(c, bad, sizeof(float));
   parallel_for(c, n, [=] CB_HOST_DEVICE(int64_t i) {
     const RnF zi(z[i]);
-    const RnF nz = central_update(central, zi, RnF(zp[i]), RnF(s[i]));
+    const RnF nz = central(zi, RnF(zp[i]), RnF(s[i]));
     zp[i] = zi.v;
     z[i] = nz.v;
     if (!finite_f32(nz.v)) atomic_add(bad, 1.0f);
