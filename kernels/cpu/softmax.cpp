@@ -69,28 +69,13 @@ void row(const T* x, T* y, int64_t n) {
 }
 
 // dims viewed as [outer, n, inner] for SoftmaxParams (see the top of the file).
-struct View {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-View view_of(const ops::SoftmaxParams& p, const std::vector<int64_t>& d) {
-  auto axis = static_cast<size_t>(p.axis);  // normalised by infer(); 0 for a scalar
-  View v;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i < axis)
-      v.outer *= d[i];
-    else if (i == axis || p.coerce_2d)
-      v.n *= d[i];
-    else
-      v.inner *= d[i];
-  }
-  return v;
-}
+using View = ops::SoftmaxView;
 
 template <bool Log>
 void softmax(const KernelArgs& a) {
   const TensorView &in = a.in[0], &out = a.out[0];
   // Plain variables, not a structured binding: clang < 16 cannot capture those in a lambda.
-  const View view = view_of(a.p<ops::SoftmaxParams>(), in.dims);
+  const View view = ops::softmax_view(a.p<ops::SoftmaxParams>(), in.dims);
   const int64_t outer = view.outer, n = view.n, inner = view.inner;
   if (in.numel() == 0) return;
   const int64_t tiles = (inner + kTile - 1) / kTile;
@@ -141,7 +126,7 @@ void grad_block(const T* dy, const T* y, T* dx, int64_t n, int64_t inner, int64_
 template <bool Log>
 void softmax_grad(const KernelArgs& a) {
   const TensorView &dy = a.in[0], &y = a.in[1], &dx = a.out[0];
-  const View view = view_of(a.p<ops::SoftmaxParams>(), y.dims);
+  const View view = ops::softmax_view(a.p<ops::SoftmaxParams>(), y.dims);
   const int64_t outer = view.outer, n = view.n, inner = view.inner;
   if (y.numel() == 0) return;
   const int64_t tiles = (inner + kTile - 1) / kTile;

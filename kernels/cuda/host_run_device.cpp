@@ -1,9 +1,7 @@
 // The host-run device (cuda_device.h: make_cuda_host_run_device): the CUDA kernels' bodies as
 // host loops over host memory, for the op harness on machines without a GPU. Compiled into the
 // host-run build only (namespace cb::cuda_host).
-#include <cstdlib>
-#include <cstring>
-
+#include "kernels/cpu/cpu_device.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/launch.h"
 #include "runtime/error.h"
@@ -13,27 +11,19 @@ namespace cb {
 namespace {
 class HostRunDevice final : public Device {
  public:
+  // Memory and copies are a 1-thread CPU device's (host memory); the kernels are the CUDA ones.
   DeviceCaps caps() const override {
-    DeviceCaps c;
+    DeviceCaps c = host_->caps();
     c.name = "cuda-host";
-    c.host_memory = true;
-    c.memory_total = c.memory_free = int64_t{1} << 32;
-    c.cores = 1;
     return c;
   }
-  void* allocate(size_t bytes) override {
-    const size_t n = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, n);
-    if (!p) fail("out of memory on cuda-host: allocating {} bytes failed", bytes);
-    std::memset(p, 0, n);
-    return p;
+  void* allocate(size_t bytes) override { return host_->allocate(bytes); }
+  void release(void* p) noexcept override { host_->release(p); }
+  void upload(void* dst, const void* src, size_t n, Stream s) override {
+    host_->upload(dst, src, n, s);
   }
-  void release(void* p) noexcept override { std::free(p); }
-  void upload(void* dst, const void* src, size_t n, Stream) override {
-    if (n > 0) std::memcpy(dst, src, n);
-  }
-  void download(void* dst, const void* src, size_t n, Stream) override {
-    if (n > 0) std::memcpy(dst, src, n);
+  void download(void* dst, const void* src, size_t n, Stream s) override {
+    host_->download(dst, src, n, s);
   }
   Stream create_stream(int, int) override { return next_stream_++; }
   void destroy_stream(Stream) override {}
@@ -54,6 +44,7 @@ class HostRunDevice final : public Device {
   }
 
  private:
+  std::unique_ptr<Device> host_ = make_cpu_device(1, {}, "cuda-host");
   cuda_host::GpuCtx ctx_;
   Stream next_stream_ = 1;
   uint64_t events_ = 0;

@@ -282,23 +282,9 @@ void ReduceSumTo(const KernelArgs& a, const GpuCtx& c) {
 
 // ================================ Softmax, LogSoftmax and gradients ==============================
 // dims viewed as [outer, n, inner] (kernels/cpu/softmax.cpp); rows = outer * inner.
-struct SmView {
-  int64_t outer = 1, n = 1, inner = 1;
-  int64_t rows() const { return outer * inner; }
-};
+using SmView = ops::SoftmaxView;
 SmView sm_view(const KernelArgs& a, const std::vector<int64_t>& d) {
-  const auto& p = a.p<ops::SoftmaxParams>();
-  const auto axis = static_cast<size_t>(p.axis);  // normalised by infer(); 0 for a scalar
-  SmView v;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i < axis)
-      v.outer *= d[i];
-    else if (i == axis || p.coerce_2d)
-      v.n *= d[i];
-    else
-      v.inner *= d[i];
-  }
-  return v;
+  return ops::softmax_view(a.p<ops::SoftmaxParams>(), d);
 }
 int64_t numel_of(const std::vector<int64_t>& d) {
   int64_t n = 1;
