@@ -63,4 +63,52 @@ void prune_checkpoints(const std::string& dir, int keep);
 // The checkpoints in dir, oldest first (complete ones only: no .tmp).
 std::vector<std::string> list_checkpoints(const std::string& dir);
 
+// When a run writes checkpoints (--checkpoint-every): every N steps ("N"), every N epochs ("Ne",
+// N may be a fraction) or every N minutes ("Nm").
+struct CheckpointEvery {
+  double n = 1;
+  char unit = 'e';  // s(teps), e(pochs), m(inutes)
+  // Throws cb::Error naming --checkpoint-every and the forms it takes.
+  static CheckpointEvery parse(const std::string& s);
+};
+
+// A run's checkpoint settings, as cb-train's flags give them.
+struct CheckpointOptions {
+  std::string dir;     // --checkpoint-dir; "" writes none
+  std::string every;   // --checkpoint-every; "" is 1e (with a dir)
+  int keep = 3;        // --keep: the newest kept in dir
+  std::string resume;  // --resume: a checkpoint, or a folder of them (its newest valid one)
+  // Throws cb::Error naming the flag at fault; reads nothing on disk.
+  void validate() const;
+};
+
+// Writes a run's checkpoints when they are due: after the steps, epochs or minutes of `every`
+// (counted from the position the run starts or resumes at), keeping the newest `keep`.
+class CheckpointPolicy {
+ public:
+  // Creates dir (when set) and checks that it is writable; throws cb::Error naming it.
+  explicit CheckpointPolicy(const CheckpointOptions& o);
+  bool enabled() const { return !o_.dir.empty(); }
+  // Counts from `loop` (a fresh or a resumed position) with epochs of `batches_per_epoch`; the
+  // checkpoints record `meta`. Call once before training.
+  void start(const LoopState& loop, int64_t batches_per_epoch, CheckpointMeta meta);
+  // After a step: whether a checkpoint is due at the position `loop` reached.
+  bool due(const LoopState& loop);
+  // Writes the trainer's state at `loop`, prunes to `keep` and returns the checkpoint's path.
+  std::string save(const Trainer& t, const LoopState& loop);
+
+ private:
+  CheckpointOptions o_;
+  CheckpointEvery every_;
+  CheckpointMeta meta_;
+  int64_t per_epoch_ = 1;    // batches
+  int64_t last_epochs_ = 0;  // the last whole `every` of epochs a checkpoint was written at
+  double last_time_s_ = 0;   // steady clock, seconds
+};
+
+// --resume: the checkpoint at `path` (or the newest valid one in that folder), refused with every
+// difference named when it was not written by a run of this model, data and batch size (`now`),
+// quoting the checkpoint's own command line.
+LoadedCheckpoint load_for_resume(const std::string& path, const CheckpointMeta& now);
+
 }  // namespace cb

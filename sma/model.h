@@ -1,7 +1,7 @@
-// What every trainer knows about a model, shared by the single-learner Trainer and SMA's learners:
-// the training graph and which inputs take the images and the labels, the flat layout of the
-// parameters and of the BatchNorm running statistics, feeding one batch to an executor, reading
-// the loss, and evaluating a (parameters, state) pair of flat buffers on a test set.
+// What the trainer and its learners know about a model: the training graph and which inputs take
+// the images and the labels, the flat layout of the parameters and of the BatchNorm running
+// statistics, feeding one batch to an executor, reading the loss, and evaluating a (parameters,
+// state) pair of flat buffers on a test set.
 //
 // Flat layout: every f32 tensor at a 64-byte-aligned element offset (kAlignElems) with zero
 // padding between them, which every optimizer leaves at zero (zero gradient, zero parameter).

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/checksum.h"
 #include "runtime/error.h"
 
 #ifdef CB_HAVE_MPI
@@ -307,5 +308,23 @@ void MpiJob::abort(const std::string& why, int code) {
 }
 
 #endif
+
+void MpiJob::require_same(const std::vector<std::pair<std::string, std::string>>& mine) {
+  const std::string diff = differences(mine);
+  if (!diff.empty())
+    fail("the ranks of this job differ:{}\nstart every rank with the same model, data and settings",
+         diff);
+}
+
+std::string MpiJob::require_identical(const void* data, size_t bytes, const std::string& what) {
+  const std::string h = fmt::format("{:016x}", fnv1a(data, bytes));
+  const std::vector<std::string> all = all_gather(h);
+  for (int rk = 1; rk < size_; ++rk)
+    if (all[static_cast<size_t>(rk)] != all[0])
+      fail("{} differs between rank 0 ({}) and rank {} ({})", what, all[0], rk,
+           all[static_cast<size_t>(rk)]);
+  return h;
+}
+
 
 }  // namespace cb

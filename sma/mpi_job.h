@@ -1,6 +1,6 @@
-// Several processes on MPI (issue 15): one process per device (a server, a NUMA node, later a
-// GPU), launched by mpirun. Built when CMake finds MPI (CB_HAVE_MPI); without an MPI launch the
-// binary runs as one process and never touches MPI.
+// Several processes on MPI: one process per device (a server, a NUMA node), launched by mpirun.
+// Built when CMake finds MPI (CB_HAVE_MPI); without an MPI launch the binary runs as one process
+// and never touches MPI.
 //
 // The job's Collective (sma/collective.h) spans every process: rank = the MPI rank, size = the
 // processes, one device each. Its sum is MPI_Reduce to rank 0 then MPI_Bcast (every rank ends with
@@ -46,6 +46,11 @@ class MpiJob {
   // each difference on a line of its own ("  --batch-size: rank 0 has 16, rank 1 has 32"), the
   // same text on every rank; "" when all agree. Values must not contain newlines.
   std::string differences(const std::vector<std::pair<std::string, std::string>>& mine);
+  // The same agreement, as an error: throws cb::Error naming every difference.
+  void require_same(const std::vector<std::pair<std::string, std::string>>& mine);
+  // Checks that `bytes` at `data` are the same on every rank (`what`: the central model, say):
+  // returns their FNV-1a hash, or throws cb::Error naming the first rank that differs.
+  std::string require_identical(const void* data, size_t bytes, const std::string& what);
   // Ends every process of the job with `code` (after printing `why` on stderr).
   [[noreturn]] void abort(const std::string& why, int code = 1);
 

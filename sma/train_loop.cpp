@@ -15,6 +15,19 @@ double seconds_since(Clock::time_point t0) {
 }
 }  // namespace
 
+void RunOptions::validate() const {
+  schedule.validate();
+  if (steps < 0) fail("--steps must not be negative, got {}", steps);
+  if (steps == 0 && epochs <= 0) fail("--epochs must be positive, got {}", epochs);
+  if (eval_every < 0) fail("--eval-every must not be negative, got {}", eval_every);
+  if (evals_per_epoch < 1) fail("--evals-per-epoch must be at least 1, got {}", evals_per_epoch);
+  if (test_limit < 0) fail("--test-limit must not be negative, got {}", test_limit);
+  if (!(target_accuracy >= 0 && target_accuracy <= 1))
+    fail("--target-accuracy must be in [0, 1], got {}", target_accuracy);
+  if (workers < 0) fail("--workers must not be negative, got {}", workers);
+  if (auto_tune) AutoTuner(tuner, 1);  // its settings, checked where they are defined
+}
+
 TrainState capture(const Trainer& t, const LoopState& loop) { return {t.state(), loop}; }
 
 LoopState restore(Trainer& t, const TrainState& s) {
@@ -24,15 +37,7 @@ LoopState restore(Trainer& t, const TrainState& s) {
 
 RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Callbacks& cb,
                  LoopState* loop_in) {
-  o.schedule.validate();
-  if (o.steps < 0) fail("--steps must not be negative, got {}", o.steps);
-  if (o.steps == 0 && o.epochs <= 0) fail("--epochs must be positive, got {}", o.epochs);
-  if (o.eval_every < 0) fail("--eval-every must not be negative, got {}", o.eval_every);
-  if (o.evals_per_epoch < 1)
-    fail("--evals-per-epoch must be at least 1, got {}", o.evals_per_epoch);
-  if (!(o.target_accuracy >= 0 && o.target_accuracy <= 1))
-    fail("--target-accuracy must be in [0, 1], got {}", o.target_accuracy);
-  if (o.workers < 0) fail("--workers must not be negative, got {}", o.workers);
+  o.validate();
   const TransformSpec spec = plan_transforms(data, t.data_input(), o.transforms);
   t.check_labels(*data.train, "training");
   t.check_labels(*data.test, "test");

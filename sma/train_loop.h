@@ -48,6 +48,9 @@ struct RunOptions {
   TunerOptions tuner;
   double target_accuracy = 0;  // > 0: evaluate z and stop once its test accuracy reaches this
   double progress_interval_s = 0.5;
+
+  // Throws cb::Error naming the setting by its cb-train flag (train() calls it too).
+  void validate() const;
 };
 
 struct Progress {

@@ -13,7 +13,7 @@
 
 #include "runtime/error.h"
 #include "runtime/memory_plan.h"
-#include "sma/worker.h"
+#include "sma/device_replicas.h"
 
 namespace cb {
 
@@ -70,20 +70,6 @@ struct Trainer::Learner {
   Worker worker;  // last: joined before the rest is destroyed
 };
 
-struct Trainer::Group {
-  int index = 0;
-  Device* dev = nullptr;
-  Collective* coll = nullptr;
-  DeviceBuffer params, grads, opt1, opt2, snap, state, steps;  // [k][P] x 5, [k][S], i64 [k]
-  DeviceBuffer z, z_prev, sum, mean, state_avg, flag;          // [P] x 4, [S], [1]
-  std::any step_params, central_params, state_sum_params, param_sum_params;
-  KernelArgs sync_args, local_args, central_args, state_sum_args, param_sum_args;
-  Event updated;  // the last SMA update of the rows, on the synchronisation stream
-  std::exception_ptr error;
-  double bad_z = 0;  // the last z update: non-finite values of z (agreed over the job)
-  Worker driver;     // last: joined before the rest is destroyed
-};
-
 template <class F>
 void Trainer::on_drivers(F&& f) {
   settle();
@@ -112,6 +98,16 @@ LrScaling parse_lr_scaling(const std::string& s) {
   fail("--lr-scaling '{}': expected none, sqrt or linear", s);
 }
 
+const char* optimizer_name(OptimizerKind k) {
+  return k == OptimizerKind::AdamW ? "adamw" : "sgd";
+}
+
+OptimizerKind parse_optimizer(const std::string& s) {
+  for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::AdamW})
+    if (s == optimizer_name(k)) return k;
+  fail("unknown --optimizer '{}' (choices: sgd, adamw)", s);
+}
+
 double lr_scale(LrScaling s, int K) {
   switch (s) {
     case LrScaling::None:
@@ -126,25 +122,26 @@ double lr_scale(LrScaling s, int K) {
 
 double default_alpha(int K) { return K == 1 ? 0.0 : std::min(2.0 / K, 0.5); }
 
+void TrainerOptions::validate() const {
+  if (batch <= 0) fail("--batch-size must be positive, got {}", batch);
+  if (eval_batch < 0) fail("--eval-batch-size must not be negative, got {}", eval_batch);
+  if (!(momentum >= 0 && momentum < 1)) fail("--momentum must be in [0, 1), got {}", momentum);
+  if (nesterov && (optimizer != OptimizerKind::Sgd || momentum == 0))
+    fail("--nesterov needs --optimizer sgd with a --momentum above 0");
+  if (!(weight_decay >= 0)) fail("--weight-decay must not be negative, got {}", weight_decay);
+  if (alpha && !(*alpha >= 0 && *alpha <= 1)) fail("--alpha must be in [0, 1], got {}", *alpha);
+  if (!(central_momentum >= 0 && central_momentum < 1))
+    fail("--central-momentum must be in [0, 1), got {}", central_momentum);
+  if (sync_every < 1) fail("--sync-every must be at least 1, got {}", sync_every);
+  if (learners < 1) fail("--learners must be at least 1, got {}", learners);
+  if (memory_budget < 0) fail("--memory-budget must not be negative, got {}", memory_budget);
+}
+
 Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOptions& opts,
                  Placement where)
     : opts_(opts), model_(forward, loss) {
   const TrainerOptions& t = opts_;
-  if (t.batch <= 0) fail("batch size must be positive, got {}", t.batch);
-  if (t.eval_batch < 0) fail("eval batch size must not be negative, got {}", t.eval_batch);
-  if (!(t.momentum >= 0 && t.momentum < 1))
-    fail("--momentum must be in [0, 1), got {}", t.momentum);
-  if (t.nesterov && (t.optimizer != OptimizerKind::Sgd || t.momentum == 0))
-    fail("--nesterov needs --optimizer sgd with a --momentum above 0");
-  if (!(t.weight_decay >= 0)) fail("--weight-decay must not be negative, got {}", t.weight_decay);
-  if (opts_.alpha && !(*opts_.alpha >= 0 && *opts_.alpha <= 1))
-    fail("--alpha must be in [0, 1], got {}", *opts_.alpha);
-  if (!(opts_.central_momentum >= 0 && opts_.central_momentum < 1))
-    fail("--central-momentum must be in [0, 1), got {}", opts_.central_momentum);
-  if (opts_.sync_every < 1) fail("--sync-every must be at least 1, got {}", opts_.sync_every);
-  if (opts_.learners < 1) fail("--learners must be at least 1, got {}", opts_.learners);
-  if (opts_.memory_budget < 0)
-    fail("--memory-budget must not be negative, got {}", opts_.memory_budget);
+  t.validate();
   if (where.devices.empty()) fail("the trainer needs at least one device");
   CB_CHECK(where.collectives.size() == where.devices.size());
   const int ranks = where.collectives[0]->size();
@@ -172,29 +169,7 @@ Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOption
     g->coll = where.collectives[d];
     groups_.push_back(std::move(g));
   }
-  on_drivers([&, P, S](Group& g) {
-    Device& dev = *g.dev;
-    for (DeviceBuffer* b : {&g.z, &g.z_prev, &g.sum, &g.mean})
-      *b = DeviceBuffer(dev, TrainModel::buffer_bytes(P));
-    g.state_avg = DeviceBuffer(dev, TrainModel::buffer_bytes(S));
-    g.flag = DeviceBuffer(dev, 64);
-    model_.upload_initial(dev, g.z.get(), g.state_avg.get());
-    model_.upload_initial(dev, g.z_prev.get(), g.state_avg.get());
-    g.central_params = ops::SmaCentralStepParams{static_cast<float>(opts_.central_momentum)};
-    g.central_args.params = &g.central_params;
-    g.central_args.in = {flat_f32(g.sum.get(), P)};
-    g.central_args.out = {flat_f32(g.z.get(), P), flat_f32(g.z_prev.get(), P),
-                          flat_f32(g.flag.get(), 1)};
-    ops::SmaStepParams sp;
-    sp.optimizer = t.optimizer;
-    sp.momentum = static_cast<float>(t.momentum);
-    sp.weight_decay = static_cast<float>(t.weight_decay);
-    sp.nesterov = t.nesterov;
-    sp.beta1 = static_cast<float>(t.beta1);
-    sp.beta2 = static_cast<float>(t.beta2);
-    sp.eps = static_cast<float>(t.eps);
-    g.step_params = sp;
-  });
+  on_drivers([&](Group& g) { g.init(model_, opts_); });
   set_learners(opts_.learners);
 }
 
@@ -232,70 +207,8 @@ void Trainer::set_learners(int k) {
   // From alpha 0 (one learner by default) to a pull: z never moved, so it starts as the learners'
   // average (computed by average_for_eval() above), and so do the new learners.
   const bool seed_z = old > 0 && alpha_ == 0 && alpha_for(k) != 0;
-  const int64_t P = model_.flat_elems(), S = model_.state_elems();
   const bool adamw = opts_.optimizer == OptimizerKind::AdamW;
-  on_drivers([&, P, S, k, old, adamw, seed_z](Group& g) {
-    Device& dev = *g.dev;
-    auto copy = [&](void* dst, const void* src, int64_t elems) {
-      if (elems == 0) return;
-      KernelArgs a;
-      a.in = {flat_f32(src, elems)};
-      a.out = {flat_f32(dst, elems)};
-      dev.launch(OpKind::Identity, a);
-    };
-    auto buf = [&](int64_t elems) { return DeviceBuffer(dev, TrainModel::buffer_bytes(elems)); };
-    DeviceBuffer params = buf(k * P), grads = buf(k * P), opt1 = buf(k * P),
-                 opt2 = adamw ? buf(k * P) : DeviceBuffer(), snap = buf(k * P), state = buf(k * S),
-                 steps(dev, static_cast<size_t>(k) * sizeof(int64_t));
-    const int keep = std::min(k, old);
-    copy(params.get(), g.params.get(), keep * P);
-    copy(opt1.get(), g.opt1.get(), keep * P);
-    if (adamw) copy(opt2.get(), g.opt2.get(), keep * P);
-    copy(state.get(), g.state.get(), keep * S);
-    if (keep > 0) {
-      std::vector<int64_t> s(static_cast<size_t>(keep));
-      dev.download(s.data(), g.steps.get(), s.size() * sizeof(int64_t));
-      dev.upload(steps.get(), s.data(), s.size() * sizeof(int64_t));
-    }
-    if (seed_z) {
-      copy(g.z.get(), g.mean.get(), P);
-      copy(g.z_prev.get(), g.mean.get(), P);
-    }
-    for (int r = keep; r < k; ++r) {
-      copy(params.f32(r * P), g.z.get(), P);
-      copy(state.f32(r * S), g.state_avg.get(), S);
-    }
-    g.updated = dev.record_event(kSyncStream);
-    dev.synchronize();
-    g.params = std::move(params);
-    g.grads = std::move(grads);
-    g.opt1 = std::move(opt1);
-    g.opt2 = std::move(opt2);
-    g.snap = std::move(snap);
-    g.state = std::move(state);
-    g.steps = std::move(steps);
-    TensorView steps_view;
-    steps_view.data = g.steps.get();
-    steps_view.dtype = DType::I64;
-    steps_view.dims = {k};
-    g.local_args.params = g.sync_args.params = &g.step_params;
-    g.local_args.in = {flat_f32(g.grads.get(), k * P)};
-    g.local_args.out = {flat_f32(g.params.get(), k * P),
-                        flat_f32(g.opt1.get(), k * P),
-                        adamw ? flat_f32(g.opt2.get(), k * P) : TensorView{},
-                        flat_f32(g.snap.get(), k * P),
-                        TensorView{},
-                        steps_view};
-    g.sync_args.in = {flat_f32(g.grads.get(), k * P), flat_f32(g.z.get(), P)};
-    g.sync_args.out = g.local_args.out;
-    g.sync_args.out[4] = flat_f32(g.sum.get(), P);
-    g.state_sum_args.params = &g.state_sum_params;
-    g.state_sum_args.in = {flat_f32(g.state.get(), k * S)};
-    g.state_sum_args.out = {flat_f32(g.state_avg.get(), S)};
-    g.param_sum_args.params = &g.param_sum_params;
-    g.param_sum_args.in = {flat_f32(g.params.get(), k * P)};
-    g.param_sum_args.out = {flat_f32(g.mean.get(), P)};
-  });
+  on_drivers([&](Group& g) { g.resize(model_, k, old, adamw, seed_z); });
   k_ = k;
   alpha_ = alpha_for(k_);
   start_learners();
@@ -499,21 +412,7 @@ bool Trainer::reset_to_central() {
   // runs (one learner: plain SGD, which keeps its momentum across a learning-rate drop).
   if (alpha_ == 0) return false;
   const int64_t P = model_.flat_elems();
-  on_drivers([this, P](Group& g) {
-    for (int r = 0; r < k_; ++r) {
-      KernelArgs a;
-      a.in = {flat_f32(g.z.get(), P)};
-      a.out = {flat_f32(g.params.f32(r * P), P)};
-      g.dev->launch(OpKind::Identity, a);
-    }
-    const std::vector<float> zeros(static_cast<size_t>(k_ * P), 0.0f);
-    g.dev->upload(g.opt1.get(), zeros.data(), zeros.size() * sizeof(float));
-    if (g.opt2.get()) g.dev->upload(g.opt2.get(), zeros.data(), zeros.size() * sizeof(float));
-    const std::vector<int64_t> steps(static_cast<size_t>(k_), 0);
-    g.dev->upload(g.steps.get(), steps.data(), steps.size() * sizeof(int64_t));
-    g.updated = g.dev->record_event(kSyncStream);
-    g.dev->synchronize();
-  });
+  on_drivers([this, P](Group& g) { g.reset_to_central(P, k_); });
   return true;
 }
 
@@ -720,22 +619,8 @@ ModelState Trainer::state() const {
   s.z_prev.resize(s.z.size());
   g0.dev->download(s.z_prev.data(), g0.z_prev.get(), s.z_prev.size() * sizeof(float));
   const int64_t P = model_.flat_elems(), S = model_.state_elems();
-  for (int l = 0; l < local_learners(); ++l) {
-    const Group& g = *groups_[static_cast<size_t>(l / k_)];
-    const int r = l % k_;
-    LearnerState ls;
-    ls.params = replica(l);
-    ls.opt1 = velocity(l);
-    if (g.opt2.get()) {
-      ls.opt2.resize(static_cast<size_t>(P));
-      g.dev->download(ls.opt2.data(), g.opt2.f32(r * P), static_cast<size_t>(P) * sizeof(float));
-    }
-    ls.state.resize(static_cast<size_t>(S));
-    if (S > 0)
-      g.dev->download(ls.state.data(), g.state.f32(r * S), static_cast<size_t>(S) * sizeof(float));
-    g.dev->download(&ls.steps, static_cast<const int64_t*>(g.steps.get()) + r, sizeof(int64_t));
-    s.learners.push_back(std::move(ls));
-  }
+  for (int l = 0; l < local_learners(); ++l)
+    s.learners.push_back(groups_[static_cast<size_t>(l / k_)]->learner(l % k_, P, S));
   return s;
 }
 
@@ -763,21 +648,7 @@ void Trainer::restore(const ModelState& s) {
     start_learners();
   }
   on_drivers([&, P, S](Group& g) {
-    Device& dev = *g.dev;
-    dev.upload(g.z.get(), s.z.data(), s.z.size() * sizeof(float));
-    dev.upload(g.z_prev.get(), s.z_prev.data(), s.z_prev.size() * sizeof(float));
-    std::vector<int64_t> steps;
-    for (int r = 0; r < k_; ++r) {
-      const LearnerState& l = s.learners[static_cast<size_t>(g.index * k_ + r)];
-      dev.upload(g.params.f32(r * P), l.params.data(), l.params.size() * sizeof(float));
-      dev.upload(g.opt1.f32(r * P), l.opt1.data(), l.opt1.size() * sizeof(float));
-      if (adamw) dev.upload(g.opt2.f32(r * P), l.opt2.data(), l.opt2.size() * sizeof(float));
-      if (S > 0) dev.upload(g.state.f32(r * S), l.state.data(), l.state.size() * sizeof(float));
-      steps.push_back(l.steps);
-    }
-    dev.upload(g.steps.get(), steps.data(), steps.size() * sizeof(int64_t));
-    g.updated = dev.record_event(kSyncStream);
-    dev.synchronize();
+    g.load(s.z, s.z_prev, s.learners, static_cast<size_t>(g.index * k_), k_, P, S);
   });
 }
 

@@ -24,12 +24,12 @@
 // PyTorch's form (no gamma inside v, first step v = g), exactly torch.optim.SGD's. With AdamW the
 // learner's step is torch.optim.AdamW's and the pull is the same.
 //
-// Where it runs: the trainer is GIVEN its devices and one Collective endpoint per device (the tool
-// makes them: CPU core groups and an in-process group today; GPUs, NCCL and MPI plug into the same
-// two interfaces). It never makes a device. Per device: one flat buffer each for parameters,
-// gradients, optimizer state (1 or 2) and the pre-step snapshot, [k][P] (sma/model.h), [k][S] for
-// BatchNorm statistics, a [k] step count per learner, and z, z_prev and the sum of the
-// corrections, [P]. Each learner has a persistent host thread driving its own stream of its
+// Where it runs: the trainer is GIVEN its devices and one Collective endpoint per device (the
+// session makes them, session/devices.h: CPU core groups with an in-process group, GPUs with
+// NCCL, or one device per process with the MPI job's collective). It never makes a device. Per
+// device (sma/device_replicas.h): one flat buffer each for parameters, gradients, optimizer state
+// (1 or 2) and the pre-step snapshot, [k][P] (sma/model.h), [k][S] for BatchNorm statistics, a
+// [k] step count per learner, and z, z_prev and the sum of the corrections, [P]. Each learner has a persistent host thread driving its own stream of its
 // device (CPU: a thread pool over its share of the device's cores) with an executor bound to its
 // rows; each device has a driver thread on its synchronisation stream. A step:
 //   A.  every learner's forward and backward on its stream, concurrently;
@@ -74,11 +74,15 @@
 
 namespace cb {
 
+struct DeviceReplicas;
 using ops::OptimizerKind;
 
 // How the learning rate a user gives for one learner becomes the learners' gamma with K learners.
 enum class LrScaling { None, Sqrt, Linear };
 const char* lr_scaling_name(LrScaling s);
+// "sgd" | "adamw"; cb::Error listing the choices otherwise.
+OptimizerKind parse_optimizer(const std::string& s);
+const char* optimizer_name(OptimizerKind k);
 LrScaling parse_lr_scaling(const std::string& s);  // none | sqrt | linear; cb::Error otherwise
 double lr_scale(LrScaling s, int total_learners);
 // alpha with K learners in all when it is not set (the rule is in the comment at the top).
@@ -100,6 +104,9 @@ struct TrainerOptions {
   bool overlap_sync = true;   // the z update runs while the learners start their next step
   int64_t memory_budget = 0;  // bytes per device; 0: the device's free memory (shared host
                               // memory: divided among this process's devices)
+
+  // Throws cb::Error naming the setting by its cb-train flag (the Trainer calls it too).
+  void validate() const;
 
   // One learner, no central model: exactly torch.optim.SGD / AdamW.
   static TrainerOptions plain(OptimizerKind k = OptimizerKind::Sgd) {
@@ -132,8 +139,8 @@ struct TrainMemory {
   int64_t need(int learners) const { return fixed + learners * per_replica; }
 };
 
-// Everything of the model that a run needs to continue, as host copies (a checkpoint will be this,
-// with LoopState, serialised).
+// Everything of the model that a run needs to continue, as host copies (with LoopState, what a
+// checkpoint serialises).
 struct LearnerState {
   std::vector<float> params, opt1, opt2, state;  // [P], [P] (velocity or m), [P] (v) or empty, [S]
   int64_t steps = 0;                             // the learner's optimizer steps since its start
@@ -254,7 +261,7 @@ class Trainer {
 
  private:
   struct Learner;
-  struct Group;
+  using Group = DeviceReplicas;
   void start_learners();
   // Waits for a z update still running on the drivers (overlap) and throws its failure.
   void settle() const;

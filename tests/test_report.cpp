@@ -16,9 +16,9 @@
 #include "importer/onnx_importer.h"
 #include "runtime/data/image.h"
 #include "tests/test_util.h"
-#include "tools/viz/graph_html.h"
-#include "tools/viz/report.h"
-#include "tools/viz/svg.h"
+#include "viz/graph_html.h"
+#include "viz/report.h"
+#include "viz/svg.h"
 
 using namespace cb;
 using test::contains;

@@ -27,7 +27,7 @@
 #include "sma/trainer.h"
 #include "tests/test_util.h"
 #include "tests/trainer_util.h"
-#include "tools/viz/report.h"
+#include "viz/report.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
@@ -954,7 +954,7 @@ TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergenc
   CHECK(contains(text, "learners 4"));
   CHECK(fs::exists(out));
   CHECK(!fs::exists(out + ".tmp"));
-  // The records: config, one per evaluation, summary (tools/viz/report.h).
+  // The records: config, one per evaluation, summary (viz/report.h).
   const std::vector<nlohmann::ordered_json> recs = viz::read_metrics(metrics);
   REQUIRE(recs.size() == 4);
   CHECK(recs[0]["type"] == "config");

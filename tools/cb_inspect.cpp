@@ -15,11 +15,11 @@
 #include "importer/onnx_importer.h"
 #include "runtime/error.h"
 #include "runtime/memory_plan.h"
-#include "tools/device_options.h"
+#include "session/devices.h"
 #include "tools/inspect_report.h"
-#include "tools/size_options.h"
-#include "tools/viz/graph_html.h"
-#include "tools/viz/report.h"
+#include "session/options.h"
+#include "viz/graph_html.h"
+#include "viz/report.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"cb-inspect: show what crossbow reads from an ONNX model"};
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     cb::ImportOptions opts;
     opts.lenient = true;
     opts.fold = !no_fold;
-    cb::tools::add_size_options(opts, dim_opts, shape_opts);
+    cb::add_size_options(opts, dim_opts, shape_opts);
     cb::ImportResult r = cb::import_model(model, opts);
     if (r.blockers.empty() && !no_fold) {
       // Every op is known; can gradients reach every parameter? (ops without a vjp block it)
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
       if (!device.empty()) {
         std::unique_ptr<cb::Device> dev;
         std::vector<int> gpus;
-        if (cb::tools::is_cuda_spec(device)) gpus = cb::cuda_devices_of(device, "--device");
+        if (cb::is_cuda_spec(device)) gpus = cb::cuda_devices_of(device, "--device");
         if (device == "cpu")
           dev = cb::make_cpu_device(1);
         else if (gpus.size() == 1)

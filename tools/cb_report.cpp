@@ -1,12 +1,12 @@
 // cb-report METRICS.jsonl --out run.html
-// Draws the run report (tools/viz/report.h: one self-contained HTML file, inline SVG) from the
+// Draws the run report (viz/report.h: one self-contained HTML file, inline SVG) from the
 // records cb-train --metrics wrote; works on a run still in progress. Exit codes: 0 written;
 // 1 bad input (the metrics file, the output); 2 usage.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "runtime/error.h"
-#include "tools/viz/report.h"
+#include "viz/report.h"
 
 using namespace cb;
 

@@ -32,8 +32,8 @@
 #include "runtime/error.h"
 #include "runtime/executor.h"
 #include "runtime/passes.h"
-#include "tools/device_options.h"
-#include "tools/size_options.h"
+#include "session/devices.h"
+#include "session/options.h"
 
 namespace fs = std::filesystem;
 using namespace cb;
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
       spec[name] = src;
     }
     ImportOptions opts;
-    tools::add_size_options(opts, dim_opts, shape_opts);
+    add_size_options(opts, dim_opts, shape_opts);
     opts.sizes_hint += ", or an input file (--input INPUT=FILE.pb)";
     for (const auto& [name, src] : spec)
       if (src != "random") opts.input_values[name] = read_tensor_file(src);
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
     }
     if (!batch) batch = 1;
     std::unique_ptr<Device> dev;
-    if (tools::is_cuda_spec(device)) {
+    if (is_cuda_spec(device)) {
       const std::vector<int> ids = cuda_devices_of(device, "--device");
       if (ids.size() != 1) fail("--device {}: cb-run runs on one GPU; name it (cuda:N)", device);
       dev = make_cuda_device(ids[0]);

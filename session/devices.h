@@ -1,6 +1,7 @@
-// --devices / --device for the tools: "cpu", "cpu:G" (G groups of the given cores, each a device),
-// "cuda" (every GPU) and "cuda:I,J" (those GPUs). The tools make the devices and their
-// collectives here and hand them to the trainer or the executor, which never make one.
+// Devices from their spec, as --devices (cb-train) and --device (cb-run, cb-inspect) take it:
+// "cpu", "cpu:G" (G groups of the given cores, each a device), "cuda" (every GPU) and "cuda:I,J"
+// (those GPUs). The session and the tools make the devices and their collectives here and hand
+// them to the trainer or the executor, which never make one.
 #pragma once
 
 #include <memory>
@@ -12,7 +13,7 @@
 #include "runtime/error.h"
 #include "sma/collective.h"
 
-namespace cb::tools {
+namespace cb {
 
 inline bool is_cuda_spec(const std::string& s) { return s == "cuda" || s.rfind("cuda:", 0) == 0; }
 
@@ -59,4 +60,4 @@ inline std::vector<std::unique_ptr<Collective>> make_collectives(
   return make_nccl_collectives(raw);
 }
 
-}  // namespace cb::tools
+}  // namespace cb

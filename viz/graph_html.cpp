@@ -1,5 +1,5 @@
 // The graph view (see graph_html.h).
-#include "tools/viz/graph_html.h"
+#include "viz/graph_html.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "runtime/dtype.h"
-#include "tools/viz/svg.h"
+#include "viz/svg.h"
 
 namespace cb::viz {
 

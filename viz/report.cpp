@@ -1,5 +1,5 @@
 // The run report (see report.h).
-#include "tools/viz/report.h"
+#include "viz/report.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <map>
 
 #include "runtime/error.h"
-#include "tools/viz/svg.h"
+#include "viz/svg.h"
 
 namespace cb::viz {
 

@@ -1,5 +1,5 @@
 // Inline SVG (see svg.h).
-#include "tools/viz/svg.h"
+#include "viz/svg.h"
 
 #include <fmt/format.h>
 

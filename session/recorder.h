@@ -1,0 +1,61 @@
+// What a training run reports, in one place: the console (a progress line redrawn in place on a
+// terminal, plain "progress" lines every 10 s in a log; one line per evaluation, tuner decision,
+// learning-rate reset and batch of skipped files), the --metrics file (one JSON object per line:
+// config, tune, eval, summary), the --report HTML (viz/report.h, redrawn from those records) and
+// TensorBoard scalars (sma/tensorboard.h). One Callbacks implementation for the loop.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sma/tensorboard.h"
+#include "sma/train_loop.h"
+
+namespace cb {
+
+class RunRecorder {
+ public:
+  // Opens --metrics (appending) and --tensorboard (a new event file); throws cb::Error naming the
+  // file. Empty paths write nothing there.
+  RunRecorder(const std::string& metrics, const std::string& report,
+              const std::string& tensorboard);
+  // Whether the console is a terminal (the progress line is redrawn in place).
+  bool tty() const { return tty_; }
+  // Seconds between progress reports the loop should use for this console.
+  double progress_interval_s() const { return tty_ ? 0.25 : 10; }
+
+  // One record: appended to --metrics and, with `redraw`, --report drawn again from all of them.
+  void record(nlohmann::ordered_json j, bool redraw = true);
+  // Removes the progress line before other output.
+  void clear_progress();
+  // Restarts the clock the tuner's records are timed by (the loop times evaluations the same way).
+  void start_clock() { t0_ = std::chrono::steady_clock::now(); }
+
+  // The loop's reporting callbacks (progress, tune, reset, skipped, eval), for trainer `t` with
+  // --lr `lr`. `program` starts warning lines.
+  void attach(Callbacks& cbs, const Trainer& t, double lr, const std::string& program);
+  // The end of a run: the summary lines and record.
+  void summary(const RunSummary& s, const Trainer& t, const RunOptions& o, int64_t skipped_files);
+
+ private:
+  void show(const Progress& p, const Trainer& t);
+  double since_start() const;
+
+  bool tty_ = false, shown_ = false;
+  std::string metrics_path_, report_;
+  std::unique_ptr<std::ofstream> metrics_;
+  std::unique_ptr<EventWriter> tb_;
+  std::vector<nlohmann::ordered_json> records_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+// Text helpers the session's lines share.
+std::string mib(int64_t bytes);
+std::string accuracy_text(const EvalResult& r);  // "85.12%", or "n/a" without labels
+
+}  // namespace cb

@@ -1,0 +1,447 @@
+// A training session (see train_session.h).
+#include "session/train_session.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <new>
+
+#include "autodiff/autodiff.h"
+#include "importer/onnx_exporter.h"
+#include "runtime/data/pack.h"
+#include "runtime/data/pipeline.h"
+#include "runtime/error.h"
+#include "runtime/passes.h"
+#include "runtime/thread_pool.h"
+#include "session/devices.h"
+#include "session/recorder.h"
+#include "sma/mpi_job.h"
+
+namespace cb {
+
+namespace {
+
+// SIGINT/SIGTERM: the first asks the loop to stop after the current step (a checkpoint and the
+// model are then written); a second SIGINT exits at once (every file on disk is written to a
+// temporary name and renamed, so nothing is left half-written).
+volatile sig_atomic_t g_signal = 0;
+extern "C" void on_signal(int sig) {
+  if (g_signal != 0 && sig == SIGINT) _exit(128 + SIGINT);
+  g_signal = sig;
+}
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// A folder a file will be written into: it must exist and be writable, checked before training.
+void check_writable_folder(const std::string& file, const char* flag) {
+  std::filesystem::path dir = std::filesystem::path(file).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    fail("{} {}: the folder {} does not exist; create it first", flag, file, dir.string());
+  if (access(dir.c_str(), W_OK) != 0)
+    fail("{} {}: the folder {} is not writable ({})", flag, file, dir.string(),
+         std::strerror(errno));
+}
+
+// The model, imported with concrete sizes: symbolic H and W of an image input from --image-size,
+// else from the data when its images all have one size (IDX, CIFAR); a model exported with a
+// fixed batch is re-batched.
+ImportResult import_for(const SessionOptions& o, const Dataset& data) {
+  const ExampleDims ddims = data.train->dims();
+  ImportOptions iopts = o.import;
+  const auto hw = o.image_size;
+  iopts.size_of = [hw, ddims](const std::string&, size_t axis,
+                              size_t rank) -> std::optional<int64_t> {
+    if (rank != 4 || axis < 2) return std::nullopt;
+    if (hw) return axis == 2 ? hw->first : hw->second;
+    if (ddims.fixed()) return axis == 2 ? ddims.rows : ddims.cols;
+    return std::nullopt;
+  };
+  iopts.sizes_hint = fmt::format(
+      "with --image-size HxW (the images of {} have no one size to take it from), --dim NAME=N "
+      "or --input-shape INPUT=AxBxC",
+      o.data);
+  ImportResult r = import_model(o.model, iopts);
+  const bool has_batch = std::any_of(r.graph.inputs.begin(), r.graph.inputs.end(), [&](ValueId v) {
+    const Shape& s = r.graph.value(v).shape;
+    return !s.empty() && s[0].batch;
+  });
+  if (!has_batch) {  // exported with a fixed batch: make it N where the graph allows
+    iopts.rebatch = true;
+    r = import_model(o.model, iopts);
+    fmt::print(
+        "batch    the model was exported with a fixed batch of {}; re-batched to --batch-size {} "
+        "(its graph carries the batch through)\n",
+        r.rebatched_from, o.trainer.batch);
+  }
+  if (hw)
+    for (ValueId v : r.graph.inputs) {
+      const Value& in = r.graph.value(v);
+      if (in.shape.size() == 4 &&
+          (in.shape[2] != Dim::of(hw->first) || in.shape[3] != Dim::of(hw->second)))
+        fail(
+            "--image-size {}x{}: the model's input '{}' is fixed at {}; drop --image-size or give "
+            "its size",
+            hw->first, hw->second, in.name, to_string(in.shape));
+    }
+  return r;
+}
+
+std::string devices_text(const Trainer& t) {
+  std::string text;
+  for (int d = 0; d < t.devices(); ++d) {
+    const DeviceCaps c = t.device(d).caps();
+    text += c.host_memory ? fmt::format("{}{} {} core{}", d ? ", " : "", c.name, c.cores,
+                                        c.cores == 1 ? "" : "s")
+                          : fmt::format("{}{} {} SMs, {} of {} free", d ? ", " : "", c.name,
+                                        c.cores, mib(c.memory_free), mib(c.memory_total));
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string failure_message(const std::string& who) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    return fmt::format("{}: error: {}", who, e.what());
+  } catch (const std::bad_alloc&) {
+    return fmt::format(
+        "{}: error: out of memory (lower --batch-size or --learners, or set --memory-budget)", who);
+  } catch (const std::exception& e) {
+    return fmt::format("{}: internal error: {}", who, e.what());
+  }
+}
+
+TrainSession::TrainSession(SessionOptions o) : o_(std::move(o)), who_(o_.program) {
+  if (o_.threads == 0) o_.threads = ThreadPool::hardware_threads();
+  o_.validate();
+  if (!launched_by_mpi()) return;
+  // Under mpirun: one process per device, rank 0 prints and writes.
+  try {
+    mpi_ = std::make_unique<MpiJob>(o_.collective_timeout);
+    who_ = fmt::format("{} (rank {} of {})", o_.program, mpi_->rank(), mpi_->size());
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    fmt::print(stderr, "{}: pid {} on {}\n", who_, getpid(), host);
+    if (is_cuda_spec(o_.devices))
+      fail(
+          "--devices {} under mpirun: not supported yet (the MPI collective sums host memory); "
+          "run GPUs in one process with --devices cuda, or CPUs under mpirun",
+          o_.devices);
+    if (count_devices(o_.devices) != 1)
+      fail("--devices {}: under mpirun each process is one device (start one rank per device)",
+           o_.devices);
+    if (!o_.checkpoint.dir.empty() || !o_.checkpoint.resume.empty())
+      fail("--checkpoint-dir and --resume are not supported under mpirun yet");
+    if (!o_.cache.empty()) fail("--cache under mpirun: make the pack first with cb-pack");
+    if (mpi_->rank() != 0) {  // the others keep only stderr
+      o_.output.clear();
+      o_.metrics.clear();
+      o_.report.clear();
+      o_.tensorboard.clear();
+      if (!std::freopen("/dev/null", "w", stdout)) fail("cannot silence stdout on this rank");
+    }
+  } catch (...) {
+    if (mpi_) mpi_->abort(failure_message(who_), 2);  // the peers must not wait
+    throw;
+  }
+}
+
+TrainSession::~TrainSession() = default;
+
+int TrainSession::run() {
+  try {
+    return run_here();
+  } catch (...) {
+    if (mpi_) mpi_->abort(failure_message(who_), 1);
+    throw;
+  }
+}
+
+int TrainSession::run_here() {
+  const SessionOptions& o = o_;
+  if (!o.output.empty()) check_writable_folder(o.output, "--output");
+  if (!o.report.empty()) check_writable_folder(o.report, "--report");
+  const ExportForm form = o.output_training ? ExportForm::Training : ExportForm::Inference;
+  CheckpointPolicy checkpoints(o.checkpoint);
+
+  // Data first: a missing folder is the commonest mistake and costs nothing to find.
+  Dataset data = load_dataset(o.data, o.data_options);
+  if (!o.cache.empty() && data.format != DataFormat::Folder)
+    fail("--cache packs an image folder; {} is {}", o.data, data.description);
+  ImportResult r = import_for(o, data);
+  if (!o.freeze.empty()) {
+    const int64_t n = freeze_parameters(r.graph, o.freeze);
+    fmt::print("freeze   {} parameter tensor{} kept fixed\n", n, n == 1 ? "" : "s");
+  }
+  const LossSpec spec = choose_loss(r.graph, o.loss, o.output_name);
+  TrainerOptions topts = o.trainer;
+  RunOptions ropts = o.run;
+  if (topts.batch > data.train->size())
+    fail("--batch-size {} is larger than the {} training examples", topts.batch,
+         data.train->size());
+  // The data against the model's input, before any learner is built.
+  TransformSpec tspec = plan_transforms(data, model_input(r.graph, spec), ropts.transforms);
+  if (!o.cache.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(o.cache, ec)) {
+      PackOptions po;
+      po.size = tspec.eval_resize();
+      po.val_split = o.data_options.val_split;
+      po.workers = ropts.workers > 0 ? ropts.workers : ThreadPool::hardware_threads();
+      fmt::print("cache    packing {} into {} (shorter side {}) ...\n", o.data, o.cache, po.size);
+      std::fflush(stdout);
+      PackSummary ps = write_pack(o.data, o.cache, po);
+      fmt::print("cache    {} training + {} test images, {}\n", ps.train, ps.test, mib(ps.bytes));
+    }
+    Dataset packed = load_pack_dataset(o.cache, o.data);
+    packed.skipped = data.skipped;  // the folder's listing skips stay reported
+    data = std::move(packed);
+    tspec = plan_transforms(data, model_input(r.graph, spec), ropts.transforms);
+  }
+  const bool sma = topts.optimizer == OptimizerKind::Sgd;
+  RunRecorder rec(o.metrics, o.report, o.tensorboard);
+  fmt::print("loss     {}{}\n", describe_loss(r.graph, spec),
+             o.loss == "auto" ? " (auto-detected)" : "");
+  fmt::print(
+      "data     {}: {}, {} training, {} test images of {}{}\n", data.dir, data.description,
+      data.train->size(), data.test->size(), data.train->dims().str(),
+      data.classes.empty() ? std::string() : fmt::format(", {} classes", data.classes.size()));
+  // GPUs: the learners' threads only enqueue work, so half the cores decode data.
+  const int workers = ropts.workers > 0 ? ropts.workers
+                      : is_cuda_spec(o.devices)
+                          ? default_workers(std::max(1, ThreadPool::hardware_threads() / 2))
+                          : default_workers(o.threads);
+  fmt::print("inputs   {}; {} pipeline worker{}\n", tspec.describe(), workers,
+             workers == 1 ? "" : "s");
+  const int64_t spe = data.train->size() / topts.batch;
+  const double lr = ropts.schedule.lr;
+  const std::string opt_text =
+      sma ? fmt::format("sgd momentum {}{} weight decay {}", topts.momentum,
+                        topts.nesterov ? " (nesterov)" : "", topts.weight_decay)
+          : fmt::format("adamw betas ({}, {}) eps {} weight decay {}", topts.beta1, topts.beta2,
+                        topts.eps, topts.weight_decay);
+  const std::string sched_text = fmt::format(
+      "lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
+      ropts.schedule.warmup_steps ? fmt::format(" + {} warm-up steps", ropts.schedule.warmup_steps)
+                                  : "");
+  const std::string order_text =
+      ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed) : "file order";
+
+  // The devices and their collective: CPU core groups (within this process's affinity: an MPI
+  // launcher binds each rank) and an in-process group, GPUs and NCCL, or the job's MPI collective.
+  std::vector<int> cores;
+  const std::vector<int>& allowed = ThreadPool::allowed_cores();
+  for (int c = 0; c < o.threads; ++c) cores.push_back(allowed[static_cast<size_t>(c) % allowed.size()]);
+  CudaOptions cuda_opts;
+  cuda_opts.tf32 = o.tf32;
+  std::vector<std::unique_ptr<Device>> devs = make_devices(o.devices, cores, cuda_opts);
+  std::vector<std::unique_ptr<Collective>> colls;
+  if (mpi_)
+    colls.push_back(mpi_->collective());
+  else
+    colls = make_collectives(o.devices, devs);
+  Placement where;
+  for (size_t d = 0; d < devs.size(); ++d) {
+    where.devices.push_back(devs[d].get());
+    where.collectives.push_back(colls[d].get());
+  }
+  if (!sma) {  // AdamW: one learner, no central model (exactly torch.optim.AdamW)
+    topts.alpha = 0;
+    topts.central_momentum = 0;
+  }
+  ropts.auto_tune = sma && o.auto_learners;
+  ropts.progress_interval_s = rec.progress_interval_s();
+  const std::string model_hash = file_hash(o.model);  // checkpoints and the ranks' agreement
+  if (mpi_) {
+    // Every rank must run the same job: refused before the first step, naming each difference.
+    mpi_->require_same({{"crossbow version", CB_VERSION},
+                        {"model (hash)", model_hash},
+                        {"--batch-size", std::to_string(topts.batch)},
+                        {"--learners", o.auto_learners ? "auto" : std::to_string(topts.learners)},
+                        {"training examples", std::to_string(data.train->size())},
+                        {"test examples", std::to_string(data.test->size())},
+                        {"--seed", std::to_string(ropts.seed)},
+                        {"--steps/--epochs", fmt::format("{}/{}", ropts.steps, ropts.epochs)}});
+    fmt::print(
+        "ranks    {} processes (mpirun), one device each; sums: reduce to rank 0 + broadcast, "
+        "timeout {:.0f} s\n",
+        mpi_->size(), o.collective_timeout);
+  }
+  Trainer trainer(r.graph, spec, topts, where);
+  const Value& out =
+      trainer.model().training_graph().graph.value(trainer.model().training_graph().output);
+  const int64_t const_weights = param_stats(r.graph).constant_node_tensors;
+  fmt::print("model    {}: {} parameters{}, output '{}' {}\n", o.model,
+             trainer.model().param_count(),
+             const_weights
+                 ? fmt::format(" ({} tensors the file stores as Constant nodes)", const_weights)
+                 : "",
+             out.name, to_string(out.shape));
+  fmt::print(
+      "train    batch {} per learner, {} ({} batches per epoch, last partial batch dropped), {}, "
+      "{}, {} threads, {}\n",
+      topts.batch,
+      ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
+                      : fmt::format("{} epoch{}", ropts.epochs, ropts.epochs == 1 ? "" : "s"),
+      spe, opt_text, sched_text, o.threads, order_text);
+  const TrainMemory& mem = trainer.memory();
+  const std::string cores_text = devices_text(trainer);
+  const int K = trainer.total_learners();
+  fmt::print(
+      "sma      {} device{} ({}), {} learner{} per device{}, alpha {:.4g} ({}), learners' lr "
+      "{:.5g} ({}), central momentum {}, sync every {} step{}, z update {}\n",
+      trainer.devices(), trainer.devices() == 1 ? "" : "s", cores_text,
+      trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s",
+      ropts.auto_tune ? " to start (auto-tuned)" : "", trainer.alpha(),
+      topts.alpha ? std::string("--alpha")
+      : K == 1    ? std::string("one learner: plain SGD; min(2/K, 1/2) from K = 2")
+                  : fmt::format("min(2/K, 1/2) at K = {}", K),
+      lr * trainer.lr_factor(),
+      topts.lr_scaling == LrScaling::None
+          ? std::string("--lr, --lr-scaling none")
+          : fmt::format("--lr {} x {} at K = {}; --lr-scaling {}", lr,
+                        topts.lr_scaling == LrScaling::Sqrt ? "sqrt(K)" : "K", K,
+                        lr_scaling_name(topts.lr_scaling)),
+      topts.central_momentum, topts.sync_every, topts.sync_every == 1 ? "" : "s",
+      topts.overlap_sync ? "overlapped" : "not overlapped");
+  fmt::print(
+      "memory   {} per replica ({} arena + the flat parameter, gradient, optimizer and snapshot "
+      "buffers), {} shared, budget {} per device\n",
+      mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget));
+  std::fflush(stdout);
+  rec.record({{"type", "config"},
+              {"model", o.model},
+              {"parameters", trainer.model().param_count()},
+              {"data", fmt::format("{} ({})", data.dir, data.description)},
+              {"training examples", data.train->size()},
+              {"test examples", data.test->size()},
+              {"batch per learner", topts.batch},
+              {"length", ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
+                                         : fmt::format("{} epochs", ropts.epochs)},
+              {"optimizer", opt_text},
+              {"schedule", sched_text},
+              {"learners per device",
+               ropts.auto_tune
+                   ? fmt::format("{} to start (auto-tuned)", trainer.learners_per_device())
+                   : std::to_string(trainer.learners_per_device())},
+              {"devices", fmt::format("{} ({})", trainer.devices(), cores_text)},
+              {"alpha", trainer.alpha()},
+              {"learners' lr", lr * trainer.lr_factor()},
+              {"threads", o.threads},
+              {"target_accuracy", ropts.target_accuracy},
+              {"command", o.command_line},
+              {"memory",
+               {{"arena", mem.arena},
+                {"per_replica", mem.per_replica},
+                {"fixed", mem.fixed},
+                {"budget", mem.budget}}}});
+
+  Callbacks cbs;
+  rec.attach(cbs, trainer, lr, o.program);
+  bool wrote = false;  // --output holds a model of this run
+  cbs.on_eval = [&, report = cbs.on_eval](const EvalReport& p) {
+    report(p);
+    if (!o.output.empty()) {
+      export_trained(o.model, o.output, trainer.trained_tensors(), form);
+      wrote = true;
+    }
+    std::fflush(stdout);
+  };
+  // Checkpoints, resume and signals.
+  CheckpointMeta meta;
+  meta.model_hash = model_hash;
+  meta.data = fmt::format("{} ({}): {} training, {} test images", data.dir, data.description,
+                          data.train->size(), data.test->size());
+  meta.batch = topts.batch;
+  meta.command = o.command_line;
+  meta.model_path = std::filesystem::absolute(o.model).string();
+  meta.loss = loss_record(spec);
+  LoopState loop;
+  if (!o.checkpoint.resume.empty()) {
+    LoadedCheckpoint ck = load_for_resume(o.checkpoint.resume, meta);
+    for (const std::string& why : ck.refused)
+      fmt::print(stderr, "{}: warning: checkpoint refused: {}\n", o.program, why);
+    loop = restore(trainer, ck.state);
+    fmt::print("resume   {}: step {}, epoch {:.2f}, {} learner{}/device\n", ck.path, loop.step,
+               static_cast<double>(loop.consumed) / static_cast<double>(spe),
+               trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s");
+  }
+  checkpoints.start(loop, spe, meta);
+  auto checkpoint = [&](const LoopState& st) {
+    const std::string path = checkpoints.save(trainer, st);
+    rec.clear_progress();
+    fmt::print("saved    {} (step {})\n", path, st.step);
+    std::fflush(stdout);
+  };
+  cbs.after_step = [&](const LoopState& st) {
+    if (mpi_) {  // every rank stops after the same step when any of them was signalled
+      if (g_signal != 0) trainer.request_stop();
+      if (trainer.stop_agreed()) {
+        if (g_signal == 0) g_signal = SIGTERM;  // another rank's signal
+        return true;
+      }
+    } else if (g_signal != 0) {
+      return true;
+    }
+    if (checkpoints.due(st)) checkpoint(st);
+    return false;
+  };
+  if (o.handle_signals) install_signal_handlers();
+
+  RunSummary s;
+  try {
+    rec.start_clock();
+    s = train(trainer, data, ropts, cbs, &loop);
+  } catch (const Error&) {
+    rec.clear_progress();
+    if (wrote)
+      fmt::print(stderr, "{}: {} holds the last good model (the last evaluation)\n", o.program,
+                 o.output);
+    throw;
+  }
+  rec.clear_progress();
+  if (checkpoints.enabled()) checkpoint(loop);
+  if (s.stopped) {
+    const int sig = g_signal;
+    if (!o.output.empty()) {
+      export_trained(o.model, o.output, trainer.trained_tensors(), form);
+      fmt::print("wrote    {} (the model at step {})\n", o.output, loop.step);
+    }
+    fmt::print(stderr, "{}: stopped by {} after step {}{}\n", o.program,
+               sig == SIGINT ? "SIGINT" : "SIGTERM", loop.step,
+               o.checkpoint.dir.empty()
+                   ? std::string(" (no --checkpoint-dir: the run cannot be resumed)")
+                   : fmt::format("; continue with --resume {}", o.checkpoint.dir));
+    return 128 + sig;
+  }
+  if (mpi_) {
+    // The central model must be the same bits on every rank: checked, not assumed.
+    const std::vector<float> z = trainer.central(0);
+    const std::string h =
+        mpi_->require_identical(z.data(), z.size() * sizeof(float), "the central model");
+    fmt::print(stderr, "{}: z fnv1a {}\n", who_, h);
+    fmt::print("ranks    z identical on all {} ranks (fnv1a {})\n", mpi_->size(), h);
+  }
+  rec.summary(s, trainer, ropts, data.skipped->count());
+  if (!o.output.empty())
+    fmt::print("wrote    {} ({} form)\n", o.output, o.output_training ? "training" : "inference");
+  return 0;
+}
+
+}  // namespace cb

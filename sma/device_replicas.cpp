@@ -1,0 +1,148 @@
+// One device's buffers of the trainer (see device_replicas.h).
+#include "sma/device_replicas.h"
+
+#include <algorithm>
+
+#include "sma/trainer.h"
+
+namespace cb {
+
+void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o) {
+  const int64_t P = m.flat_elems(), S = m.state_elems();
+  for (DeviceBuffer* b : {&z, &z_prev, &sum, &mean})
+    *b = DeviceBuffer(*dev, TrainModel::buffer_bytes(P));
+  state_avg = DeviceBuffer(*dev, TrainModel::buffer_bytes(S));
+  flag = DeviceBuffer(*dev, 64);
+  m.upload_initial(*dev, z.get(), state_avg.get());
+  m.upload_initial(*dev, z_prev.get(), state_avg.get());
+  central_params = ops::SmaCentralStepParams{static_cast<float>(o.central_momentum)};
+  central_args.params = &central_params;
+  central_args.in = {flat_f32(sum.get(), P)};
+  central_args.out = {flat_f32(z.get(), P), flat_f32(z_prev.get(), P), flat_f32(flag.get(), 1)};
+  ops::SmaStepParams sp;
+  sp.optimizer = o.optimizer;
+  sp.momentum = static_cast<float>(o.momentum);
+  sp.weight_decay = static_cast<float>(o.weight_decay);
+  sp.nesterov = o.nesterov;
+  sp.beta1 = static_cast<float>(o.beta1);
+  sp.beta2 = static_cast<float>(o.beta2);
+  sp.eps = static_cast<float>(o.eps);
+  step_params = sp;
+}
+
+void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, bool seed_z) {
+  const int64_t P = m.flat_elems(), S = m.state_elems();
+  Device& d = *dev;
+  auto copy = [&](void* dst, const void* src, int64_t elems) {
+    if (elems == 0) return;
+    KernelArgs a;
+    a.in = {flat_f32(src, elems)};
+    a.out = {flat_f32(dst, elems)};
+    d.launch(OpKind::Identity, a);
+  };
+  auto buf = [&](int64_t elems) { return DeviceBuffer(d, TrainModel::buffer_bytes(elems)); };
+  DeviceBuffer new_params = buf(k * P), new_grads = buf(k * P), new_opt1 = buf(k * P),
+               new_opt2 = adamw ? buf(k * P) : DeviceBuffer(), new_snap = buf(k * P),
+               new_state = buf(k * S), new_steps(d, static_cast<size_t>(k) * sizeof(int64_t));
+  const int keep = std::min(k, old);
+  copy(new_params.get(), params.get(), keep * P);
+  copy(new_opt1.get(), opt1.get(), keep * P);
+  if (adamw) copy(new_opt2.get(), opt2.get(), keep * P);
+  copy(new_state.get(), state.get(), keep * S);
+  if (keep > 0) {
+    std::vector<int64_t> s(static_cast<size_t>(keep));
+    d.download(s.data(), steps.get(), s.size() * sizeof(int64_t));
+    d.upload(new_steps.get(), s.data(), s.size() * sizeof(int64_t));
+  }
+  if (seed_z) {
+    copy(z.get(), mean.get(), P);
+    copy(z_prev.get(), mean.get(), P);
+  }
+  for (int r = keep; r < k; ++r) {
+    copy(new_params.f32(r * P), z.get(), P);
+    copy(new_state.f32(r * S), state_avg.get(), S);
+  }
+  updated = d.record_event(kSyncStream);
+  d.synchronize();
+  params = std::move(new_params);
+  grads = std::move(new_grads);
+  opt1 = std::move(new_opt1);
+  opt2 = std::move(new_opt2);
+  snap = std::move(new_snap);
+  state = std::move(new_state);
+  steps = std::move(new_steps);
+  TensorView steps_view;
+  steps_view.data = steps.get();
+  steps_view.dtype = DType::I64;
+  steps_view.dims = {k};
+  local_args.params = sync_args.params = &step_params;
+  local_args.in = {flat_f32(grads.get(), k * P)};
+  local_args.out = {flat_f32(params.get(), k * P),
+                    flat_f32(opt1.get(), k * P),
+                    adamw ? flat_f32(opt2.get(), k * P) : TensorView{},
+                    flat_f32(snap.get(), k * P),
+                    TensorView{},
+                    steps_view};
+  sync_args.in = {flat_f32(grads.get(), k * P), flat_f32(z.get(), P)};
+  sync_args.out = local_args.out;
+  sync_args.out[4] = flat_f32(sum.get(), P);
+  state_sum_args.params = &state_sum_params;
+  state_sum_args.in = {flat_f32(state.get(), k * S)};
+  state_sum_args.out = {flat_f32(state_avg.get(), S)};
+  param_sum_args.params = &param_sum_params;
+  param_sum_args.in = {flat_f32(params.get(), k * P)};
+  param_sum_args.out = {flat_f32(mean.get(), P)};
+}
+
+void DeviceReplicas::reset_to_central(int64_t P, int k) {
+  for (int r = 0; r < k; ++r) {
+    KernelArgs a;
+    a.in = {flat_f32(z.get(), P)};
+    a.out = {flat_f32(params.f32(r * P), P)};
+    dev->launch(OpKind::Identity, a);
+  }
+  const std::vector<float> zeros(static_cast<size_t>(k * P), 0.0f);
+  dev->upload(opt1.get(), zeros.data(), zeros.size() * sizeof(float));
+  if (opt2.get()) dev->upload(opt2.get(), zeros.data(), zeros.size() * sizeof(float));
+  const std::vector<int64_t> zero_steps(static_cast<size_t>(k), 0);
+  dev->upload(steps.get(), zero_steps.data(), zero_steps.size() * sizeof(int64_t));
+  updated = dev->record_event(kSyncStream);
+  dev->synchronize();
+}
+
+std::vector<float> DeviceReplicas::row(const DeviceBuffer& b, int r, int64_t len) const {
+  std::vector<float> f(static_cast<size_t>(len));
+  if (len > 0) dev->download(f.data(), b.f32(r * len), f.size() * sizeof(float));
+  return f;
+}
+
+LearnerState DeviceReplicas::learner(int r, int64_t P, int64_t S) const {
+  LearnerState ls;
+  ls.params = row(params, r, P);
+  ls.opt1 = row(opt1, r, P);
+  if (opt2.get()) ls.opt2 = row(opt2, r, P);
+  ls.state = row(state, r, S);
+  dev->download(&ls.steps, static_cast<const int64_t*>(steps.get()) + r, sizeof(int64_t));
+  return ls;
+}
+
+void DeviceReplicas::load(const std::vector<float>& z_in, const std::vector<float>& z_prev_in,
+                          const std::vector<LearnerState>& learners, size_t first, int k,
+                          int64_t P, int64_t S) {
+  dev->upload(z.get(), z_in.data(), z_in.size() * sizeof(float));
+  dev->upload(z_prev.get(), z_prev_in.data(), z_prev_in.size() * sizeof(float));
+  std::vector<int64_t> s;
+  for (int r = 0; r < k; ++r) {
+    const LearnerState& l = learners[first + static_cast<size_t>(r)];
+    dev->upload(params.f32(r * P), l.params.data(), l.params.size() * sizeof(float));
+    dev->upload(opt1.f32(r * P), l.opt1.data(), l.opt1.size() * sizeof(float));
+    if (opt2.get()) dev->upload(opt2.f32(r * P), l.opt2.data(), l.opt2.size() * sizeof(float));
+    if (S > 0) dev->upload(state.f32(r * S), l.state.data(), l.state.size() * sizeof(float));
+    s.push_back(l.steps);
+  }
+  dev->upload(steps.get(), s.data(), s.size() * sizeof(int64_t));
+  updated = dev->record_event(kSyncStream);
+  dev->synchronize();
+}
+
+}  // namespace cb

@@ -1,0 +1,55 @@
+// One device's share of the trainer (sma/trainer.h): the flat buffers of its k learners and of
+// the central model, and the kernel arguments of the SMA update over them.
+//   [k][P] params, grads, opt1 (velocity or m), opt2 (AdamW's v), snap (the pre-step replicas)
+//   [k][S] state (BatchNorm statistics), i64 [k] steps (each learner's optimizer steps)
+//   [P] z, z_prev, sum (the corrections' sum), mean (the learners' average); [S] state_avg
+// Every method runs on the device's driver thread (or while it is idle), in the order of the
+// device's synchronisation stream; `updated` is the event of the last update of the rows.
+#pragma once
+
+#include <any>
+#include <exception>
+#include <vector>
+
+#include "sma/collective.h"
+#include "runtime/device.h"
+#include "sma/model.h"
+#include "sma/worker.h"
+
+namespace cb {
+
+struct TrainerOptions;
+struct LearnerState;
+
+struct DeviceReplicas {
+  int index = 0;  // among this process's devices
+  Device* dev = nullptr;
+  Collective* coll = nullptr;
+  DeviceBuffer params, grads, opt1, opt2, snap, state, steps;
+  DeviceBuffer z, z_prev, sum, mean, state_avg, flag;  // flag: [1] non-finite values of z
+  std::any step_params, central_params, state_sum_params, param_sum_params;
+  // SmaStep with the pull (sync) and without (local); SmaCentralStep; the SmaRowSums.
+  KernelArgs sync_args, local_args, central_args, state_sum_args, param_sum_args;
+  Event updated;
+  std::exception_ptr error;
+  double bad_z = 0;  // the last z update: non-finite values of z (agreed over the job)
+  Worker driver;     // last: joined before the rest is destroyed
+
+  // The central buffers, z and z_prev set to the model's initial values, and the step's
+  // optimizer settings.
+  void init(const TrainModel& m, const TrainerOptions& o);
+  // k learners in place of `old`: the first min(k, old) keep their rows, the others start from
+  // z with the averaged statistics and zero optimizer state; with `seed_z`, z and z_prev first
+  // become the learners' mean. Makes the kernel arguments over the new buffers.
+  void resize(const TrainModel& m, int k, int old, bool adamw, bool seed_z);
+  // Every replica <- z; optimizer state and step counts zeroed.
+  void reset_to_central(int64_t P, int k);
+  // Host copies of row r of a [k][len] buffer, and learner r's whole state.
+  std::vector<float> row(const DeviceBuffer& b, int r, int64_t len) const;
+  LearnerState learner(int r, int64_t P, int64_t S) const;
+  // Uploads the central model and learners[first + r] into row r, r < k.
+  void load(const std::vector<float>& z_in, const std::vector<float>& z_prev_in,
+            const std::vector<LearnerState>& learners, size_t first, int k, int64_t P, int64_t S);
+};
+
+}  // namespace cb

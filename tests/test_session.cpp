@@ -1,0 +1,165 @@
+// The session layer: settings parsed and validated in one place (with cb-train's flag names in
+// every message), the checkpoint schedule, and a whole training session run in process, as
+// cb-train runs it, checked against its outputs.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+#include "session/options.h"
+#include "session/train_session.h"
+#include "sma/checkpoint.h"
+#include "test_util.h"
+
+using namespace cb;
+using test::contains;
+using test::error_of;
+
+namespace {
+
+SessionOptions valid() {
+  SessionOptions o;
+  o.model = "model.onnx";
+  o.data = "data";
+  o.threads = 1;
+  return o;
+}
+
+std::string invalid(const std::function<void(SessionOptions&)>& change) {
+  SessionOptions o = valid();
+  change(o);
+  return error_of([&] { o.validate(); });
+}
+
+}  // namespace
+
+TEST_CASE("session: the text forms of cb-train's settings") {
+  CHECK(!parse_learners("auto"));
+  CHECK(parse_learners("4") == 4);
+  CHECK(contains(error_of([] { parse_learners("0"); }), "--learners must be at least 1"));
+  CHECK(contains(error_of([] { parse_learners("2x"); }), "--learners '2x'"));
+  CHECK(parse_bytes("1234") == 1234);
+  CHECK(parse_bytes("64M") == int64_t{64} << 20);
+  CHECK(parse_bytes("2G") == int64_t{2} << 30);
+  CHECK(contains(error_of([] { parse_bytes("3X"); }), "unknown unit 'X'"));
+  CHECK(contains(error_of([] { parse_bytes("-1"); }), "--memory-budget must be positive"));
+  CHECK(parse_image_size("48x192") == std::pair<int64_t, int64_t>{48, 192});
+  CHECK(contains(error_of([] { parse_image_size("48x"); }), "--image-size '48x'"));
+  CHECK(contains(error_of([] { parse_optimizer("adam"); }), "choices: sgd, adamw"));
+  CHECK(parse_optimizer("adamw") == OptimizerKind::AdamW);
+  ImportOptions io;
+  add_size_options(io, {"seq=32"}, {"x=1x3x8x8"});
+  CHECK(io.dims.at("seq") == 32);
+  CHECK(io.input_shapes.at("x") == std::vector<int64_t>{1, 3, 8, 8});
+  CHECK(contains(error_of([&] { add_size_options(io, {"seq"}, {}); }), "--dim 'seq'"));
+}
+
+TEST_CASE("session: every setting is validated in one place, named by its flag") {
+  CHECK(error_of([] { valid().validate(); }) == "(no error)");
+  CHECK(contains(invalid([](auto& o) { o.data.clear(); }), "--data"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.batch = 0; }), "--batch-size must be positive"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.momentum = 1; }), "--momentum"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.alpha = 2.0; }), "--alpha"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.sync_every = 0; }), "--sync-every"));
+  CHECK(contains(invalid([](auto& o) { o.run.epochs = 0; }), "--epochs must be positive"));
+  CHECK(contains(invalid([](auto& o) { o.run.schedule.lr = 0; }), "--lr"));
+  CHECK(contains(invalid([](auto& o) { o.run.target_accuracy = 2; }), "--target-accuracy"));
+  CHECK(contains(invalid([](auto& o) { o.run.tuner.windows = 0; }), "--tuner-windows"));
+  // The tuner's settings matter only when it runs.
+  CHECK(invalid([](auto& o) {
+          o.run.tuner.windows = 0;
+          o.auto_learners = false;
+        }) == "(no error)");
+  CHECK(contains(invalid([](auto& o) { o.loss = "hinge"; }), "unknown --loss 'hinge'"));
+  CHECK(contains(invalid([](auto& o) { o.devices = "tpu"; }), "--devices 'tpu'"));
+  CHECK(contains(invalid([](auto& o) { o.output_training = true; }),
+                 "--output-training needs --output"));
+  CHECK(contains(invalid([](auto& o) { o.checkpoint.keep = 0; }), "--keep must be at least 1"));
+  CHECK(contains(invalid([](auto& o) { o.checkpoint.every = "5"; }),
+                 "--checkpoint-every needs --checkpoint-dir"));
+  CHECK(contains(invalid([](auto& o) {
+                   o.trainer.optimizer = OptimizerKind::AdamW;
+                   o.auto_learners = false;
+                   o.trainer.learners = 2;
+                 }),
+                 "--optimizer adamw trains one learner"));
+}
+
+TEST_CASE("session: when checkpoints are due") {
+  CHECK(CheckpointEvery::parse("100").unit == 's');
+  CHECK(CheckpointEvery::parse("0.5e").n == 0.5);
+  CHECK(CheckpointEvery::parse("10m").unit == 'm');
+  CHECK(contains(error_of([] { CheckpointEvery::parse("1.5"); }), "a whole number"));
+  CHECK(contains(error_of([] { CheckpointEvery::parse("2h"); }), "expected N (steps)"));
+
+  test::TempDir dir("ckpt_policy");
+  CheckpointOptions co;
+  co.dir = (dir.path / "ck").string();
+  co.every = "3";
+  CheckpointPolicy steps(co);
+  CHECK(std::filesystem::is_directory(co.dir));  // made before training
+  LoopState loop;
+  steps.start(loop, 10, {});
+  std::vector<int64_t> due;
+  for (loop.step = 1; loop.step <= 7; ++loop.step)
+    if (steps.due(loop)) due.push_back(loop.step);
+  CHECK(due == std::vector<int64_t>{3, 6});
+
+  // Every half epoch of 10 batches, counted from a resumed position (batch 12): due when the
+  // batches consumed cross 15 and 20, not at once.
+  co.every = "0.5e";
+  CheckpointPolicy epochs(co);
+  loop.consumed = 12;
+  epochs.start(loop, 10, {});
+  due.clear();
+  for (loop.consumed = 13; loop.consumed <= 22; ++loop.consumed)
+    if (epochs.due(loop)) due.push_back(loop.consumed);
+  CHECK(due == std::vector<int64_t>{15, 20});
+
+  co.dir.clear();
+  CheckpointPolicy none(co);
+  CHECK(!none.enabled());
+  CHECK(!none.due(loop));
+}
+
+TEST_CASE("session: a whole run in process, as cb-train runs it") {
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  const std::string model = std::string(CB_SOURCE_DIR) + "/models/mlp_op17.onnx";
+  if (!test::need(data, "Fashion-MNIST (apt-get install dataset-fashion-mnist)")) return;
+  test::TempDir dir("session_run");
+  SessionOptions o;
+  o.program = "test-session";
+  o.model = model;
+  o.data = data;
+  o.threads = 1;
+  o.auto_learners = false;
+  o.trainer.learners = 2;
+  o.run.steps = 30;
+  o.run.test_limit = 500;
+  o.output = (dir.path / "trained.onnx").string();
+  o.metrics = (dir.path / "metrics.jsonl").string();
+  o.checkpoint.dir = (dir.path / "ck").string();
+  o.handle_signals = false;
+  TrainSession s(o);
+  CHECK(s.who() == "test-session");
+  CHECK(s.run() == 0);
+  CHECK(std::filesystem::file_size(o.output) > 0);
+  const std::string metrics = test::read_text(o.metrics);
+  CHECK(contains(metrics, "\"type\":\"config\""));
+  CHECK(contains(metrics, "\"type\":\"summary\""));
+  CHECK(list_checkpoints(o.checkpoint.dir).size() == 1);  // the one at the end
+
+  // Resuming the finished run continues from its last step: 10 more steps.
+  SessionOptions more = o;
+  more.run.steps = 40;
+  more.checkpoint.resume = o.checkpoint.dir;
+  more.metrics.clear();
+  CHECK(TrainSession(more).run() == 0);
+  const auto cks = list_checkpoints(o.checkpoint.dir);
+  REQUIRE(cks.size() == 2);
+  CHECK(contains(cks.back(), "ckpt-0000000040"));
+
+  // A different batch size cannot resume it: named, with the checkpoint's command.
+  SessionOptions other = more;
+  other.trainer.batch = 8;
+  CHECK(contains(error_of([&] { TrainSession(other).run(); }), "--batch-size: 8 (checkpoint: 16)"));
+}
