@@ -15,15 +15,6 @@ namespace cb {
 
 namespace {
 
-// "NAME=VALUE" of a repeated option.
-std::pair<std::string, std::string> split_pair(const std::string& s, std::string_view option,
-                                               std::string_view form) {
-  auto eq = s.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-    fail("{} '{}': expected {}", option, s, form);
-  return {s.substr(0, eq), s.substr(eq + 1)};
-}
-
 int64_t parse_size(const std::string& text, std::string_view option, const std::string& arg) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -33,6 +24,14 @@ int64_t parse_size(const std::string& text, std::string_view option, const std::
 }
 
 }  // namespace
+
+std::pair<std::string, std::string> split_pair(const std::string& s, std::string_view option,
+                                               std::string_view form) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    fail("{} '{}': expected {}", option, s, form);
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
 
 void add_size_options(ImportOptions& o, const std::vector<std::string>& dims,
                       const std::vector<std::string>& shapes) {

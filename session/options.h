@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct SessionOptions {
   void validate() const;
 };
 
+// "NAME=VALUE" of a repeated option (`form` names the expected form in the error).
+std::pair<std::string, std::string> split_pair(const std::string& s, std::string_view option,
+                                               std::string_view form);
 // --learners: "auto" -> nullopt, "N" -> N >= 1.
 std::optional<int> parse_learners(const std::string& s);
 // --memory-budget: "1234", "512K", "64M", "2G" (powers of 1024) -> bytes.

@@ -116,6 +116,7 @@ TEST_CASE("session: when checkpoints are due") {
   CHECK(due == std::vector<int64_t>{15, 20});
 
   co.dir.clear();
+  co.every.clear();
   CheckpointPolicy none(co);
   CHECK(!none.enabled());
   CHECK(!none.due(loop));

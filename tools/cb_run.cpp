@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   try {
     std::map<std::string, std::string> spec;
     for (const std::string& s : inputs) {
-      auto [name, src] = tools::split_pair(s, "--input", "NAME=FILE.pb or NAME=random");
+      auto [name, src] = split_pair(s, "--input", "NAME=FILE.pb or NAME=random");
       spec[name] = src;
     }
     ImportOptions opts;
