@@ -29,10 +29,10 @@ uint32_t crc_sliced(const CrcTables& t, const void* data, size_t n) {
   const auto* b = static_cast<const uint8_t*>(data);
   uint32_t c = 0xFFFFFFFFu;
   for (; n >= 16; n -= 16, b += 16) {
-    const uint32_t w0 = c ^ (uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 |
-                             uint32_t{b[3]} << 24);
-    uint32_t x = t[15][w0 & 0xFF] ^ t[14][(w0 >> 8) & 0xFF] ^ t[13][(w0 >> 16) & 0xFF] ^
-                 t[12][w0 >> 24];
+    const uint32_t w0 =
+        c ^ (uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24);
+    uint32_t x =
+        t[15][w0 & 0xFF] ^ t[14][(w0 >> 8) & 0xFF] ^ t[13][(w0 >> 16) & 0xFF] ^ t[12][w0 >> 24];
     for (size_t i = 4; i < 16; ++i) x ^= t[15 - i][b[i]];
     c = x;
   }
