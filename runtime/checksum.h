@@ -7,7 +7,8 @@
 
 namespace cb {
 
-// CRC-32 (zlib's, as gzip and PNG use) of n bytes, any n.
+// CRC-32 (zlib's, as gzip and PNG use: values match zlib's crc32) of n bytes, any n. Computed
+// here rather than by zlib, so the runtime links no compression library.
 uint32_t crc32_of(const void* data, size_t n);
 
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord files (TensorBoard's event

@@ -10,8 +10,8 @@
 
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/cuda/cuda_device.h"
+#include "runtime/collective.h"
 #include "runtime/error.h"
-#include "sma/collective.h"
 
 namespace cb {
 

@@ -11,7 +11,7 @@
 #include <exception>
 #include <vector>
 
-#include "sma/collective.h"
+#include "runtime/collective.h"
 #include "runtime/device.h"
 #include "sma/model.h"
 #include "sma/worker.h"

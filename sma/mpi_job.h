@@ -2,7 +2,7 @@
 // Built when CMake finds MPI (CB_HAVE_MPI); without an MPI launch the binary runs as one process
 // and never touches MPI.
 //
-// The job's Collective (sma/collective.h) spans every process: rank = the MPI rank, size = the
+// The job's Collective (runtime/collective.h) spans every process: rank = the MPI rank, size = the
 // processes, one device each. Its sum is MPI_Reduce to rank 0 then MPI_Bcast (every rank ends with
 // rank 0's bits, so z stays identical everywhere, which MPI_Allreduce does not promise), its
 // agreement the same on doubles. The calls are MPI's blocking ones (its own progress loop has the
@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "sma/collective.h"
+#include "runtime/collective.h"
 
 namespace cb {
 

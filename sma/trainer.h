@@ -66,10 +66,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/collective.h"
 #include "runtime/data/dataset.h"
 #include "runtime/device.h"
 #include "runtime/ops/params.h"
-#include "sma/collective.h"
 #include "sma/model.h"
 
 namespace cb {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
-#include "sma/collective.h"
+#include "runtime/collective.h"
 #include "sma/trainer.h"
 
 namespace cb::test {

@@ -1,8 +1,8 @@
 // The CUDA entry points of a build without the CUDA toolkit (cuda_device.h): no GPU is usable,
 // and every request for one says why.
 #include "kernels/cuda/cuda_device.h"
+#include "runtime/collective.h"
 #include "runtime/error.h"
-#include "sma/collective.h"
 
 namespace cb {
 

@@ -1,4 +1,4 @@
-// The CUDA backend's Device (runtime/device.h) and its NCCL Collective (sma/collective.h): one
+// The CUDA backend's Device (runtime/device.h) and its NCCL Collective (runtime/collective.h): one
 // device per GPU, a stream per learner with its own cuBLASLt and cuDNN handles, a synchronisation
 // stream per GPU, memory from the GPU's stream-ordered pool, pinned staging for copies.
 // Everything here links in every build: without the CUDA toolkit (or without a GPU) the count

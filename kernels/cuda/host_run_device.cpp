@@ -1,29 +1,38 @@
 // The host-run device (cuda_device.h: make_cuda_host_run_device): the CUDA kernels' bodies as
 // host loops over host memory, for the op harness on machines without a GPU. Compiled into the
 // host-run build only (namespace cb::cuda_host).
-#include "kernels/cpu/cpu_device.h"
+#include <cstring>
+
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/launch.h"
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 
 namespace cb {
 
 namespace {
 class HostRunDevice final : public Device {
  public:
-  // Memory and copies are a 1-thread CPU device's (host memory); the kernels are the CUDA ones.
+  // Memory is the host's (runtime/host_memory.h), copies are memcpy, one core runs the kernels
+  // (the CUDA ones, as host loops).
   DeviceCaps caps() const override {
-    DeviceCaps c = host_->caps();
+    DeviceCaps c;
     c.name = "cuda-host";
+    c.host_memory = true;
+    const HostMemoryInfo m = host_memory_info();
+    c.memory_total = m.total;
+    c.memory_free = m.free;
+    c.cores = 1;
     return c;
   }
-  void* allocate(size_t bytes) override { return host_->allocate(bytes); }
-  void release(void* p) noexcept override { host_->release(p); }
-  void upload(void* dst, const void* src, size_t n, Stream s) override {
-    host_->upload(dst, src, n, s);
+  void* allocate(size_t bytes) override { return allocate_host_memory(bytes, "cuda-host"); }
+  void release(void* p) noexcept override { release_host_memory(p); }
+  // n == 0 may come with null pointers (an empty tensor), which memcpy must not be given.
+  void upload(void* dst, const void* src, size_t n, Stream) override {
+    if (n > 0) std::memcpy(dst, src, n);
   }
-  void download(void* dst, const void* src, size_t n, Stream s) override {
-    host_->download(dst, src, n, s);
+  void download(void* dst, const void* src, size_t n, Stream) override {
+    if (n > 0) std::memcpy(dst, src, n);
   }
   Stream create_stream(int, int) override { return next_stream_++; }
   void destroy_stream(Stream) override {}
@@ -44,7 +53,6 @@ class HostRunDevice final : public Device {
   }
 
  private:
-  std::unique_ptr<Device> host_ = make_cpu_device(1, {}, "cuda-host");
   cuda_host::GpuCtx ctx_;
   Stream next_stream_ = 1;
   uint64_t events_ = 0;

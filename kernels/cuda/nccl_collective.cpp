@@ -2,14 +2,14 @@
 // as ncclAllReduce on the caller's stream (the device's synchronisation stream in the trainer),
 // in place, so it is ordered after the per-GPU sums and before the central update without the
 // host waiting; NCCL's ring gives every rank the same bytes. agree() is host data and goes
-// through the in-process group of sma/collective.h.
+// through the in-process group of runtime/collective.h.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/launch.h"
+#include "runtime/collective.h"
 #include "runtime/error.h"
-#include "sma/collective.h"
 
 namespace cb {
 

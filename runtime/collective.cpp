@@ -2,7 +2,7 @@
 // barrier, each sums its slice of the elements over all ranks (in rank order) and writes the
 // result into every rank's buffer, and they meet again before anyone touches its buffer. Only for
 // host-memory devices: peers read each other's buffers directly.
-#include "sma/collective.h"
+#include "runtime/collective.h"
 
 #include <algorithm>
 #include <chrono>
