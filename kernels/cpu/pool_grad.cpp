@@ -22,17 +22,8 @@ namespace cb::cpu {
 
 namespace {
 
-template <typename T>
-bool greater(T v, T best) {
-  return v > best || (std::isnan(v) && !std::isnan(best));  // NaN propagates, as in PyTorch
-}
-
-// Window positions k in [0, K) with start + k*dil inside [lo, hi) (as AveragePool's forward).
-int64_t count_in(int64_t start, int64_t k, int64_t dil, int64_t lo, int64_t hi) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < k; ++i) n += start + i * dil >= lo && start + i * dil < hi;
-  return n;
-}
+using geom::count_in;
+using geom::pool_greater;
 
 // Calls f(o, sd, sh, sw) for every output position o of a plane, with its window's start.
 template <typename F>
@@ -61,7 +52,7 @@ void max_pool_grad_plane(const WindowGeom& g, const T* x, const T* dy, T* dx) {
           int64_t iw = sw + kw * g.d[2];
           if (iw < 0 || iw >= g.in[2]) continue;
           T v = x[row + iw];
-          if (best_at < 0 || greater(v, best)) best = v, best_at = row + iw;
+          if (best_at < 0 || pool_greater(v, best)) best = v, best_at = row + iw;
         }
       }
     }
@@ -120,7 +111,7 @@ void over_planes(const KernelArgs& a, const WindowGeom& g, F&& plane) {
 void MaxPoolGrad(const KernelArgs& a) {
   const auto& p = a.p<ops::PoolParams>();
   const TensorView &dY = a.in[0], &X = a.in[1];
-  const WindowGeom g = window_geom(p.window, X.dims, dY.dims, 1);
+  const WindowGeom g = window_geom("pooling gradient", p.window, X.dims, dY.dims, 1);
   const bool fast = is_max_pool_2x2(g);
   dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) {
     const T* x = X.ptr<T>();
@@ -141,7 +132,7 @@ void MaxPoolGrad(const KernelArgs& a) {
 void AveragePoolGrad(const KernelArgs& a) {
   const auto& p = a.p<ops::PoolParams>();
   const TensorView &dY = a.in[0], &dX = a.out[0];  // input 1 (x_shape) is dX's dims
-  const WindowGeom g = window_geom(p.window, dX.dims, dY.dims, 1);
+  const WindowGeom g = window_geom("pooling gradient", p.window, dX.dims, dY.dims, 1);
   dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) {
     over_planes<T>(a, g, [&](int64_t, const T* dyp, T* dxp) {
       average_pool_grad_plane(g, p.count_include_pad, dyp, dxp);

@@ -4,7 +4,7 @@
 // code the GPU build takes whenever the library declines. The op harness (cuda-host) thereby
 // checks those kernels and the logic around the library calls that does not depend on the
 // library (bias, dB, Gemm's C, MatMul's batch decomposition) on every machine.
-#include "kernels/cuda/library_util.h"
+#include "kernels/cuda/library_ops.h"
 
 namespace cb::CB_GPU_NS {
 
