@@ -1,6 +1,6 @@
 // The library ops of the CUDA backend: Conv, ConvGrad, ConvTranspose through cuDNN's graph API,
 // Gemm and MatMul through cuBLASLt, F32 and F64 (the CPU backend's masks). nvcc build only (the
-// host-run build has no library ops); the logic around the library calls (geometry, shifted input
+// host-run build runs these ops on the fallback kernels: library_host_run.cpp); the logic around the library calls (geometry, shifted input
 // for asymmetric pads, bias, dB, Gemm's C, MatMul's batch decomposition, the fallback kernels) is
 // kernels/cuda/library_ops.h, instantiated here with CudaLib.
 //
