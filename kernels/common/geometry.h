@@ -310,6 +310,39 @@ CB_HOST_DEVICE inline bool covers(const WindowGeom& g, int ax, int64_t i, int64_
   return (i + g.p[ax] - o * g.s[ax]) % g.d[ax] == 0;
 }
 
+// Calls f(at) with the plane offset `at` of every position of the window starting at st that lies
+// inside the input, in window order (kd, kh, kw).
+template <class F>
+CB_HOST_DEVICE inline void for_each_in_window(const WindowGeom& g, const int64_t st[3], F&& f) {
+  for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+    const int64_t id = st[0] + kd * g.d[0];
+    if (id < 0 || id >= g.in[0]) continue;
+    for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+      const int64_t ih = st[1] + kh * g.d[1];
+      if (ih < 0 || ih >= g.in[1]) continue;
+      const int64_t row = (id * g.in[1] + ih) * g.in[2];
+      for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+        const int64_t iw = st[2] + kw * g.d[2];
+        if (iw >= 0 && iw < g.in[2]) f(row + iw);
+      }
+    }
+  }
+}
+
+// AveragePool's divisor, separable: along axis ax, the positions of the window starting at
+// `start` inside the input, or with count_include_pad inside the padded input; a window's divisor
+// is the product over the three axes (avg_pool_divisor).
+CB_HOST_DEVICE inline int64_t avg_pool_factor(const WindowGeom& g, int ax, int64_t start,
+                                              bool include_pad) {
+  return include_pad ? count_in(start, g.k[ax], g.d[ax], -g.p[ax], g.in[ax] + g.pe[ax])
+                     : count_in(start, g.k[ax], g.d[ax], 0, g.in[ax]);
+}
+CB_HOST_DEVICE inline int64_t avg_pool_divisor(const WindowGeom& g, const int64_t st[3],
+                                               bool include_pad) {
+  return avg_pool_factor(g, 0, st[0], include_pad) * avg_pool_factor(g, 1, st[1], include_pad) *
+         avg_pool_factor(g, 2, st[2], include_pad);
+}
+
 // MaxPool's order: v replaces the maximum so far when greater; NaN propagates, as in PyTorch.
 template <class T>
 CB_HOST_DEVICE inline bool pool_greater(T v, T best) {

@@ -30,7 +30,6 @@ void over_planes(const KernelArgs& a, int64_t planes, int64_t work_per_plane, co
     body(0, planes);
 }
 
-using geom::count_in;
 using geom::pool_greater;
 
 // ---- MaxPool ------------------------------------------------------------------------------------
@@ -126,29 +125,11 @@ void average_pool(const KernelArgs& a) {
       for (int64_t od = 0; od < g.out[0]; ++od)
         for (int64_t oh = 0; oh < g.out[1]; ++oh)
           for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
-            int64_t sd = od * g.s[0] - g.p[0], sh = oh * g.s[1] - g.p[1], sw = ow * g.s[2] - g.p[2];
+            const int64_t st[3] = {od * g.s[0] - g.p[0], oh * g.s[1] - g.p[1],
+                                   ow * g.s[2] - g.p[2]};
             T sum = 0;
-            int64_t valid = 0;
-            for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-              int64_t id = sd + kd * g.d[0];
-              if (id < 0 || id >= g.in[0]) continue;
-              for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-                int64_t ih = sh + kh * g.d[1];
-                if (ih < 0 || ih >= g.in[1]) continue;
-                const T* xr = xp + (id * g.in[1] + ih) * g.in[2];
-                for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-                  int64_t iw = sw + kw * g.d[2];
-                  if (iw < 0 || iw >= g.in[2]) continue;
-                  sum += xr[iw];
-                  ++valid;
-                }
-              }
-            }
-            int64_t div = valid;
-            if (p.count_include_pad)
-              div = count_in(sd, g.k[0], g.d[0], -g.p[0], g.in[0] + g.pe[0]) *
-                    count_in(sh, g.k[1], g.d[1], -g.p[1], g.in[1] + g.pe[1]) *
-                    count_in(sw, g.k[2], g.d[2], -g.p[2], g.in[2] + g.pe[2]);
+            geom::for_each_in_window(g, st, [&](int64_t q) { sum += xp[q]; });
+            const int64_t div = geom::avg_pool_divisor(g, st, p.count_include_pad);
             yp[o] = div > 0 ? sum / static_cast<T>(div) : T(0);
           }
     }

@@ -18,7 +18,6 @@ namespace cb::CB_GPU_NS {
 namespace {
 
 // ---- pooling geometry (geom::WindowGeom; planes: N*C) ------------------------------------------
-using geom::count_in;
 using geom::covering;
 using geom::covers;
 using geom::pool_greater;
@@ -47,24 +46,13 @@ CB_HOST_DEVICE inline int64_t window_argmax(const PoolGeom& g, const T* xp, int6
   window_start(g, o, st);
   int64_t at = -1;
   best = lowest;
-  for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-    const int64_t id = st[0] + kd * g.d[0];
-    if (id < 0 || id >= g.in[0]) continue;
-    for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-      const int64_t ih = st[1] + kh * g.d[1];
-      if (ih < 0 || ih >= g.in[1]) continue;
-      const int64_t row = (id * g.in[1] + ih) * g.in[2];
-      for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-        const int64_t iw = st[2] + kw * g.d[2];
-        if (iw < 0 || iw >= g.in[2]) continue;
-        const T v = xp[row + iw];
-        if ((first_takes && at < 0) || pool_greater(v, best)) {
-          best = v;
-          at = row + iw;
-        }
-      }
+  geom::for_each_in_window(g, st, [&](int64_t q) {
+    const T v = xp[q];
+    if ((first_takes && at < 0) || pool_greater(v, best)) {
+      best = v;
+      at = q;
     }
-  }
+  });
   return at;
 }
 
@@ -117,28 +105,8 @@ void average_pool(const KernelArgs& a, const GpuCtx& c) {
     int64_t st[3];
     window_start(g, o, st);
     T sum = 0;
-    int64_t valid = 0;
-    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-      const int64_t id = st[0] + kd * g.d[0];
-      if (id < 0 || id >= g.in[0]) continue;
-      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-        const int64_t ih = st[1] + kh * g.d[1];
-        if (ih < 0 || ih >= g.in[1]) continue;
-        const T* xr = xp + (id * g.in[1] + ih) * g.in[2];
-        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-          const int64_t iw = st[2] + kw * g.d[2];
-          if (iw < 0 || iw >= g.in[2]) continue;
-          sum += xr[iw];
-          ++valid;
-        }
-      }
-    }
-    int64_t div = valid;
-    if (include_pad) {
-      div = 1;
-      for (int ax = 0; ax < 3; ++ax)
-        div *= count_in(st[ax], g.k[ax], g.d[ax], -g.p[ax], g.in[ax] + g.pe[ax]);
-    }
+    geom::for_each_in_window(g, st, [&](int64_t q) { sum += xp[q]; });
+    const int64_t div = geom::avg_pool_divisor(g, st, include_pad);
     y[i] = div > 0 ? sum / static_cast<T>(div) : T(0);
   });
 }
@@ -224,9 +192,7 @@ void average_pool_grad(const KernelArgs& a, const GpuCtx& c) {
     for (int ax = 0; ax < 3; ++ax) covering(g, ax, at[ax], lo[ax], hi[ax]);
     // The divisor's factor along axis ax for output o (separable: a product over the axes).
     auto factor = [&](int ax, int64_t o) {
-      const int64_t start = o * g.s[ax] - g.p[ax];
-      return include_pad ? count_in(start, g.k[ax], g.d[ax], -g.p[ax], g.in[ax] + g.pe[ax])
-                         : count_in(start, g.k[ax], g.d[ax], 0, g.in[ax]);
+      return geom::avg_pool_factor(g, ax, o * g.s[ax] - g.p[ax], include_pad);
     };
     T sum = T(0);
     for (int64_t od = lo[0]; od < hi[0]; ++od) {
