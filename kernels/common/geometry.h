@@ -37,7 +37,8 @@ inline void contiguous_strides(const std::vector<int64_t>& dims, int64_t* st) {
   }
 }
 
-// ---- strided copies: out[i...] = in[base + sum_d i_d * st_d] -------------------------------------
+// ---- strided copies ----------------------------------------------------------------------------
+// out[i...] = in[base + sum_d i_d * st_d].
 // Strides may be 0 (broadcast) or step more than one element (Slice's steps, Transpose).
 // Room for twice the IR's rank: the CPU's Tile views its output as [r_0, d_0, r_1, d_1, ...].
 constexpr int kMaxStridedRank = 2 * static_cast<int>(kMaxRank);
@@ -216,7 +217,7 @@ E cast_bits(DType t, float v) {
 // ---- sliding windows (Conv, ConvGrad, ConvTranspose, pooling) -----------------------------------
 // A 1-D/2-D/3-D window as 3-D: spatial arrays are [depth, height, width] with leading 1s.
 struct WindowGeom {
-  int nsp = 0;  // spatial dims of the op (1 to 3)
+  int nsp = 0;                                              // spatial dims of the op (1 to 3)
   int64_t n = 0, c = 0, m = 0, groups = 1, cg = 0, mg = 0;  // batch, channels in/out, per group
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
   int64_t s[3] = {1, 1, 1}, d[3] = {1, 1, 1};   // strides, dilations

@@ -4,8 +4,9 @@
 //     cover every dtype;
 //   - reshape-likes (Identity, Reshape, Flatten, Squeeze, Unsqueeze) copy device to device only
 //     when output and input are distinct buffers;
-//   - Transpose, Slice, Expand and Tile are one strided copy out[i...] = in[base + sum_d i_d * st_d]
-//     (geom::StridedPlan: dims of 1 dropped and contiguous runs merged first);
+//   - Transpose, Slice, Expand and Tile are one strided copy
+//     out[i...] = in[base + sum_d i_d * st_d] (geom::StridedPlan, kernels/common/geometry.h: dims
+//     of 1 dropped and contiguous runs merged first);
 //   - host data (a Constant's value, Shape's dims) goes to the device with copy_from_host; small
 //     inputs in device memory (Pad's pads/axes/value, Range's start/delta, Split's sizes) are read
 //     by the kernel bodies, never by the host.

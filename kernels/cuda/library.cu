@@ -1,8 +1,9 @@
 // The library ops of the CUDA backend: Conv, ConvGrad, ConvTranspose through cuDNN's graph API,
 // Gemm and MatMul through cuBLASLt, F32 and F64 (the CPU backend's masks). nvcc build only (the
-// host-run build runs these ops on the fallback kernels: library_host_run.cpp); the logic around the library calls (geometry, shifted input
-// for asymmetric pads, bias, dB, Gemm's C, MatMul's batch decomposition, the fallback kernels) is
-// kernels/cuda/library_ops.h, instantiated here with CudaLib.
+// host-run build runs these ops on the fallback kernels: library_host_run.cpp); the logic around
+// the library calls (geometry, shifted input for asymmetric pads, bias, dB, Gemm's C, MatMul's
+// batch decomposition, the fallback kernels) is kernels/cuda/library_ops.h, instantiated here with
+// CudaLib. cuBLASLt's calls are in library_lt.cu.
 //
 // Nothing in this file has run on a GPU yet: it is compiled (-Werror, sm_90, with
 // CUDNN_WARN_DEPRECATED, so no API cuDNN 9.19 marks deprecated is used), and the logic around the
@@ -63,7 +64,6 @@ using lib::LtProblem;
 constexpr size_t kConvWorkspaceBudget = size_t{256} << 20;
 constexpr int kMaxPlanBuilds = 12;
 constexpr int64_t kMaxEngineConfigs = 32;  // per heuristics mode
-
 
 // ---- cuDNN backend descriptors ------------------------------------------------------------------
 std::string dnn_status(cudnnStatus_t st) {

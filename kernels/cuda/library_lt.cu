@@ -222,16 +222,16 @@ void naive_any(const GpuCtx& c, const LtProblem& p, DType t, double alpha, doubl
 
 }  // namespace
 
-size_t lt_gemm_workspace(const GpuCtx& c, const LtProblem& p, DType t, const void* A,
-                       const void* B, const void* D) {
+size_t lt_gemm_workspace(const GpuCtx& c, const LtProblem& p, DType t, const void* A, const void* B,
+                         const void* D) {
   LtDescs L;
   make_lt(L, p, t, c.allow_tf32);
   const std::vector<LtAlgo> algos = lt_algos(c, p, t, A, B, D, L);
   return algos.empty() ? 0 : ws_request(algos.front().ws);
 }
 
-bool lt_gemm(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double beta,
-           const void* A, const void* B, void* D, void* ws, size_t ws_bytes) {
+bool lt_gemm(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double beta, const void* A,
+             const void* B, void* D, void* ws, size_t ws_bytes) {
   if (lt_try(c, p, t, alpha, beta, A, B, D, ws, ws_bytes)) return true;
   const size_t es = dtype_size(t);
   if (p.batch > 1) {  // a strided batch cuBLASLt has nothing for: matrix by matrix

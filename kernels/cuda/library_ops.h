@@ -40,5 +40,4 @@ struct Ops {
   static size_t MatMulWs(const KernelArgs& a, const GpuCtx& c) { return matmul_ws<Lib>(a, c); }
 };
 
-
 }  // namespace cb::CB_GPU_NS::lib

@@ -40,11 +40,9 @@ inline size_t ws_left(const KernelArgs& a, size_t off) {
   return a.workspace && a.workspace_bytes > off ? a.workspace_bytes - off : 0;
 }
 
-
 template <class T>
 constexpr DType dtype_of() {
   return std::is_same_v<T, double> ? DType::F64 : DType::F32;
 }
-
 
 }  // namespace cb::CB_GPU_NS::lib

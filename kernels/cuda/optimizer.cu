@@ -285,23 +285,18 @@ struct AdamWRow {
 // The optimizer state a learner's step carries.
 enum class State { None, Velocity, Adam };
 
-// SmaStep's buffers (learner r's element j at r * n + j; absent ones null).
+// SmaStep's buffers (geom::SmaStepPlan: learner r's element j at r * n + j; absent ones null) and
+// the pull toward z.
 struct SmaBuffers {
-  float* w;
-  float* sn;
-  const float* g;
-  float* o1;
-  float* o2;
-  const float* z;
-  float* sum;
-  int64_t n, rows;
+  geom::SmaStepPlan s;
   math::SmaPull pull;
 };
 
 // Element j of every learner, in row order: snapshot, step, pull, and the sum of corrections.
 template <State kState, bool kPull>
 struct SmaStepBody {
-  SmaBuffers b;
+  geom::SmaStepPlan b;
+  math::SmaPull pull;
 
   template <class Rows>
   CB_HOST_DEVICE void operator()(int64_t j, const Rows& update_of) const {
@@ -312,7 +307,7 @@ struct SmaStepBody {
       const int64_t o = r * b.n + j;
       const auto up = update_of(r);
       const RnF th(b.w[o]);
-      b.sn[o] = th.v;
+      b.snap[o] = th.v;
       RnF nw;
       if constexpr (kState == State::Adam) {
         RnF m(b.o1[o]), v(b.o2[o]);
@@ -328,8 +323,8 @@ struct SmaStepBody {
         nw = up(th, RnF(b.g[o]), v);
       }
       if constexpr (kPull) {
-        const RnF cr = b.pull.correction(th, zj);
-        nw = b.pull.apply(nw, cr);
+        const RnF cr = pull.correction(th, zj);
+        nw = pull.apply(nw, cr);
         s = s + cr;
       }
       b.w[o] = nw.v;
@@ -341,9 +336,9 @@ struct SmaStepBody {
 template <State kState, class Make>
 void sma_launch(const GpuCtx& c, const SmaBuffers& b, Make make, bool pull) {
   if (pull)
-    for_each_with_rows(c, b.n, b.rows, make, SmaStepBody<kState, true>{b});
+    for_each_with_rows(c, b.s.n, b.s.rows, make, SmaStepBody<kState, true>{b.s, b.pull});
   else
-    for_each_with_rows(c, b.n, b.rows, make, SmaStepBody<kState, false>{b});
+    for_each_with_rows(c, b.s.n, b.s.rows, make, SmaStepBody<kState, false>{b.s, b.pull});
 }
 
 void SmaStep(const KernelArgs& a, const GpuCtx& c) {
@@ -352,8 +347,7 @@ void SmaStep(const KernelArgs& a, const GpuCtx& c) {
   const bool adamw = sp.adamw, momentum = sp.momentum, pull = sp.pull;
   int64_t* row_steps = sp.steps;
   const int64_t rows = sp.rows;
-  const SmaBuffers b{sp.w, sp.snap, sp.g, sp.o1, sp.o2, sp.z, sp.sum, sp.n, rows,
-                     math::SmaPull{p.alpha}};
+  const SmaBuffers b{sp, math::SmaPull{p.alpha}};
   const SgdRow sgd{p.lr, p.momentum, p.weight_decay, p.nesterov, row_steps};
   if (adamw)
     sma_launch<State::Adam>(
