@@ -1,8 +1,9 @@
 // Scalar math written once, for every backend: each elementwise op is a functor whose
-// operator() is CB_HOST_DEVICE, so the CPU broadcast driver (kernels/cpu/elementwise.cpp) and a
-// future CUDA one instantiate the same code. Conventions: a functor computes in its argument type
-// T (float math through the f/double overloads below, never std:: calls that CUDA lacks); integer
-// division by zero yields 0 instead of trapping; comparisons return bool.
+// operator() is CB_HOST_DEVICE, so the CPU broadcast driver (kernels/cpu/elementwise_driver.h) and
+// the CUDA one (kernels/cuda/elementwise.cu) instantiate the same code. Conventions: a functor
+// computes in its argument type T (float math through the f/double overloads below, never std::
+// calls that CUDA lacks); integer division by zero yields 0 instead of trapping; comparisons
+// return bool.
 // Also here: f16/bf16 <-> f32 conversion and the counter-based RNG of Dropout (one hash per
 // element index, so a mask depends only on the seed, not on how the work was split).
 #pragma once

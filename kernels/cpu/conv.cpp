@@ -18,36 +18,6 @@
 
 namespace cb::cpu {
 
-WindowGeom window_geom(const ops::WindowAttrs& w, const std::vector<int64_t>& x_dims,
-                       const std::vector<int64_t>& y_dims, int64_t group) {
-  WindowGeom g;
-  size_t r = x_dims.size() - 2;
-  CB_CHECK(r >= 1 && r <= 3 && w.kernel_shape.size() == r && w.pads.size() == 2 * r);
-  g.n = x_dims[0];
-  g.c = x_dims[1];
-  g.m = y_dims[1];
-  g.groups = group;
-  g.cg = g.c / group;
-  g.mg = g.m / group;
-  for (size_t i = 0; i < r; ++i) {
-    size_t j = 3 - r + i;
-    g.in[j] = x_dims[2 + i];
-    g.out[j] = y_dims[2 + i];
-    g.k[j] = w.kernel_shape[i];
-    g.s[j] = w.strides.empty() ? 1 : w.strides[i];
-    g.d[j] = w.dilations.empty() ? 1 : w.dilations[i];
-    g.p[j] = w.pads[i];
-    g.pe[j] = w.pads[i + r];
-  }
-  g.in_vol = g.in[0] * g.in[1] * g.in[2];
-  g.out_vol = g.out[0] * g.out[1] * g.out[2];
-  g.k_vol = g.k[0] * g.k[1] * g.k[2];
-  // Pads one by one: ConvTranspose's Conv geometry may hold negative end pads.
-  g.pointwise = g.k_vol == 1 && g.s[0] * g.s[1] * g.s[2] == 1 && g.p[0] == 0 && g.p[1] == 0 &&
-                g.p[2] == 0 && g.pe[0] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
-  return g;
-}
-
 namespace {
 
 // x [Cg, I0,I1,I2] -> col [Cg*k0*k1*k2, O0*O1*O2]
@@ -122,7 +92,7 @@ void conv_typed(const KernelArgs& a) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
   const T* bias = a.in.size() > 2 && a.in[2].present() ? a.in[2].ptr<T>() : nullptr;
-  WindowGeom g = window_geom(p.window, X.dims, Y.dims, p.group);
+  WindowGeom g = window_geom("Conv", p.window, X.dims, Y.dims, p.group);
   const T *x = X.ptr<T>(), *w = W.ptr<T>();
   T* y = Y.ptr<T>();
   const int64_t kc = g.cg * g.k_vol, P = g.out_vol;

@@ -320,7 +320,7 @@ bool conv_c1(const KernelArgs& a) {
   const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
   if (kernel_dtype(a) != DType::F32 || X.rank() != 4) return false;
   const auto& p = a.p<ops::ConvParams>();
-  const WindowGeom g = window_geom(p.window, X.dims, Y.dims, p.group);
+  const WindowGeom g = window_geom("Conv", p.window, X.dims, Y.dims, p.group);
   if (!applies(g) || !have_avx512()) return false;
   const float* bias = a.in.size() > 2 && a.in[2].present() ? a.in[2].ptr<float>() : nullptr;
   const int64_t cost = g.m * g.out_vol * g.k_vol;  // multiply-adds per sample
@@ -335,7 +335,7 @@ bool conv_grad_c1(const KernelArgs& a) {
   const bool dx = a.out[0].present(), dw = a.out.size() > 1 && a.out[1].present();
   if (kernel_dtype(a) != DType::F32 || X.rank() != 4 || dx || !dw) return false;
   const auto& p = a.p<ops::ConvParams>();
-  const WindowGeom g = window_geom(p.window, X.dims, dY.dims, p.group);
+  const WindowGeom g = window_geom("ConvGrad", p.window, X.dims, dY.dims, p.group);
   if (!applies(g) || g.n == 0 || !have_avx512()) return false;
   float* dW = a.out[1].ptr<float>();
   const int64_t w_size = g.m * g.k_vol;

@@ -98,7 +98,7 @@ void conv_grad_typed(const KernelArgs& a) {
   const TensorView* dX = a.out[0].present() ? &a.out[0] : nullptr;
   const TensorView* dW = a.out.size() > 1 && a.out[1].present() ? &a.out[1] : nullptr;
   if (!dX && !dW) return;
-  const WindowGeom g = window_geom(p.window, X.dims, dY.dims, p.group);
+  const WindowGeom g = window_geom("ConvGrad", p.window, X.dims, dY.dims, p.group);
   const T *x = X.ptr<T>(), *w = W.ptr<T>(), *dy = dY.ptr<T>();
   T* dx = dX ? dX->ptr<T>() : nullptr;
   const int64_t kc = g.cg * g.k_vol, P = g.out_vol, w_size = g.m * kc;

@@ -7,44 +7,21 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/common/geometry.h"
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
-#include "kernels/cpu/separable.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {
 
 namespace {
-constexpr int kMaxRank = 16;
-
-struct Strided {
-  int rank = 0;
-  int64_t base = 0;
-  int64_t dims[kMaxRank], strides[kMaxRank];
-};
-
-// Drops dims of size 1 and merges runs whose input strides are contiguous with each other.
-Strided collapse(int r, const int64_t* dims, const int64_t* strides, int64_t base) {
-  Strided s;
-  s.base = base;
-  for (int d = 0; d < r; ++d) {
-    if (dims[d] == 1) continue;
-    if (s.rank > 0 && s.strides[s.rank - 1] == strides[d] * dims[d]) {
-      s.dims[s.rank - 1] *= dims[d];
-      s.strides[s.rank - 1] = strides[d];
-      continue;
-    }
-    s.dims[s.rank] = dims[d];
-    s.strides[s.rank] = strides[d];
-    ++s.rank;
-  }
-  if (s.rank == 0) s.dims[0] = 1, s.strides[0] = 1, s.rank = 1;
-  return s;
-}
+using geom::contiguous_strides;
+using geom::prod;
+constexpr int kMaxRank = geom::kMaxStridedRank;
 
 template <class E>
-void strided_range(const Strided& s, const E* in, E* out, int64_t begin, int64_t end) {
+void strided_range(const geom::StridedPlan& s, const E* in, E* out, int64_t begin, int64_t end) {
   const int r = s.rank;
   int64_t idx[kMaxRank], off = s.base, rem = begin;
   for (int d = r - 1; d >= 0; --d) {
@@ -79,29 +56,12 @@ void strided_copy(const KernelArgs& a, const TensorView& in, const TensorView& o
                   const int64_t* strides, int64_t base) {
   int64_t n = out.numel();
   if (n == 0) return;
-  if (out.rank() > kMaxRank)
-    fail("data movement ops support rank <= {}, got {}", kMaxRank, out.rank());
-  Strided s = collapse(static_cast<int>(out.rank()), out.dims.data(), strides, base);
+  const geom::StridedPlan s = geom::collapse_strided("data movement", out.dims, strides, base);
   dispatch_bytes(out.dtype, [&]<class E>(Tag<E>) {
     const E* src = in.ptr<const E>();
     E* dst = out.ptr<E>();
     parallel(n, 1, [&](int64_t b, int64_t e) { strided_range(s, src, dst, b, e); });
   });
-}
-
-// Contiguous element strides of `dims`.
-void contiguous_strides(const std::vector<int64_t>& dims, int64_t* st) {
-  int64_t acc = 1;
-  for (size_t d = dims.size(); d-- > 0;) {
-    st[d] = acc;
-    acc *= dims[d];
-  }
-}
-
-int64_t prod(const std::vector<int64_t>& dims, size_t b, size_t e) {
-  int64_t p = 1;
-  for (size_t i = b; i < e; ++i) p *= dims[i];
-  return p;
 }
 
 // Cast's element conversion: math::cast_load / cast_store (kernels/common/scalar_math.h).
@@ -124,25 +84,16 @@ void Unsqueeze(const KernelArgs& a) { copy_if_distinct(a.in[0], a.out[0]); }
 
 // Transpose: [d_0..d_r) -> [d_perm[0]..d_perm[r-1]]
 void Transpose(const KernelArgs& a) {
-  const auto& perm = a.p<ops::TransposeParams>().perm;
-  int64_t in_st[kMaxRank], st[kMaxRank];
-  CB_CHECK(a.in[0].rank() <= kMaxRank);
-  contiguous_strides(a.in[0].dims, in_st);
-  for (size_t i = 0; i < perm.size(); ++i) st[i] = in_st[perm[i]];
+  int64_t st[kMaxRank] = {};
+  geom::transpose_strides("Transpose", a.p<ops::TransposeParams>(), a.in[0].dims, st);
   strided_copy(a, a.in[0], a.out[0], st, 0);
 }
 
 // Expand: [a...] -> broadcast([a...], shape) (a 1 in X repeats along the output dim).
 void Expand(const KernelArgs& a) {
   const TensorView &in = a.in[0], &out = a.out[0];
-  int64_t in_st[kMaxRank], st[kMaxRank];
-  CB_CHECK(out.rank() <= kMaxRank && in.rank() <= out.rank());
-  contiguous_strides(in.dims, in_st);
-  int64_t shift = out.rank() - in.rank();
-  for (int64_t d = 0; d < out.rank(); ++d) {
-    int64_t k = d - shift;
-    st[d] = (k < 0 || in.dims[static_cast<size_t>(k)] == 1) ? 0 : in_st[k];
-  }
+  int64_t st[kMaxRank] = {};
+  geom::expand_strides("Expand", in.dims, out.dims.size(), st);
   strided_copy(a, in, out, st, 0);
 }
 
@@ -151,39 +102,18 @@ void Expand(const KernelArgs& a) {
 void Tile(const KernelArgs& a) {
   const TensorView &in = a.in[0], &out = a.out[0];
   if (out.numel() == 0) return;
-  CB_CHECK(in.rank() == out.rank() && in.rank() <= kMaxRank);
-  int64_t in_st[kMaxRank], st[kMaxRank];
-  contiguous_strides(in.dims, in_st);
+  int64_t st[kMaxRank] = {};
   TensorView view = out;
-  view.dims.clear();
-  auto push = [&](int64_t dim, int64_t stride) {
-    if (static_cast<int>(view.dims.size()) == kMaxRank)
-      fail("Tile views its output with rank <= {} (dims plus repeated dims)", kMaxRank);
-    st[view.dims.size()] = stride;
-    view.dims.push_back(dim);
-  };
-  for (size_t d = 0; d < in.dims.size(); ++d) {
-    int64_t reps = out.dims[d] / in.dims[d];
-    if (reps != 1) push(reps, 0);
-    push(in.dims[d], in_st[d]);
-  }
+  geom::tile_view("Tile", in.dims, out.dims, view.dims, st);
   strided_copy(a, in, view, st, 0);
 }
 
 // Slice(data, starts, ends, axes?, steps?): infer() resolved the output dims and, per input dim,
 // the first index taken and the step (params dim_start, dim_step).
 void Slice(const KernelArgs& a) {
-  const auto& p = a.p<ops::SliceParams>();
   const TensorView &in = a.in[0], &out = a.out[0];
-  const int64_t r = in.rank();
-  CB_CHECK(r <= kMaxRank && static_cast<int64_t>(p.dim_start.size()) == r &&
-           static_cast<int64_t>(p.dim_step.size()) == r);
-  int64_t st[kMaxRank], base = 0;
-  contiguous_strides(in.dims, st);
-  for (size_t d = 0; d < static_cast<size_t>(r); ++d) {
-    base += p.dim_start[d] * st[d];
-    st[d] *= p.dim_step[d];
-  }
+  int64_t st[kMaxRank] = {};
+  const int64_t base = geom::slice_strides("Slice", a.p<ops::SliceParams>(), in.dims, st);
   strided_copy(a, in, out, st, base);
 }
 
@@ -344,12 +274,10 @@ void Pad(const KernelArgs& a) {
     for (int64_t i = 0; i < na; ++i)
       begin[has_axes ? norm_axis(int_at(a.in[3], i), r) : i] = int_at(a.in[1], i);
   }
-  const int mode = p.mode == ops::PadParams::Mode::Reflect ? 1
-                   : p.mode == ops::PadParams::Mode::Edge  ? 2
-                                                           : 0;
+  const int mode = geom::pad_mode(p);
   // Input coordinate of output coordinate o along d, or -1 (constant padding).
   auto src = [&](int64_t d, int64_t o) -> int64_t {
-    return pad_source(mode, in.dims[static_cast<size_t>(d)], begin[d], o);
+    return geom::pad_source(mode, in.dims[static_cast<size_t>(d)], begin[d], o);
   };
   int64_t in_st[kMaxRank];
   contiguous_strides(in.dims, in_st);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/common/geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/separable.h"
@@ -19,13 +20,7 @@
 namespace cb::cpu {
 
 namespace {
-constexpr int kMaxRank = 16;
-
-int64_t prod(const std::vector<int64_t>& dims, size_t b, size_t e) {
-  int64_t p = 1;
-  for (size_t i = b; i < e; ++i) p *= dims[i];
-  return p;
-}
+using geom::prod;
 
 void zero(const TensorView& t) {
   if (t.bytes() > 0) std::memset(t.data, 0, t.bytes());
@@ -74,18 +69,13 @@ void SliceGrad(const KernelArgs& a) {
   const auto& p = a.p<ops::SliceParams>();
   const TensorView &dy = a.in[0], &dx = a.out[0];
   const int r = static_cast<int>(dx.rank());
-  CB_CHECK(r <= kMaxRank && dy.rank() == r && static_cast<int>(p.dim_start.size()) == r &&
-           static_cast<int>(p.dim_step.size()) == r);
+  CB_CHECK(dy.rank() == r);
+  // dX element offset of dY's multi-index i: base + sum_d i_d * st[d] (the forward's read).
+  int64_t st[kMaxRank] = {};
+  const int64_t base = geom::slice_strides("SliceGrad", p, dx.dims, st);
   zero(dx);
   const int64_t total = dy.numel();
   if (total == 0) return;
-  // dX element offset of dY's multi-index i: base + sum_d i_d * st[d].
-  int64_t st[kMaxRank], base = 0, acc = 1;
-  for (int d = r - 1; d >= 0; --d) {
-    base += p.dim_start[static_cast<size_t>(d)] * acc;
-    st[d] = acc * p.dim_step[static_cast<size_t>(d)];
-    acc *= dx.dims[static_cast<size_t>(d)];
-  }
   const int64_t inner = r > 0 ? dy.dims.back() : 1, inner_st = r > 0 ? st[r - 1] : 1;
   dispatch_bytes(dx.dtype, [&]<class E>(Tag<E>) {
     const E* src = dy.ptr<const E>();
@@ -111,9 +101,7 @@ void PadGrad(const KernelArgs& a) {
   const TensorView &dy = a.in[0], &dx = a.out[0];
   const size_t r = dx.dims.size();
   CB_CHECK(p.pads && p.pads->size() == 2 * r && dy.dims.size() == r);
-  const int mode = p.mode == ops::PadParams::Mode::Reflect ? 1
-                   : p.mode == ops::PadParams::Mode::Edge  ? 2
-                                                           : 0;
+  const int mode = geom::pad_mode(p);
   thread_local std::vector<AxisTaps> fwd, adj;
   fwd.resize(r);
   adj.resize(r);
@@ -121,7 +109,7 @@ void PadGrad(const KernelArgs& a) {
     AxisTaps& t = fwd[d];
     t.reset();
     for (int64_t o = 0; o < dy.dims[d]; ++o) {
-      const int64_t s = pad_source(mode, dx.dims[d], (*p.pads)[d], o);
+      const int64_t s = geom::pad_source(mode, dx.dims[d], (*p.pads)[d], o);
       if (s >= 0) t.add(s, 1);
       t.next();
     }

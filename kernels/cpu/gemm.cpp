@@ -14,6 +14,7 @@
 #include <dnnl.h>
 #endif
 
+#include "kernels/common/geometry.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -108,17 +109,10 @@ void gemm_typed(const KernelArgs& a) {
   T beta = static_cast<T>(p.beta);
   bool has_c = a.in.size() > 2 && a.in[2].present() && beta != T(0);
   if (has_c) {  // Y = beta * C broadcast to [M,N]; then the product accumulates onto it
-    const TensorView& C = a.in[2];
-    const T* c = C.ptr<T>();
-    int64_t sm = 0, sn = 0;
-    if (C.rank() == 2) {
-      sm = C.dims[0] == 1 ? 0 : C.dims[1];
-      sn = C.dims[1] == 1 ? 0 : 1;
-    } else if (C.rank() == 1) {
-      sn = C.dims[0] == 1 ? 0 : 1;
-    }
+    const T* c = a.in[2].ptr<T>();
+    const geom::GemmC cs = geom::gemm_c(a.in[2].dims);
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) y[i * n + j] = beta * c[i * sm + j * sn];
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] = beta * c[i * cs.sm + j * cs.sn];
   }
   if (k == 0) {
     if (!has_c) std::fill(y, y + m * n, T(0));

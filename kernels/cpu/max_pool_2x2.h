@@ -137,13 +137,7 @@ __attribute__((always_inline)) inline void backward_tail(const float* r0, const 
   default:            \
     break;
 
-template <typename T>
-inline bool greater(T v, T best) {
-  if constexpr (std::is_floating_point_v<T>)
-    return v > best || (v != v && best == best);
-  else
-    return v > best;
-}
+using geom::pool_greater;
 
 }  // namespace pool2x2
 
@@ -171,7 +165,7 @@ CB_CPU_CLONES void max_pool_2x2(const T* x, T* y, int64_t planes, int64_t p0, in
       } else {
         for (; ow < o2; ++ow) {
           T m = r0[2 * ow];
-          for (T v : {r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]}) m = greater(v, m) ? v : m;
+          for (T v : {r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]}) m = pool_greater(v, m) ? v : m;
           yr[ow] = m;
         }
       }
@@ -209,11 +203,11 @@ CB_CPU_CLONES void max_pool_grad_2x2(const T* x, const T* dy, T* dx, int64_t pla
           T m = r0[2 * ow];
           int k = 0;
           T v = r0[2 * ow + 1];
-          if (greater(v, m)) m = v, k = 1;
+          if (pool_greater(v, m)) m = v, k = 1;
           v = r1[2 * ow];
-          if (greater(v, m)) m = v, k = 2;
+          if (pool_greater(v, m)) m = v, k = 2;
           v = r1[2 * ow + 1];
-          if (greater(v, m)) k = 3;
+          if (pool_greater(v, m)) k = 3;
           const T gv = g[ow];
           d0[2 * ow] = k == 0 ? gv : T(0);
           d0[2 * ow + 1] = k == 1 ? gv : T(0);

@@ -30,13 +30,7 @@ void over_planes(const KernelArgs& a, int64_t planes, int64_t work_per_plane, co
     body(0, planes);
 }
 
-template <typename T>
-bool greater(T v, T best) {
-  if constexpr (std::is_floating_point_v<T>)
-    return v > best || (std::isnan(v) && !std::isnan(best));  // NaN propagates, as in PyTorch
-  else
-    return v > best;
-}
+using geom::pool_greater;
 
 // ---- MaxPool ------------------------------------------------------------------------------------
 // One plane, one output row at a time: every window position (kd, kh, kw) updates the whole row,
@@ -65,7 +59,7 @@ void max_pool_plane(const WindowGeom& g, const T* xp, T* yp, int64_t* ip, int64_
             if constexpr (!kIndices) {
               for (int64_t ow = lo; ow < hi; ++ow) {
                 T v = xs[ow * s2];
-                yr[ow] = greater(v, yr[ow]) ? v : yr[ow];
+                yr[ow] = pool_greater(v, yr[ow]) ? v : yr[ow];
               }
             } else {
               // The index is affine in ow: pos0 + ow * step (iw = ow * s2 + off).
@@ -74,7 +68,7 @@ void max_pool_plane(const WindowGeom& g, const T* xp, T* yp, int64_t* ip, int64_
               const int64_t step = col_major ? s2 * g.in[1] * g.in[0] : s2;
               for (int64_t ow = lo; ow < hi; ++ow) {  // branch-free, so it vectorises
                 T v = xs[ow * s2];
-                bool take = ir[ow] < 0 || greater(v, yr[ow]);
+                bool take = ir[ow] < 0 || pool_greater(v, yr[ow]);
                 yr[ow] = take ? v : yr[ow];
                 ir[ow] = take ? pos0 + ow * step : ir[ow];
               }
@@ -93,7 +87,7 @@ void max_pool(const KernelArgs& a) {
   const auto& p = a.p<ops::PoolParams>();
   const TensorView &X = a.in[0], &Y = a.out[0];
   const TensorView* I = a.out.size() > 1 && a.out[1].present() ? &a.out[1] : nullptr;
-  const WindowGeom g = window_geom(p.window, X.dims, Y.dims, 1);
+  const WindowGeom g = window_geom("pooling", p.window, X.dims, Y.dims, 1);
   const T* x = X.ptr<T>();
   T* y = Y.ptr<T>();
   int64_t* ind = I ? I->ptr<int64_t>() : nullptr;
@@ -116,18 +110,11 @@ void max_pool(const KernelArgs& a) {
 }
 
 // ---- AveragePool --------------------------------------------------------------------------------
-// Window positions k in [0, K) with start + k*dil inside [lo, hi).
-inline int64_t count_in(int64_t start, int64_t k, int64_t dil, int64_t lo, int64_t hi) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < k; ++i) n += start + i * dil >= lo && start + i * dil < hi;
-  return n;
-}
-
 template <typename T>
 void average_pool(const KernelArgs& a) {
   const auto& p = a.p<ops::PoolParams>();
   const TensorView &X = a.in[0], &Y = a.out[0];
-  const WindowGeom g = window_geom(p.window, X.dims, Y.dims, 1);
+  const WindowGeom g = window_geom("pooling", p.window, X.dims, Y.dims, 1);
   const T* x = X.ptr<T>();
   T* y = Y.ptr<T>();
   auto body = [&](int64_t c0, int64_t c1) {
@@ -138,29 +125,11 @@ void average_pool(const KernelArgs& a) {
       for (int64_t od = 0; od < g.out[0]; ++od)
         for (int64_t oh = 0; oh < g.out[1]; ++oh)
           for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
-            int64_t sd = od * g.s[0] - g.p[0], sh = oh * g.s[1] - g.p[1], sw = ow * g.s[2] - g.p[2];
+            const int64_t st[3] = {od * g.s[0] - g.p[0], oh * g.s[1] - g.p[1],
+                                   ow * g.s[2] - g.p[2]};
             T sum = 0;
-            int64_t valid = 0;
-            for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-              int64_t id = sd + kd * g.d[0];
-              if (id < 0 || id >= g.in[0]) continue;
-              for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-                int64_t ih = sh + kh * g.d[1];
-                if (ih < 0 || ih >= g.in[1]) continue;
-                const T* xr = xp + (id * g.in[1] + ih) * g.in[2];
-                for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-                  int64_t iw = sw + kw * g.d[2];
-                  if (iw < 0 || iw >= g.in[2]) continue;
-                  sum += xr[iw];
-                  ++valid;
-                }
-              }
-            }
-            int64_t div = valid;
-            if (p.count_include_pad)
-              div = count_in(sd, g.k[0], g.d[0], -g.p[0], g.in[0] + g.pe[0]) *
-                    count_in(sh, g.k[1], g.d[1], -g.p[1], g.in[1] + g.pe[1]) *
-                    count_in(sw, g.k[2], g.d[2], -g.p[2], g.in[2] + g.pe[2]);
+            geom::for_each_in_window(g, st, [&](int64_t q) { sum += xp[q]; });
+            const int64_t div = geom::avg_pool_divisor(g, st, p.count_include_pad);
             yp[o] = div > 0 ? sum / static_cast<T>(div) : T(0);
           }
     }

@@ -22,17 +22,7 @@ namespace cb::cpu {
 
 namespace {
 
-template <typename T>
-bool greater(T v, T best) {
-  return v > best || (std::isnan(v) && !std::isnan(best));  // NaN propagates, as in PyTorch
-}
-
-// Window positions k in [0, K) with start + k*dil inside [lo, hi) (as AveragePool's forward).
-int64_t count_in(int64_t start, int64_t k, int64_t dil, int64_t lo, int64_t hi) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < k; ++i) n += start + i * dil >= lo && start + i * dil < hi;
-  return n;
-}
+using geom::pool_greater;
 
 // Calls f(o, sd, sh, sw) for every output position o of a plane, with its window's start.
 template <typename F>
@@ -50,21 +40,11 @@ void max_pool_grad_plane(const WindowGeom& g, const T* x, const T* dy, T* dx) {
   each_window(g, [&](int64_t o, int64_t sd, int64_t sh, int64_t sw) {
     int64_t best_at = -1;
     T best = T(0);
-    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-      int64_t id = sd + kd * g.d[0];
-      if (id < 0 || id >= g.in[0]) continue;
-      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-        int64_t ih = sh + kh * g.d[1];
-        if (ih < 0 || ih >= g.in[1]) continue;
-        const int64_t row = (id * g.in[1] + ih) * g.in[2];
-        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-          int64_t iw = sw + kw * g.d[2];
-          if (iw < 0 || iw >= g.in[2]) continue;
-          T v = x[row + iw];
-          if (best_at < 0 || greater(v, best)) best = v, best_at = row + iw;
-        }
-      }
-    }
+    const int64_t st[3] = {sd, sh, sw};
+    geom::for_each_in_window(g, st, [&](int64_t q) {
+      const T v = x[q];
+      if (best_at < 0 || pool_greater(v, best)) best = v, best_at = q;
+    });
     if (best_at >= 0) dx[best_at] += dy[o];
   });
 }
@@ -83,12 +63,7 @@ void average_pool_grad_plane(const WindowGeom& g, bool count_include_pad, const 
       while (hi[i] > lo[i] && start[i] + (hi[i] - 1) * g.d[i] >= g.in[i]) --hi[i];
       valid *= hi[i] - lo[i];
     }
-    int64_t div = valid;
-    if (count_include_pad) {
-      div = 1;
-      for (int i = 0; i < 3; ++i)
-        div *= count_in(start[i], g.k[i], g.d[i], -g.p[i], g.in[i] + g.pe[i]);
-    }
+    const int64_t div = geom::avg_pool_divisor(g, start, count_include_pad);
     if (div <= 0 || valid <= 0) return;
     const T v = dy[o] / static_cast<T>(div);
     for (int64_t kd = lo[0]; kd < hi[0]; ++kd) {
@@ -120,7 +95,7 @@ void over_planes(const KernelArgs& a, const WindowGeom& g, F&& plane) {
 void MaxPoolGrad(const KernelArgs& a) {
   const auto& p = a.p<ops::PoolParams>();
   const TensorView &dY = a.in[0], &X = a.in[1];
-  const WindowGeom g = window_geom(p.window, X.dims, dY.dims, 1);
+  const WindowGeom g = window_geom("pooling gradient", p.window, X.dims, dY.dims, 1);
   const bool fast = is_max_pool_2x2(g);
   dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) {
     const T* x = X.ptr<T>();
@@ -141,7 +116,7 @@ void MaxPoolGrad(const KernelArgs& a) {
 void AveragePoolGrad(const KernelArgs& a) {
   const auto& p = a.p<ops::PoolParams>();
   const TensorView &dY = a.in[0], &dX = a.out[0];  // input 1 (x_shape) is dX's dims
-  const WindowGeom g = window_geom(p.window, dX.dims, dY.dims, 1);
+  const WindowGeom g = window_geom("pooling gradient", p.window, dX.dims, dY.dims, 1);
   dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) {
     over_planes<T>(a, g, [&](int64_t, const T* dyp, T* dxp) {
       average_pool_grad_plane(g, p.count_include_pad, dyp, dxp);

@@ -54,19 +54,6 @@ inline void transpose_taps(const AxisTaps& f, int64_t n_src, AxisTaps& out) {
     }
 }
 
-// Pad's source index along a dim of n elements for output index o with `begin` padding in front,
-// or -1 (the constant). mode: 0 constant, 1 reflect (mirrors without repeating the edge, as often
-// as needed), 2 edge (repeats the edge).
-inline int64_t pad_source(int mode, int64_t n, int64_t begin, int64_t o) {
-  const int64_t i = o - begin;
-  if (i >= 0 && i < n) return i;
-  if (mode == 0 || n == 0) return -1;
-  if (mode == 2) return std::clamp<int64_t>(i, 0, n - 1);
-  if (n == 1) return 0;
-  const int64_t period = 2 * (n - 1), m = ((i % period) + period) % period;
-  return m < n ? m : period - m;
-}
-
 // dst = the map of src, with taps[d] the table of axis d (taps[d].size() == dst.dims[d]).
 template <class T>
 void apply_separable(const AxisTaps* taps, const TensorView& src, const TensorView& dst) {

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/common/geometry.h"
 #include "kernels/common/optimizer_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
@@ -56,29 +57,12 @@ void step_row(float* __restrict w, float* __restrict sn, const float* __restrict
 
 void SmaStep(const KernelArgs& a) {
   const auto& p = a.p<ops::SmaStepParams>();
-  const TensorView& grad = a.in.at(0);
-  const TensorView* zv = a.in.size() > 1 && a.in[1].present() ? &a.in[1] : nullptr;
-  const TensorView &param = a.out.at(0), &o1v = a.out.at(1), &o2v = a.out.at(2),
-                   &snap = a.out.at(3), &sv = a.out.at(4), &steps = a.out.at(5);
-  const int64_t rows = steps.numel();
-  CB_CHECK(steps.dtype == DType::I64 && rows >= 1 && param.numel() % rows == 0);
-  const int64_t n = param.numel() / rows;
-  CB_CHECK(grad.numel() == param.numel() && snap.numel() == param.numel());
-  CB_CHECK(param.dtype == DType::F32 && grad.dtype == DType::F32 && snap.dtype == DType::F32);
-  const bool adamw = p.optimizer == ops::OptimizerKind::AdamW;
-  const bool momentum = adamw || p.momentum != 0;
-  if (momentum) CB_CHECK(o1v.numel() == param.numel() && o1v.dtype == DType::F32);
-  if (adamw) CB_CHECK(o2v.numel() == param.numel() && o2v.dtype == DType::F32);
-  const bool pull = zv != nullptr && sv.present();
-  if (pull) CB_CHECK(zv->numel() == n && sv.numel() == n);
-  float* w = param.ptr<float>();
-  const float* g = grad.ptr<float>();
-  float* o1 = momentum ? o1v.ptr<float>() : nullptr;
-  float* o2 = adamw ? o2v.ptr<float>() : nullptr;
-  float* sn = snap.ptr<float>();
-  const float* z = pull ? zv->ptr<float>() : nullptr;
-  float* sum = pull ? sv.ptr<float>() : nullptr;
-  int64_t* row_steps = steps.ptr<int64_t>();
+  const geom::SmaStepPlan sp = geom::sma_step_plan(a);
+  const int64_t rows = sp.rows, n = sp.n;
+  const bool adamw = sp.adamw, pull = sp.pull;
+  float *w = sp.w, *o1 = sp.o1, *o2 = sp.o2, *sn = sp.snap, *sum = sp.sum;
+  const float *g = sp.g, *z = sp.z;
+  int64_t* row_steps = sp.steps;
   // Per-row functors (the first SGD step, AdamW's bias correction), prepared once per launch.
   // (Reused per thread: no allocation in the steady state.)
   // The pool's threads must see this thread's vectors: local references, not the thread_locals.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/common/geometry.h"
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
@@ -69,13 +70,13 @@ void row(const T* x, T* y, int64_t n) {
 }
 
 // dims viewed as [outer, n, inner] for SoftmaxParams (see the top of the file).
-using View = ops::SoftmaxView;
+using View = geom::SoftmaxView;
 
 template <bool Log>
 void softmax(const KernelArgs& a) {
   const TensorView &in = a.in[0], &out = a.out[0];
   // Plain variables, not a structured binding: clang < 16 cannot capture those in a lambda.
-  const View view = ops::softmax_view(a.p<ops::SoftmaxParams>(), in.dims);
+  const View view = geom::softmax_view(a.p<ops::SoftmaxParams>(), in.dims);
   const int64_t outer = view.outer, n = view.n, inner = view.inner;
   if (in.numel() == 0) return;
   const int64_t tiles = (inner + kTile - 1) / kTile;
@@ -126,7 +127,7 @@ void grad_block(const T* dy, const T* y, T* dx, int64_t n, int64_t inner, int64_
 template <bool Log>
 void softmax_grad(const KernelArgs& a) {
   const TensorView &dy = a.in[0], &y = a.in[1], &dx = a.out[0];
-  const View view = ops::softmax_view(a.p<ops::SoftmaxParams>(), y.dims);
+  const View view = geom::softmax_view(a.p<ops::SoftmaxParams>(), y.dims);
   const int64_t outer = view.outer, n = view.n, inner = view.inner;
   if (y.numel() == 0) return;
   const int64_t tiles = (inner + kTile - 1) / kTile;

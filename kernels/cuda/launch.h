@@ -10,7 +10,7 @@
 //     nvcc build adds only the launch, which the harness checks where a GPU is present.
 // Kernel bodies are CB_HOST_DEVICE lambdas or functors that capture only PODs (pointers, the
 // fixed-size Dims below, params structs, which are trivially copyable): never a std::vector or a
-// TensorView. Library calls (cuBLASLt, cuDNN) exist only in the nvcc build (library.cu); the
+// TensorView. Library calls (cuBLASLt, cuDNN) exist only in the nvcc build (library*.cu); the
 // host-run build runs those ops on the backend's fallback kernels (library_host_run.cpp).
 #pragma once
 
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/common/scalar_math.h"
+#include "runtime/error.h"
 #include "runtime/kernel_args.h"
 #include "runtime/op_catalog.h"
 #include "runtime/small_vec.h"
@@ -62,12 +63,16 @@ struct GpuKernel {
 };
 
 // The kernel tables of the kernel files (each returns its own entries).
-std::span<const GpuKernel> elementwise_kernels();    // elementwise.cu
-std::span<const GpuKernel> data_movement_kernels();  // data_movement.cu
-std::span<const GpuKernel> reduce_kernels();         // reduce.cu (reductions, softmax, losses)
-std::span<const GpuKernel> norm_pool_kernels();      // norm_pool.cu (BN, LayerNorm, pooling)
-std::span<const GpuKernel> optimizer_kernels();      // optimizer.cu (SGD, AdamW, SMA, Dropout)
-std::span<const GpuKernel> library_kernels();        // library.cu (cuDNN conv, cuBLASLt; nvcc only)
+std::span<const GpuKernel> elementwise_kernels();         // elementwise.cu
+std::span<const GpuKernel> data_movement_kernels();       // data_movement.cu
+std::span<const GpuKernel> data_movement_grad_kernels();  // data_movement_grad.cu
+std::span<const GpuKernel> resize_kernels();              // resize.cu (Resize, Upsample, grad)
+std::span<const GpuKernel> reduce_kernels();              // reduce.cu (reductions, softmax, losses)
+std::span<const GpuKernel> norm_kernels();                // norm.cu (BatchNorm, LayerNorm)
+std::span<const GpuKernel> pool_kernels();                // pool.cu (pooling and its gradients)
+std::span<const GpuKernel> optimizer_kernels();           // optimizer.cu (SGD, AdamW, SMA)
+std::span<const GpuKernel> dropout_kernels();             // dropout.cu
+std::span<const GpuKernel> library_kernels();  // library*.cu (cuDNN conv, cuBLASLt; nvcc only)
 
 // The kernel of `op` for `dtype` in this build, or nullptr.
 const GpuKernel* find_gpu_kernel(OpKind op, DType dtype);
@@ -225,6 +230,28 @@ CB_HOST_DEVICE inline void atomic_add(T* p, T v) {
 #else
   *p += v;
 #endif
+}
+
+// ---- small kernel helpers -----------------------------------------------------------------------
+// Sum of doubles, for segmented_reduce.
+struct AddD {
+  CB_HOST_DEVICE double operator()(double x, double y) const { return x + y; }
+};
+
+// Output i as T*, or nullptr when it is absent.
+template <class T>
+T* out_ptr(const KernelArgs& a, size_t i) {
+  return a.out.size() > i && a.out[i].present() ? a.out[i].ptr<T>() : nullptr;
+}
+
+// The workspace as T*, after checking that the caller gave the bytes `ws` asks for.
+template <class T>
+T* workspace_of(const KernelArgs& a, const GpuCtx& c, GpuWorkspaceFn ws, const char* op) {
+  const size_t need = ws(a, c);
+  if (need > 0 && (!a.workspace || a.workspace_bytes < need))
+    fail("{}: needs a workspace of {} bytes, got {}", op, need,
+         a.workspace ? a.workspace_bytes : size_t{0});
+  return static_cast<T*>(a.workspace);
 }
 
 // ---- copies on the kernel's stream --------------------------------------------------------------

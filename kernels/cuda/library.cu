@@ -1,29 +1,16 @@
 // The library ops of the CUDA backend: Conv, ConvGrad, ConvTranspose through cuDNN's graph API,
 // Gemm and MatMul through cuBLASLt, F32 and F64 (the CPU backend's masks). nvcc build only (the
-// host-run build has no library ops); the logic around the library calls (geometry, shifted input
-// for asymmetric pads, bias, dB, Gemm's C, MatMul's batch decomposition, the fallback kernels) is
-// kernels/cuda/library_util.h, instantiated here with CudaLib.
+// host-run build runs these ops on the fallback kernels: library_host_run.cpp); the logic around
+// the library calls (geometry, shifted input for asymmetric pads, bias, dB, Gemm's C, MatMul's
+// batch decomposition, the fallback kernels) is kernels/cuda/library_ops.h, instantiated here with
+// CudaLib. cuBLASLt's calls are in library_lt.cu.
 //
-// VERIFICATION STATUS (written on a machine without a GPU):
-//   - verified: this file compiles warning-free with -Werror for sm_90 (the nvcc_check.sh command
-//     line), with CUDNN_WARN_DEPRECATED defined, so no API that cuDNN 9.19 marks deprecated (that
-//     includes the whole legacy cudnnConvolution* / cudnnFind* / cudnnGet*_v7 API and the
-//     descriptors' HANDLE attributes) is used. library_util.h (everything but the library calls)
-//     was run on the host, in a local build not committed, with a stand-in library (its direct
-//     kernels for cuDNN, its naive GEMM for cuBLASLt) through the op harness against the CPU
-//     backend: all Conv/ConvGrad/ConvTranspose/Gemm/MatMul cases (f32, f64), plus extra ones
-//     (negative ConvTranspose pads, 3-D groups, more MatMul broadcasts), with a workspace, with
-//     none, and with the library declining everything (fallback kernels).
-//   - NOT verified: every cuDNN and cuBLASLt call at run time (descriptor attribute types and
-//     counts, heuristics with a DEVICEPROP descriptor and no handle, plan finalization, the
-//     variant pack, execution, numerical-note filtering, cuBLASLt heuristics, stride-0 batches),
-//     the device launches of the kernels, the caches under several learner threads. First GPU
-//     check: the op harness, backend "cuda",
-//     CB_BACKEND_OPS=Conv,ConvGrad,ConvTranspose,Gemm,MatMul. The harness (run_on) hands kernels no
-//     workspace: there cuDNN runs only workspace-free plans of symmetric-pad convolutions and the
-//     direct kernels the rest (results stay correct, a note on stderr says so); sizing
-//     KernelArgs::workspace with Device::workspace_bytes, as the executor does, tests the cuDNN
-//     paths fully.
+// Nothing in this file has run on a GPU yet: it is compiled (-Werror, sm_90, with
+// CUDNN_WARN_DEPRECATED, so no API cuDNN 9.19 marks deprecated is used), and the logic around the
+// library calls runs in the host-run build against the CPU backend (library_host_run.cpp). The
+// op harness with backend "cuda" (CB_BACKEND_OPS=Conv,ConvGrad,ConvTranspose,Gemm,MatMul) is its
+// first check on a GPU; the harness hands kernels no workspace, so there cuDNN runs only
+// workspace-free plans and the direct kernels the rest.
 //
 // cuDNN (graph/backend API, no handle in any descriptor: heuristics get the device through a
 // DEVICEPROP descriptor, cudnnBackendExecute gets the learner's handle):
@@ -39,10 +26,7 @@
 //     launch runs the first kept plan that fits the workspace it was given, else the direct
 //     kernels (a one-line note on stderr, once per process). An entry's mutex also serializes
 //     cudnnBackendExecute on its plans (the host enqueue only), so learner threads can share them.
-// cuBLASLt: heuristic results (up to 8) cached per (device, dtype, TF32, transposes, m, n, k,
-// leading dims, batch and strides, alignments), descriptors created per launch; compute type
-// 32F, 32F_FAST_TF32 (allow_tf32) or 64F. A strided batch cuBLASLt rejects runs matrix by matrix;
-// a problem with no algorithm at all runs in a naive kernel (stderr note, once).
+// cuBLASLt: library_lt.cu.
 // Refused (cb::Error, as the CPU kernels and infer() refuse them): other dtypes than F32/F64
 // (unsupported_dtype), convolutions outside 1 to 3 spatial dims or with window attributes that do
 // not match them, channels not divisible by the groups, Gemm operands not 2-D, MatMul inner or
@@ -64,60 +48,22 @@
 #include <vector>
 
 #include "kernels/cuda/launch.h"
-#include "kernels/cuda/library_util.h"
+#include "kernels/cuda/library_cuda.h"
+#include "kernels/cuda/library_ops.h"
 #include "runtime/error.h"
 
 namespace cb::CB_GPU_NS {
 
 namespace {
 
+using namespace cudalib;
 using lib::ConvDir;
 using lib::ConvShape;
 using lib::LtProblem;
 
 constexpr size_t kConvWorkspaceBudget = size_t{256} << 20;
-constexpr size_t kLtWorkspaceBudget = size_t{32} << 20;
-constexpr size_t kWorkspaceAlign = 256;  // the libraries' workspace pointers are aligned to this
 constexpr int kMaxPlanBuilds = 12;
 constexpr int64_t kMaxEngineConfigs = 32;  // per heuristics mode
-constexpr int kLtAlgos = 8;
-
-// The largest power of two (at most `cap`) dividing the address; a null pointer (not known yet)
-// counts as aligned.
-int64_t ptr_align(const void* p, int64_t cap) {
-  const auto v = reinterpret_cast<uintptr_t>(p);
-  if (v == 0) return cap;
-  const auto low = static_cast<int64_t>(v & (~v + 1));
-  return std::min(low, cap);
-}
-
-int64_t value_align(int64_t bytes, int64_t cap) {
-  if (bytes == 0) return cap;
-  const int64_t low = bytes & -bytes;
-  return std::min(low, cap);
-}
-
-// `ws` moved up to kWorkspaceAlign; the bytes left after it.
-void* align_ws(void* ws, size_t bytes, size_t* left) {
-  if (!ws) {
-    *left = 0;
-    return nullptr;
-  }
-  const auto v = reinterpret_cast<uintptr_t>(ws);
-  const uintptr_t up = (v + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
-  const size_t skip = static_cast<size_t>(up - v);
-  *left = bytes > skip ? bytes - skip : 0;
-  return reinterpret_cast<void*>(up);
-}
-
-// Workspace bytes to ask for so that `need` bytes remain after align_ws.
-size_t ws_request(size_t need) { return need == 0 ? 0 : need + kWorkspaceAlign; }
-
-void note_once(std::atomic<bool>& flag, const std::string& msg) {
-  if (!flag.exchange(true)) std::fprintf(stderr, "crossbow: %s\n", msg.c_str());
-}
-
-const char* dtype_str(DType t) { return t == DType::F64 ? "f64" : "f32"; }
 
 // ---- cuDNN backend descriptors ------------------------------------------------------------------
 std::string dnn_status(cudnnStatus_t st) {
@@ -249,7 +195,7 @@ ConvKey conv_key(const GpuCtx& c, ConvDir dir, const ConvShape& g, DType t,
     k[i++] = g.k[j];
     k[i++] = g.s[j];
     k[i++] = g.d[j];
-    k[i++] = g.pb[j];  // == g.pe[j]: symmetric
+    k[i++] = g.p[j];  // == g.pe[j]: symmetric
   }
   for (int64_t a : align) k[i++] = a;
   return k;
@@ -295,7 +241,7 @@ bool make_conv_graph(ConvGraph& G, ConvDir dir, const ConvShape& g, DType t,
 
   std::vector<int64_t> pads, strides, dilations;
   for (int64_t j = 3 - nsd; j < 3; ++j) {
-    pads.push_back(g.pb[j]);
+    pads.push_back(g.p[j]);
     strides.push_back(g.s[j]);
     dilations.push_back(g.d[j]);
   }
@@ -494,7 +440,7 @@ void build_conv_plans(ConvEntry& e, const GpuCtx& c, ConvDir dir, const ConvShap
   }
 }
 
-std::atomic<bool> g_noted_no_engine{false}, g_noted_small_ws{false}, g_noted_no_lt{false};
+std::atomic<bool> g_noted_no_engine{false}, g_noted_small_ws{false};
 
 // The built entry of a problem (its mutex not held on return).
 std::shared_ptr<ConvEntry> conv_entry(const GpuCtx& c, ConvDir dir, const ConvShape& g, DType t,
@@ -522,197 +468,7 @@ std::shared_ptr<ConvEntry> conv_entry(const GpuCtx& c, ConvDir dir, const ConvSh
 
 constexpr int64_t kDnnAlignCap = 16;
 
-// ---- cuBLASLt -----------------------------------------------------------------------------------
-std::string lt_what(const LtProblem& p, DType t) {
-  return fmt::format(
-      "{} GEMM (column-major) D[{}x{}] = op{}(A, ld {}) x op{}(B, ld {}), k {}, batch {} (strides "
-      "{}, {}, {})",
-      dtype_str(t), p.m, p.n, p.ta ? "T" : "N", p.lda, p.tb ? "T" : "N", p.ldb, p.k, p.batch, p.sa,
-      p.sb, p.sd);
-}
-
-void lt_check(cublasStatus_t st, const char* call, const LtProblem& p, DType t) {
-  if (st != CUBLAS_STATUS_SUCCESS)
-    fail("cuBLASLt: {} failed for {}: {} (status {})", call, lt_what(p, t),
-         cublasLtGetStatusString(st), static_cast<int>(st));
-}
-
-struct LtDescs {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  LtDescs() = default;
-  LtDescs(const LtDescs&) = delete;
-  LtDescs& operator=(const LtDescs&) = delete;
-  ~LtDescs() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
-  }
-};
-
-void make_lt(LtDescs& L, const LtProblem& p, DType t, bool tf32) {
-  const cudaDataType_t dt = t == DType::F64 ? CUDA_R_64F : CUDA_R_32F;
-  const cublasComputeType_t ct = t == DType::F64 ? CUBLAS_COMPUTE_64F
-                                 : tf32          ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                 : CUBLAS_COMPUTE_32F;
-  lt_check(cublasLtMatmulDescCreate(&L.op, ct, dt), "cublasLtMatmulDescCreate", p, t);
-  const int32_t ta = p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = p.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
-           "cublasLtMatmulDescSetAttribute(TRANSA)", p, t);
-  lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
-           "cublasLtMatmulDescSetAttribute(TRANSB)", p, t);
-  // Stored (before op) A is m x k, or k x m when transposed; B k x n, or n x k.
-  auto layout = [&](cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t ld,
-                    int64_t stride) {
-    lt_check(cublasLtMatrixLayoutCreate(l, dt, static_cast<uint64_t>(rows),
-                                        static_cast<uint64_t>(cols), ld),
-             "cublasLtMatrixLayoutCreate", p, t);
-    if (p.batch > 1) {
-      const auto count = static_cast<int32_t>(p.batch);
-      lt_check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                                sizeof count),
-               "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)", p, t);
-      lt_check(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                &stride, sizeof stride),
-               "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)", p, t);
-    }
-  };
-  layout(&L.a, p.ta ? p.k : p.m, p.ta ? p.m : p.k, p.lda, p.sa);
-  layout(&L.b, p.tb ? p.n : p.k, p.tb ? p.k : p.n, p.ldb, p.sb);
-  layout(&L.d, p.m, p.n, p.ldd, p.sd);
-}
-
-using LtKey = std::array<int64_t, 20>;
-
-struct PrefGuard {
-  cublasLtMatmulPreference_t p;
-  ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
-};
-
-// An operand's alignment as cuBLASLt's preference counts it: of its pointer and, in a strided
-// batch, of every matrix after it.
-int64_t lt_align(const void* ptr, int64_t stride, int64_t batch, DType t) {
-  int64_t a = ptr_align(ptr, 256);
-  if (batch > 1) a = std::min(a, value_align(stride * static_cast<int64_t>(dtype_size(t)), 256));
-  return a;
-}
-
-// A heuristic result as cached: the algorithm's bytes (cublasLtMatmulAlgo_t is an unnamed
-// struct, which nvcc's front end cannot destroy inside std containers) and its workspace.
-struct LtAlgo {
-  uint64_t data[8];
-  size_t ws;
-};
-static_assert(sizeof(cublasLtMatmulAlgo_t) == sizeof(LtAlgo::data), "cublasLtMatmulAlgo_t size");
-
-// The heuristic's algorithms for a problem (fastest first; empty: none), cached for the process.
-std::vector<LtAlgo> lt_algos(const GpuCtx& c, const LtProblem& p, DType t, const void* A,
-                             const void* B, const void* D, const LtDescs& L) {
-  const int64_t aa = lt_align(A, p.sa, p.batch, t), ab = lt_align(B, p.sb, p.batch, t),
-                ad = lt_align(D, p.sd, p.batch, t);
-  const LtKey key{c.device,
-                  static_cast<int64_t>(t),
-                  c.allow_tf32 ? 1 : 0,
-                  p.ta ? 1 : 0,
-                  p.tb ? 1 : 0,
-                  p.m,
-                  p.n,
-                  p.k,
-                  p.lda,
-                  p.ldb,
-                  p.ldd,
-                  p.batch,
-                  p.sa,
-                  p.sb,
-                  p.sd,
-                  aa,
-                  ab,
-                  ad,
-                  0,
-                  0};
-  static std::mutex mu;
-  static auto* cache = new std::map<LtKey, std::vector<LtAlgo>>;  // never destroyed
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache->find(key);
-  if (it != cache->end()) return it->second;
-  cublasLtMatmulPreference_t pref = nullptr;
-  lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", p, t);
-  const PrefGuard guard{pref};
-  const uint64_t max_ws = kLtWorkspaceBudget;
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                &max_ws, sizeof max_ws),
-           "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)", p, t);
-  const auto al_a = static_cast<uint32_t>(aa), al_b = static_cast<uint32_t>(ab),
-             al_d = static_cast<uint32_t>(ad);
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                &al_a, sizeof al_a),
-           "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_A_BYTES)", p, t);
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                &al_b, sizeof al_b),
-           "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_B_BYTES)", p, t);
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                &al_d, sizeof al_d),
-           "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_C_BYTES)", p, t);
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                &al_d, sizeof al_d),
-           "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_D_BYTES)", p, t);
-  cublasLtMatmulHeuristicResult_t res[kLtAlgos] = {};
-  int got = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(c.blas_lt), L.op, L.a, L.b, L.d,
-                                     L.d, pref, kLtAlgos, res, &got);
-  std::vector<LtAlgo> algos;
-  if (st == CUBLAS_STATUS_SUCCESS) {
-    for (int i = 0; i < got && i < kLtAlgos; ++i) {
-      if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-      LtAlgo a;
-      std::memcpy(a.data, &res[i].algo, sizeof a.data);
-      a.ws = res[i].workspaceSize;
-      algos.push_back(a);
-    }
-  } else if (st != CUBLAS_STATUS_NOT_SUPPORTED) {
-    lt_check(st, "cublasLtMatmulAlgoGetHeuristic", p, t);
-  }
-  (*cache)[key] = algos;
-  return algos;
-}
-
-// One cuBLASLt call, if an algorithm fits the workspace; false: nothing was enqueued.
-bool lt_try(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double beta, const void* A,
-            const void* B, void* D, void* ws, size_t ws_bytes) {
-  LtDescs L;
-  make_lt(L, p, t, c.allow_tf32);
-  const std::vector<LtAlgo> algos = lt_algos(c, p, t, A, B, D, L);
-  size_t left = 0;
-  void* w = align_ws(ws, ws_bytes, &left);
-  for (const LtAlgo& r : algos) {
-    if (r.ws > left) continue;
-    cublasLtMatmulAlgo_t algo;
-    std::memcpy(&algo, r.data, sizeof r.data);
-    const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
-    const void* pa = t == DType::F64 ? static_cast<const void*>(&alpha) : &fa;
-    const void* pb = t == DType::F64 ? static_cast<const void*>(&beta) : &fb;
-    lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(c.blas_lt), L.op, pa, A, L.a, B, L.b, pb,
-                            D, L.d, D, L.d, &algo, r.ws ? w : nullptr, r.ws,
-                            static_cast<cudaStream_t>(c.stream)),
-             "cublasLtMatmul", p, t);
-    return true;
-  }
-  return false;
-}
-
-void naive_any(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double beta,
-               const void* A, const void* B, void* D) {
-  if (t == DType::F64)
-    lib::naive_gemm(c, p, alpha, beta, static_cast<const double*>(A), static_cast<const double*>(B),
-                    static_cast<double*>(D));
-  else
-    lib::naive_gemm(c, p, alpha, beta, static_cast<const float*>(A), static_cast<const float*>(B),
-                    static_cast<float*>(D));
-}
-
-// ---- the library, for library_util.h ------------------------------------------------------------
+// ---- the library, for library_ops.h ------------------------------------------------------------
 struct CudaLib {
   static size_t conv_workspace(const GpuCtx& c, ConvDir dir, const ConvShape& g, DType t,
                                const void* x, const void* w, const void* y) {
@@ -765,37 +521,12 @@ struct CudaLib {
 
   static size_t gemm_workspace(const GpuCtx& c, const LtProblem& p, DType t, const void* A,
                                const void* B, const void* D) {
-    LtDescs L;
-    make_lt(L, p, t, c.allow_tf32);
-    const std::vector<LtAlgo> algos = lt_algos(c, p, t, A, B, D, L);
-    return algos.empty() ? 0 : ws_request(algos.front().ws);
+    return lt_gemm_workspace(c, p, t, A, B, D);
   }
 
   static bool gemm(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double beta,
                    const void* A, const void* B, void* D, void* ws, size_t ws_bytes) {
-    if (lt_try(c, p, t, alpha, beta, A, B, D, ws, ws_bytes)) return true;
-    const size_t es = dtype_size(t);
-    if (p.batch > 1) {  // a strided batch cuBLASLt has nothing for: matrix by matrix
-      LtProblem q = p;
-      q.batch = 1;
-      q.sa = q.sb = q.sd = 0;
-      for (int64_t i = 0; i < p.batch; ++i) {
-        const void* a = static_cast<const char*>(A) + static_cast<size_t>(i * p.sa) * es;
-        const void* b = static_cast<const char*>(B) + static_cast<size_t>(i * p.sb) * es;
-        void* d = static_cast<char*>(D) + static_cast<size_t>(i * p.sd) * es;
-        if (!lt_try(c, q, t, alpha, beta, a, b, d, ws, ws_bytes)) {
-          note_once(g_noted_no_lt, "cuBLASLt has no algorithm for " + lt_what(q, t) +
-                                       " within the workspace; a naive kernel runs it (slower). "
-                                       "(Noted once per process.)");
-          naive_any(c, q, t, alpha, beta, a, b, d);
-        }
-      }
-      return true;
-    }
-    note_once(g_noted_no_lt, "cuBLASLt has no algorithm for " + lt_what(p, t) +
-                                 " within the workspace; a naive kernel runs it (slower). (Noted "
-                                 "once per process.)");
-    return false;
+    return lt_gemm(c, p, t, alpha, beta, A, B, D, ws, ws_bytes);
   }
 };
 

@@ -1,10 +1,10 @@
 // The library ops of the host-run build (launch.h): there is no cuDNN or cuBLASLt on the host, so
 // the library here declines every call and Conv, ConvGrad, ConvTranspose, Gemm and MatMul run on
-// the CUDA backend's own fallback kernels (library_util.h: direct convolution, naive GEMM), the
-// code the GPU build takes whenever the library declines. The op harness (cuda-host) thereby
-// checks those kernels and the logic around the library calls that does not depend on the
-// library (bias, dB, Gemm's C, MatMul's batch decomposition) on every machine.
-#include "kernels/cuda/library_util.h"
+// the CUDA backend's own fallback kernels (library_conv.h: direct convolution; library_gemm.h:
+// naive GEMM), the code the GPU build takes whenever the library declines. The op harness
+// (cuda-host) thereby checks those kernels and the logic around the library calls that does not
+// depend on the library (bias, dB, Gemm's C, MatMul's batch decomposition) on every machine.
+#include "kernels/cuda/library_ops.h"
 
 namespace cb::CB_GPU_NS {
 

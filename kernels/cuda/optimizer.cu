@@ -1,6 +1,5 @@
-// Optimizer, SMA and Dropout kernels of the CUDA backend (mirroring kernels/cpu/optimizer.cpp,
-// sma.cpp, dropout.cpp and DropoutGrad in elementwise_grad.cpp; contracts in
-// runtime/ops/optimizer.cpp and dropout.cpp):
+// Optimizer and SMA kernels of the CUDA backend (mirroring kernels/cpu/optimizer.cpp and sma.cpp;
+// contracts in runtime/ops/optimizer.cpp):
 //   SgdStep(grad [P]) -> (param [P], velocity [P]?)            f32, f64
 //   AdamWStep(grad [P]) -> (param [P], m [P], v [P])            f32, f64
 //   SmaStep(grad [R,P], z [P]?) -> (param [R,P], opt1 [R,P]?, opt2 [R,P]?, snapshot [R,P],
@@ -12,8 +11,6 @@
 //   SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite f32 [1])   f32, one kernel
 //   SmaRowSum(rows [R,S]) -> out [S]                            f32, out[i] = sum over r in row
 //       order of scale * rows[r * S + i]
-//   Dropout(data, ratio?, training_mode?) -> (output, mask?)    f32, f64
-//   DropoutGrad(dY, mask) -> dX                                 f32, f64
 //
 // Bit-identical to the CPU backend: the element math is the CPU's own functors
 // (kernels/common/optimizer_math.h) instantiated on Rn<T> below, a float whose + - * / and sqrt
@@ -27,6 +24,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/common/geometry.h"
 #include "kernels/common/optimizer_math.h"
 #include "kernels/common/scalar_math.h"
 #include "kernels/cuda/launch.h"
@@ -287,23 +285,18 @@ struct AdamWRow {
 // The optimizer state a learner's step carries.
 enum class State { None, Velocity, Adam };
 
-// SmaStep's buffers (learner r's element j at r * n + j; absent ones null).
+// SmaStep's buffers (geom::SmaStepPlan: learner r's element j at r * n + j; absent ones null) and
+// the pull toward z.
 struct SmaBuffers {
-  float* w;
-  float* sn;
-  const float* g;
-  float* o1;
-  float* o2;
-  const float* z;
-  float* sum;
-  int64_t n, rows;
+  geom::SmaStepPlan s;
   math::SmaPull pull;
 };
 
 // Element j of every learner, in row order: snapshot, step, pull, and the sum of corrections.
 template <State kState, bool kPull>
 struct SmaStepBody {
-  SmaBuffers b;
+  geom::SmaStepPlan b;
+  math::SmaPull pull;
 
   template <class Rows>
   CB_HOST_DEVICE void operator()(int64_t j, const Rows& update_of) const {
@@ -314,7 +307,7 @@ struct SmaStepBody {
       const int64_t o = r * b.n + j;
       const auto up = update_of(r);
       const RnF th(b.w[o]);
-      b.sn[o] = th.v;
+      b.snap[o] = th.v;
       RnF nw;
       if constexpr (kState == State::Adam) {
         RnF m(b.o1[o]), v(b.o2[o]);
@@ -330,8 +323,8 @@ struct SmaStepBody {
         nw = up(th, RnF(b.g[o]), v);
       }
       if constexpr (kPull) {
-        const RnF cr = b.pull.correction(th, zj);
-        nw = b.pull.apply(nw, cr);
+        const RnF cr = pull.correction(th, zj);
+        nw = pull.apply(nw, cr);
         s = s + cr;
       }
       b.w[o] = nw.v;
@@ -343,45 +336,18 @@ struct SmaStepBody {
 template <State kState, class Make>
 void sma_launch(const GpuCtx& c, const SmaBuffers& b, Make make, bool pull) {
   if (pull)
-    for_each_with_rows(c, b.n, b.rows, make, SmaStepBody<kState, true>{b});
+    for_each_with_rows(c, b.s.n, b.s.rows, make, SmaStepBody<kState, true>{b.s, b.pull});
   else
-    for_each_with_rows(c, b.n, b.rows, make, SmaStepBody<kState, false>{b});
+    for_each_with_rows(c, b.s.n, b.s.rows, make, SmaStepBody<kState, false>{b.s, b.pull});
 }
 
 void SmaStep(const KernelArgs& a, const GpuCtx& c) {
   const auto& p = a.p<ops::SmaStepParams>();
-  const TensorView& grad = a.in.at(0);
-  const TensorView* zv = a.in.size() > 1 && a.in[1].present() ? &a.in[1] : nullptr;
-  const TensorView &param = a.out.at(0), &o1v = a.out.at(1), &o2v = a.out.at(2),
-                   &snap = a.out.at(3), &sv = a.out.at(4), &steps = a.out.at(5);
-  const int64_t rows = steps.numel();
-  if (steps.dtype != DType::I64 || rows < 1 || param.numel() % rows != 0)
-    fail("SmaStep: steps must be i64 [R] with R >= 1 dividing param's {} elements", param.numel());
-  const int64_t n = param.numel() / rows;
-  if (grad.numel() != param.numel() || snap.numel() != param.numel() || param.dtype != DType::F32 ||
-      grad.dtype != DType::F32 || snap.dtype != DType::F32)
-    fail("SmaStep: grad, param and snapshot must be f32 [R,P]");
-  const bool adamw = p.optimizer == ops::OptimizerKind::AdamW;
-  const bool momentum = adamw || p.momentum != 0;
-  if (momentum && (o1v.numel() != param.numel() || o1v.dtype != DType::F32))
-    fail("SmaStep: opt1 must be f32 [R,P]");
-  if (adamw && (o2v.numel() != param.numel() || o2v.dtype != DType::F32))
-    fail("SmaStep: opt2 must be f32 [R,P]");
-  const bool pull = zv != nullptr && sv.present();
-  if (pull &&
-      (zv->numel() != n || sv.numel() != n || zv->dtype != DType::F32 || sv.dtype != DType::F32))
-    fail("SmaStep: z and sum must be f32 with P = {} elements", n);
-  int64_t* row_steps = steps.ptr<int64_t>();
-  const SmaBuffers b{param.ptr<float>(),
-                     snap.ptr<float>(),
-                     grad.ptr<float>(),
-                     momentum ? o1v.ptr<float>() : nullptr,
-                     adamw ? o2v.ptr<float>() : nullptr,
-                     pull ? zv->ptr<float>() : nullptr,
-                     pull ? sv.ptr<float>() : nullptr,
-                     n,
-                     rows,
-                     math::SmaPull{p.alpha}};
+  const geom::SmaStepPlan sp = geom::sma_step_plan(a);
+  const bool adamw = sp.adamw, momentum = sp.momentum, pull = sp.pull;
+  int64_t* row_steps = sp.steps;
+  const int64_t rows = sp.rows;
+  const SmaBuffers b{sp, math::SmaPull{p.alpha}};
   const SgdRow sgd{p.lr, p.momentum, p.weight_decay, p.nesterov, row_steps};
   if (adamw)
     sma_launch<State::Adam>(
@@ -437,97 +403,7 @@ void SmaRowSum(const KernelArgs& a, const GpuCtx& c) {
   });
 }
 
-// ---- Dropout, DropoutGrad -----------------------------------------------------------------------
-template <class M>
-void fill_ones(const GpuCtx& c, void* data, int64_t n) {
-  M* m = static_cast<M*>(data);
-  parallel_for(c, n, [=] CB_HOST_DEVICE(int64_t i) { m[i] = M(1); });
-}
-
-// Training: keep element i when uniform01(seed, i) >= ratio (the CPU's hash), scale kept values.
-template <class T, class M>
-void dropout_train(const GpuCtx& c, const T* x, T* y, M* m, int64_t n, uint64_t seed, float ratio,
-                   T scale) {
-  parallel_for(c, n, [=] CB_HOST_DEVICE(int64_t i) {
-    const bool keep = math::uniform01(seed, static_cast<uint64_t>(i)) >= ratio;
-    y[i] = keep ? x[i] * scale : T(0);
-    if (m) m[i] = M(keep);
-  });
-}
-
-template <class T>
-void dropout(const KernelArgs& a, const GpuCtx& c, const TensorView* mask, uint64_t seed,
-             float ratio) {
-  const TensorView &in = a.in[0], &out = a.out[0];
-  const T scale = T(1) / (T(1) - static_cast<T>(ratio));
-  const T* x = in.ptr<const T>();
-  T* y = out.ptr<T>();
-  const int64_t n = in.numel();
-  if (!mask)
-    dropout_train<T, uint8_t>(c, x, y, nullptr, n, seed, ratio, scale);
-  else if (mask->dtype == DType::Bool)
-    dropout_train<T, uint8_t>(c, x, y, mask->ptr<uint8_t>(), n, seed, ratio, scale);
-  else if (mask->dtype == in.dtype)
-    dropout_train<T, T>(c, x, y, mask->ptr<T>(), n, seed, ratio, scale);  // opset < 10
-  else
-    fail("Dropout: mask of type {} for data of type {}", dtype_name(mask->dtype),
-         dtype_name(in.dtype));
-}
-
-void Dropout(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::DropoutParams>();
-  const TensorView &in = a.in.at(0), &out = a.out.at(0);
-  const TensorView* mask = a.out.size() > 1 && a.out[1].present() ? &a.out[1] : nullptr;
-  const int64_t n = in.numel();
-  if (out.numel() != n || out.dtype != in.dtype || (mask && mask->numel() != n))
-    fail("Dropout: output and mask must be shaped like data");
-  if (!(p.training && p.ratio > 0)) {  // inference: y = x, mask all true
-    copy_device(c, out.data, in.data, out.bytes());
-    if (mask) {
-      if (mask->dtype == DType::Bool) {
-        fill_ones<uint8_t>(c, mask->data, n);
-      } else {
-        CB_GPU_DISPATCH_NUMERIC(mask->dtype, "Dropout (mask)", fill_ones, c, mask->data, n)
-      }
-    }
-    return;
-  }
-  uint64_t seed = a.seed;
-  if (p.seed) seed = math::splitmix64(seed ^ math::splitmix64(static_cast<uint64_t>(*p.seed)));
-  CB_GPU_DISPATCH_FLOAT(in.dtype, "Dropout", dropout, a, c, mask, seed, p.ratio)
-}
-
-template <class T, class M>
-void dropout_grad_as(const GpuCtx& c, const T* dy, const M* m, T* dx, int64_t n, T scale) {
-  const math::DropoutGradOp<T> op{scale};
-  parallel_for(c, n, [=] CB_HOST_DEVICE(int64_t i) { dx[i] = op(dy[i], m[i]); });
-}
-
-// dX = mask ? dY * scale : 0 with the forward's scale 1 / (1 - ratio).
-template <class T>
-void dropout_grad(const KernelArgs& a, const GpuCtx& c) {
-  const TensorView &dyv = a.in.at(0), &mv = a.in.at(1), &dxv = a.out.at(0);
-  const int64_t n = dxv.numel();
-  if (dyv.numel() != n || mv.numel() != n)
-    fail("DropoutGrad: dY, mask and dX must have the same shape");
-  const T scale = T(1) / (T(1) - static_cast<T>(a.p<ops::DropoutParams>().ratio));
-  if (mv.dtype == DType::Bool)
-    dropout_grad_as<T, uint8_t>(c, dyv.ptr<const T>(), mv.ptr<const uint8_t>(), dxv.ptr<T>(), n,
-                                scale);
-  else if (mv.dtype == dyv.dtype)
-    dropout_grad_as<T, T>(c, dyv.ptr<const T>(), mv.ptr<const T>(), dxv.ptr<T>(), n, scale);
-  else
-    fail("DropoutGrad: mask of type {} for a gradient of type {}", dtype_name(mv.dtype),
-         dtype_name(dyv.dtype));
-}
-
-void DropoutGrad(const KernelArgs& a, const GpuCtx& c) {
-  CB_GPU_DISPATCH_FLOAT(a.in.at(0).dtype, "DropoutGrad", dropout_grad, a, c)
-}
-
 constexpr GpuKernel kKernels[] = {
-    {OpKind::Dropout, &Dropout, kFloat},
-    {OpKind::DropoutGrad, &DropoutGrad, kFloat},
     {OpKind::AdamWStep, &AdamWStep, kFloat},
     {OpKind::SgdStep, &SgdStep, kFloat},
     {OpKind::SmaCentralStep, &SmaCentralStep, kF32},

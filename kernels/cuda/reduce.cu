@@ -19,6 +19,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/common/geometry.h"
 #include "kernels/common/scalar_math.h"
 #include "kernels/cuda/launch.h"
 #include "runtime/error.h"
@@ -282,9 +283,9 @@ void ReduceSumTo(const KernelArgs& a, const GpuCtx& c) {
 
 // ================================ Softmax, LogSoftmax and gradients ==============================
 // dims viewed as [outer, n, inner] (kernels/cpu/softmax.cpp); rows = outer * inner.
-using SmView = ops::SoftmaxView;
+using SmView = geom::SoftmaxView;
 SmView sm_view(const KernelArgs& a, const std::vector<int64_t>& d) {
-  return ops::softmax_view(a.p<ops::SoftmaxParams>(), d);
+  return geom::softmax_view(a.p<ops::SoftmaxParams>(), d);
 }
 int64_t numel_of(const std::vector<int64_t>& d) {
   int64_t n = 1;

@@ -180,25 +180,6 @@ struct SoftmaxParams {
   int64_t axis;
   bool coerce_2d;  // opset < 13 semantics: softmax over the flattened dims [axis, rank)
 };
-// The dims a Softmax/LogSoftmax (or its gradient) works on, viewed as [outer, n, inner] with the
-// softmax over n, for every backend's kernels.
-struct SoftmaxView {
-  int64_t outer = 1, n = 1, inner = 1;
-  int64_t rows() const { return outer * inner; }
-};
-inline SoftmaxView softmax_view(const SoftmaxParams& p, const std::vector<int64_t>& d) {
-  const auto axis = static_cast<size_t>(p.axis);  // normalised by infer(); 0 for a scalar
-  SoftmaxView v;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i < axis)
-      v.outer *= d[i];
-    else if (i == axis || p.coerce_2d)
-      v.n *= d[i];
-    else
-      v.inner *= d[i];
-  }
-  return v;
-}
 
 // split.cpp
 struct SplitParams {

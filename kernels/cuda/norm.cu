@@ -1,19 +1,14 @@
-// Normalization and pooling kernels of the CUDA backend, mirroring the CPU backend's
-// (kernels/cpu/batch_normalization.cpp, layer_normalization.cpp, norm_grad.cpp, pool.cpp,
-// pool_grad.cpp): same attributes, dtypes and rules.
-//   - Statistics (BatchNorm per channel over N and the spatial dims, LayerNorm per row) are
-//     segmented reductions in double, two-pass (mean, then squared deviations) as on the CPU; the
-//     last pass's store computes the per-channel / per-row coefficients (workspace, double) and
-//     writes the small outputs (running statistics, Mean/InvStdDev, dscale, dB); one thread per
-//     element then applies them.
-//   - Pooling: one thread per output (forwards); the gradients are gathers over input positions
-//     (each sums the windows covering it in ascending output order, as the CPU's += does), so no
-//     atomics and no zero fill. MaxPoolGrad first records each window's argmax (workspace) with
-//     the forward's rule: window order (kd, kh, kw), the first maximum wins, NaN wins, padding
-//     never wins.
+// Normalization kernels of the CUDA backend, mirroring the CPU backend's
+// (kernels/cpu/batch_normalization.cpp, layer_normalization.cpp, norm_grad.cpp): same attributes,
+// dtypes and rules. Statistics (BatchNorm per channel over N and the spatial dims, LayerNorm per
+// row) are segmented reductions in double, two-pass (mean, then squared deviations) as on the
+// CPU; the last pass's store computes the per-channel / per-row coefficients (workspace, double)
+// and writes the small outputs (running statistics, Mean/InvStdDev, dscale, dB); one thread per
+// element then applies them.
 #include <limits>
 #include <vector>
 
+#include "kernels/common/geometry.h"
 #include "kernels/common/scalar_math.h"
 #include "kernels/cuda/launch.h"
 #include "runtime/error.h"
@@ -24,9 +19,6 @@ namespace cb::CB_GPU_NS {
 namespace {
 
 // ---- shared helpers -----------------------------------------------------------------------------
-struct AddD {
-  CB_HOST_DEVICE double operator()(double x, double y) const { return x + y; }
-};
 struct Sums2 {
   double a, b;
 };
@@ -68,20 +60,6 @@ RealOut real_out(const KernelArgs& a, size_t i) {
   if (a.out.size() > i && a.out[i].present()) return {a.out[i].data, a.out[i].dtype == DType::F64};
   return {nullptr, false};
 }
-template <class T>
-T* out_ptr(const KernelArgs& a, size_t i) {
-  return a.out.size() > i && a.out[i].present() ? a.out[i].ptr<T>() : nullptr;
-}
-// The workspace as T*, after checking that the caller gave the bytes `ws` asks for.
-template <class T>
-T* workspace_of(const KernelArgs& a, const GpuCtx& c, GpuWorkspaceFn ws, const char* op) {
-  const size_t need = ws(a, c);
-  if (need > 0 && (!a.workspace || a.workspace_bytes < need))
-    fail("{}: needs a workspace of {} bytes, got {}", op, need,
-         a.workspace ? a.workspace_bytes : size_t{0});
-  return static_cast<T*>(a.workspace);
-}
-
 // ---- BatchNormalization -------------------------------------------------------------------------
 // X [N, C, S]: channel ch, element j in [0, N*S) of it sits at (j / S) * C * S + ch * S + j % S.
 struct BnShape {
@@ -367,289 +345,6 @@ void layer_norm_grad(const KernelArgs& a, const GpuCtx& c) {
       });
 }
 
-// ---- pooling geometry ---------------------------------------------------------------------------
-// A 1-D/2-D/3-D window as 3-D ([depth, height, width], leading 1s), as the CPU's WindowGeom.
-struct PoolGeom {
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
-  int64_t s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, p[3] = {0, 0, 0}, pe[3] = {0, 0, 0};
-  int64_t planes = 0, in_vol = 1, out_vol = 1;
-};
-PoolGeom pool_geom(const ops::WindowAttrs& w, const std::vector<int64_t>& x,
-                   const std::vector<int64_t>& y) {
-  PoolGeom g;
-  const size_t r = x.size() - 2;
-  if (r < 1 || r > 3 || w.kernel_shape.size() != r || w.pads.size() != 2 * r)
-    fail("pooling: unsupported window ({} spatial dims, {} kernel dims, {} pads)", r,
-         w.kernel_shape.size(), w.pads.size());
-  g.planes = x[0] * x[1];
-  for (size_t i = 0; i < r; ++i) {
-    const size_t j = 3 - r + i;
-    g.in[j] = x[2 + i];
-    g.out[j] = y[2 + i];
-    g.k[j] = w.kernel_shape[i];
-    g.s[j] = w.strides.empty() ? 1 : w.strides[i];
-    g.d[j] = w.dilations.empty() ? 1 : w.dilations[i];
-    g.p[j] = w.pads[i];
-    g.pe[j] = w.pads[i + r];
-  }
-  g.in_vol = g.in[0] * g.in[1] * g.in[2];
-  g.out_vol = g.out[0] * g.out[1] * g.out[2];
-  return g;
-}
-
-// The CPU's 2x2/stride-2 fast path (max_pool_2x2.h), whose maximum starts from the first element.
-bool is_max_pool_2x2(const PoolGeom& g) {
-  return g.in[0] == 1 && g.out[0] == 1 && g.k[0] == 1 && g.k[1] == 2 && g.k[2] == 2 &&
-         g.s[1] == 2 && g.s[2] == 2 && g.d[1] == 1 && g.d[2] == 1 && g.p[1] == 0 && g.p[2] == 0 &&
-         2 * g.out[1] <= g.in[1] && 2 * g.out[2] <= g.in[2];
-}
-
-// Output position o of a plane -> its window's start along each axis.
-CB_HOST_DEVICE inline void window_start(const PoolGeom& g, int64_t o, int64_t st[3]) {
-  const int64_t ow = o % g.out[2], oh = (o / g.out[2]) % g.out[1], od = o / (g.out[2] * g.out[1]);
-  st[0] = od * g.s[0] - g.p[0];
-  st[1] = oh * g.s[1] - g.p[1];
-  st[2] = ow * g.s[2] - g.p[2];
-}
-
-// Window positions t in [0, k) with start + t*dil inside [lo, hi).
-CB_HOST_DEVICE inline int64_t count_in(int64_t start, int64_t k, int64_t dil, int64_t lo,
-                                       int64_t hi) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < k; ++i) n += start + i * dil >= lo && start + i * dil < hi;
-  return n;
-}
-
-// The outputs [lo, hi) along axis `ax` whose windows may cover input position i (those with
-// (i + p - o*s) a multiple of d cover it).
-CB_HOST_DEVICE inline void covering(const PoolGeom& g, int ax, int64_t i, int64_t& lo,
-                                    int64_t& hi) {
-  const int64_t t = i + g.p[ax] - (g.k[ax] - 1) * g.d[ax];
-  lo = t <= 0 ? 0 : (t + g.s[ax] - 1) / g.s[ax];
-  hi = (i + g.p[ax]) / g.s[ax] + 1;
-  hi = hi < g.out[ax] ? hi : g.out[ax];
-}
-CB_HOST_DEVICE inline bool covers(const PoolGeom& g, int ax, int64_t i, int64_t o) {
-  return (i + g.p[ax] - o * g.s[ax]) % g.d[ax] == 0;
-}
-
-template <class T>
-CB_HOST_DEVICE inline bool pool_greater(T v, T best) {
-  if constexpr (math::kIsFloat<T>)
-    return v > best || (v != v && best == best);  // NaN propagates, as in PyTorch
-  else
-    return v > best;
-}
-
-// The plane-local offset of window o's maximum in plane xp (first maximum in window order), or
-// -1 for a window wholly in padding. first_takes: the first valid element starts the maximum
-// (else it starts at `lowest`, as the CPU's no-indices path; they differ only for -inf).
-template <class T>
-CB_HOST_DEVICE inline int64_t window_argmax(const PoolGeom& g, const T* xp, int64_t o,
-                                            bool first_takes, T lowest, T& best) {
-  int64_t st[3];
-  window_start(g, o, st);
-  int64_t at = -1;
-  best = lowest;
-  for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-    const int64_t id = st[0] + kd * g.d[0];
-    if (id < 0 || id >= g.in[0]) continue;
-    for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-      const int64_t ih = st[1] + kh * g.d[1];
-      if (ih < 0 || ih >= g.in[1]) continue;
-      const int64_t row = (id * g.in[1] + ih) * g.in[2];
-      for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-        const int64_t iw = st[2] + kw * g.d[2];
-        if (iw < 0 || iw >= g.in[2]) continue;
-        const T v = xp[row + iw];
-        if ((first_takes && at < 0) || pool_greater(v, best)) {
-          best = v;
-          at = row + iw;
-        }
-      }
-    }
-  }
-  return at;
-}
-
-// ---- MaxPool ------------------------------------------------------------------------------------
-template <class T>
-void max_pool(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::PoolParams>();
-  const PoolGeom g = pool_geom(p.window, a.in[0].dims, a.out[0].dims);
-  const T* x = a.in[0].ptr<T>();
-  T* y = a.out[0].ptr<T>();
-  int64_t* ind = out_ptr<int64_t>(a, 1);
-  const bool col_major = p.storage_order == 1;
-  const bool first_takes = ind || is_max_pool_2x2(g);
-  const T lowest = std::numeric_limits<T>::lowest();
-  parallel_for(c, g.planes * g.out_vol, [=] CB_HOST_DEVICE(int64_t i) {
-    const int64_t pc = i / g.out_vol, o = i % g.out_vol;
-    T best;
-    const int64_t at = window_argmax(g, x + pc * g.in_vol, o, first_takes, lowest, best);
-    if (!ind) {
-      y[i] = best;
-      return;
-    }
-    const int64_t base = pc * g.in_vol;
-    if (at < 0) {  // a window wholly in padding
-      y[i] = T(0);
-      ind[i] = base;
-      return;
-    }
-    y[i] = best;
-    if (!col_major) {
-      ind[i] = base + at;
-    } else {
-      const int64_t iw = at % g.in[2], ih = (at / g.in[2]) % g.in[1], id = at / (g.in[2] * g.in[1]);
-      ind[i] = base + id + (ih + iw * g.in[1]) * g.in[0];
-    }
-  });
-}
-
-// ---- AveragePool --------------------------------------------------------------------------------
-template <class T>
-void average_pool(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::PoolParams>();
-  const PoolGeom g = pool_geom(p.window, a.in[0].dims, a.out[0].dims);
-  const T* x = a.in[0].ptr<T>();
-  T* y = a.out[0].ptr<T>();
-  const bool include_pad = p.count_include_pad;
-  parallel_for(c, g.planes * g.out_vol, [=] CB_HOST_DEVICE(int64_t i) {
-    const int64_t pc = i / g.out_vol, o = i % g.out_vol;
-    const T* xp = x + pc * g.in_vol;
-    int64_t st[3];
-    window_start(g, o, st);
-    T sum = 0;
-    int64_t valid = 0;
-    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-      const int64_t id = st[0] + kd * g.d[0];
-      if (id < 0 || id >= g.in[0]) continue;
-      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-        const int64_t ih = st[1] + kh * g.d[1];
-        if (ih < 0 || ih >= g.in[1]) continue;
-        const T* xr = xp + (id * g.in[1] + ih) * g.in[2];
-        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-          const int64_t iw = st[2] + kw * g.d[2];
-          if (iw < 0 || iw >= g.in[2]) continue;
-          sum += xr[iw];
-          ++valid;
-        }
-      }
-    }
-    int64_t div = valid;
-    if (include_pad) {
-      div = 1;
-      for (int ax = 0; ax < 3; ++ax)
-        div *= count_in(st[ax], g.k[ax], g.d[ax], -g.p[ax], g.in[ax] + g.pe[ax]);
-    }
-    y[i] = div > 0 ? sum / static_cast<T>(div) : T(0);
-  });
-}
-
-// ---- GlobalAveragePool --------------------------------------------------------------------------
-template <class T>
-void global_average_pool(const KernelArgs& a, const GpuCtx& c) {
-  const TensorView& X = a.in[0];
-  const int64_t planes = X.dims[0] * X.dims[1], vol = planes ? X.numel() / planes : 0;
-  const T* x = X.ptr<T>();
-  T* y = a.out[0].ptr<T>();
-  segmented_reduce(
-      c, planes, vol, 0.0,
-      [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> double {
-        return static_cast<double>(x[o * vol + j]);
-      },
-      AddD{},
-      [=] CB_HOST_DEVICE(int64_t o, double acc) {
-        y[o] = vol ? static_cast<T>(acc / static_cast<double>(vol)) : T(0);
-      });
-}
-
-// ---- MaxPoolGrad --------------------------------------------------------------------------------
-// Workspace: each window's argmax, plane-local (int64 [N*C*out_vol]).
-size_t max_pool_grad_workspace(const KernelArgs& a, const GpuCtx&) {
-  return static_cast<size_t>(a.in[0].numel()) * sizeof(int64_t);
-}
-
-template <class T>
-void max_pool_grad(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::PoolParams>();
-  const PoolGeom g = pool_geom(p.window, a.in[1].dims, a.in[0].dims);
-  const T *dy = a.in[0].ptr<T>(), *x = a.in[1].ptr<T>();
-  T* dx = a.out[0].ptr<T>();
-  int64_t* arg = workspace_of<int64_t>(a, c, &max_pool_grad_workspace, "MaxPoolGrad");
-  parallel_for(c, g.planes * g.out_vol, [=] CB_HOST_DEVICE(int64_t i) {
-    const int64_t pc = i / g.out_vol;
-    T best;
-    arg[i] = window_argmax(g, x + pc * g.in_vol, i % g.out_vol, true, T(0), best);
-  });
-  // dx at input position q: the sum of dy over the windows whose argmax is q, in output order.
-  parallel_for(c, g.planes * g.in_vol, [=] CB_HOST_DEVICE(int64_t i) {
-    const int64_t pc = i / g.in_vol, q = i % g.in_vol;
-    const int64_t iw = q % g.in[2], ih = (q / g.in[2]) % g.in[1], id = q / (g.in[2] * g.in[1]);
-    const int64_t* ap = arg + pc * g.out_vol;
-    const T* dyp = dy + pc * g.out_vol;
-    int64_t lo[3], hi[3];
-    covering(g, 0, id, lo[0], hi[0]);
-    covering(g, 1, ih, lo[1], hi[1]);
-    covering(g, 2, iw, lo[2], hi[2]);
-    T sum = T(0);
-    for (int64_t od = lo[0]; od < hi[0]; ++od) {
-      if (!covers(g, 0, id, od)) continue;
-      for (int64_t oh = lo[1]; oh < hi[1]; ++oh) {
-        if (!covers(g, 1, ih, oh)) continue;
-        for (int64_t ow = lo[2]; ow < hi[2]; ++ow) {
-          if (!covers(g, 2, iw, ow)) continue;
-          const int64_t o = (od * g.out[1] + oh) * g.out[2] + ow;
-          if (ap[o] == q) sum += dyp[o];
-        }
-      }
-    }
-    dx[i] = sum;
-  });
-}
-
-// ---- AveragePoolGrad ----------------------------------------------------------------------------
-template <class T>
-void average_pool_grad(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::PoolParams>();
-  const PoolGeom g = pool_geom(p.window, a.out[0].dims, a.in[0].dims);  // in 1 is dX's dims
-  const T* dy = a.in[0].ptr<T>();
-  T* dx = a.out[0].ptr<T>();
-  const bool include_pad = p.count_include_pad;
-  // dx at input position q: the sum over the windows covering it (in output order) of
-  // dy / divisor, the forward's divisor.
-  parallel_for(c, g.planes * g.in_vol, [=] CB_HOST_DEVICE(int64_t i) {
-    const int64_t pc = i / g.in_vol, q = i % g.in_vol;
-    const int64_t at[3] = {q / (g.in[2] * g.in[1]), (q / g.in[2]) % g.in[1], q % g.in[2]};
-    const T* dyp = dy + pc * g.out_vol;
-    int64_t lo[3], hi[3];
-    for (int ax = 0; ax < 3; ++ax) covering(g, ax, at[ax], lo[ax], hi[ax]);
-    // The divisor's factor along axis ax for output o (separable: a product over the axes).
-    auto factor = [&](int ax, int64_t o) {
-      const int64_t start = o * g.s[ax] - g.p[ax];
-      return include_pad ? count_in(start, g.k[ax], g.d[ax], -g.p[ax], g.in[ax] + g.pe[ax])
-                         : count_in(start, g.k[ax], g.d[ax], 0, g.in[ax]);
-    };
-    T sum = T(0);
-    for (int64_t od = lo[0]; od < hi[0]; ++od) {
-      if (!covers(g, 0, at[0], od)) continue;
-      const int64_t fd = factor(0, od);
-      for (int64_t oh = lo[1]; oh < hi[1]; ++oh) {
-        if (!covers(g, 1, at[1], oh)) continue;
-        const int64_t fh = fd * factor(1, oh);
-        for (int64_t ow = lo[2]; ow < hi[2]; ++ow) {
-          if (!covers(g, 2, at[2], ow)) continue;
-          const int64_t div = fh * factor(2, ow);
-          if (div <= 0) continue;
-          sum += dyp[(od * g.out[1] + oh) * g.out[2] + ow] / static_cast<T>(div);
-        }
-      }
-    }
-    dx[i] = sum;
-  });
-}
-
 // ---- dispatch -----------------------------------------------------------------------------------
 void BatchNormalization(const KernelArgs& a, const GpuCtx& c) {
   CB_GPU_DISPATCH_FLOAT(kernel_dtype(a), "BatchNormalization", batch_norm, a, c)
@@ -663,43 +358,16 @@ void LayerNormalization(const KernelArgs& a, const GpuCtx& c) {
 void LayerNormalizationGrad(const KernelArgs& a, const GpuCtx& c) {
   CB_GPU_DISPATCH_FLOAT(a.in[1].dtype, "LayerNormalizationGrad", layer_norm_grad, a, c)
 }
-void MaxPool(const KernelArgs& a, const GpuCtx& c) {
-  switch (kernel_dtype(a)) {
-    case DType::I8:
-      return max_pool<int8_t>(a, c);
-    case DType::U8:
-      return max_pool<uint8_t>(a, c);
-    default:
-      CB_GPU_DISPATCH_FLOAT(kernel_dtype(a), "MaxPool", max_pool, a, c)
-  }
-}
-void MaxPoolGrad(const KernelArgs& a, const GpuCtx& c) {
-  CB_GPU_DISPATCH_FLOAT(kernel_dtype(a), "MaxPoolGrad", max_pool_grad, a, c)
-}
-void AveragePool(const KernelArgs& a, const GpuCtx& c) {
-  CB_GPU_DISPATCH_FLOAT(kernel_dtype(a), "AveragePool", average_pool, a, c)
-}
-void AveragePoolGrad(const KernelArgs& a, const GpuCtx& c) {
-  CB_GPU_DISPATCH_FLOAT(kernel_dtype(a), "AveragePoolGrad", average_pool_grad, a, c)
-}
-void GlobalAveragePool(const KernelArgs& a, const GpuCtx& c) {
-  CB_GPU_DISPATCH_FLOAT(kernel_dtype(a), "GlobalAveragePool", global_average_pool, a, c)
-}
 
 constexpr GpuKernel kKernels[] = {
-    {OpKind::AveragePool, &AveragePool, kFloat},
-    {OpKind::AveragePoolGrad, &AveragePoolGrad, kFloat},
     {OpKind::BatchNormalization, &BatchNormalization, kFloat, &bn_workspace},
     {OpKind::BatchNormalizationGrad, &BatchNormalizationGrad, kFloat, &bn_grad_workspace},
-    {OpKind::GlobalAveragePool, &GlobalAveragePool, kFloat},
     {OpKind::LayerNormalization, &LayerNormalization, kFloat, &ln_workspace},
     {OpKind::LayerNormalizationGrad, &LayerNormalizationGrad, kFloat, &ln_grad_workspace},
-    {OpKind::MaxPool, &MaxPool, kFloat | type_bit(DType::I8) | type_bit(DType::U8)},
-    {OpKind::MaxPoolGrad, &MaxPoolGrad, kFloat, &max_pool_grad_workspace},
 };
 
 }  // namespace
 
-std::span<const GpuKernel> norm_pool_kernels() { return kKernels; }
+std::span<const GpuKernel> norm_kernels() { return kKernels; }
 
 }  // namespace cb::CB_GPU_NS
