@@ -5,7 +5,6 @@
 // launch, never through KernelArgs.
 #include "kernels/cpu/cpu_device.h"
 
-#include <sys/sysinfo.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +13,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 #include "runtime/thread_pool.h"
 
 namespace cb {
@@ -39,26 +39,14 @@ class CpuDevice final : public Device {
     DeviceCaps c;
     c.name = name_;
     c.host_memory = true;
-    struct sysinfo si {};
-    if (sysinfo(&si) == 0) {
-      c.memory_total = static_cast<int64_t>(si.totalram) * si.mem_unit;
-      c.memory_free = static_cast<int64_t>(si.freeram + si.bufferram) * si.mem_unit;
-    }
+    const HostMemoryInfo m = host_memory_info();
+    c.memory_total = m.total;
+    c.memory_free = m.free;
     c.cores = threads_;
     return c;
   }
-  void* allocate(size_t bytes) override {
-    size_t n = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, n);
-    if (!p)
-      fail(
-          "out of memory on {}: allocating {} bytes ({:.1f} MiB) failed; lower the batch size "
-          "or the number of learners",
-          name_, bytes, static_cast<double>(bytes) / (1 << 20));
-    std::memset(p, 0, n);
-    return p;
-  }
-  void release(void* p) noexcept override { std::free(p); }
+  void* allocate(size_t bytes) override { return allocate_host_memory(bytes, name_); }
+  void release(void* p) noexcept override { release_host_memory(p); }
   // n == 0 may come with null pointers (an empty tensor), which memcpy must not be given.
   void upload(void* dst, const void* src, size_t n, Stream) override {
     if (n > 0) std::memcpy(dst, src, n);
