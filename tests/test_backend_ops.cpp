@@ -11,11 +11,12 @@
 // (with its reason) in backend_ops_cases.h.
 //
 // How to add an op:
-//   1. give it a case function in tests/backend_ops_cases.h: several shapes (odd sizes such as 7
-//      or 13, broadcasting for binary ops, a zero-size tensor where the op allows one, one large
-//      enough to be split over threads), realistic attributes, values kept where the op is
-//      defined (Fill); a gradient op names its forward op (Fwd) for its params;
-//   2. add {OpKind::X, fn} to case_table() there;
+//   1. give it a case function in its kernel family's file, tests/backend_ops/<family>.h (the
+//      families of kernels/cuda; the Case type is in tests/backend_ops/case.h): several shapes
+//      (odd sizes such as 7 or 13, broadcasting for binary ops, a zero-size tensor where the op
+//      allows one, one large enough to be split over threads), realistic attributes, values kept
+//      where the op is defined (Fill); a gradient op names its forward op (Fwd) for its params;
+//   2. add {OpKind::X, fn} to case_table() in tests/backend_ops_cases.h;
 //   3. if no f64 kernel computes it (or f64 cannot express its integer semantics), give the case
 //      a RefFn (scalar reference, defined at the bottom of this file) or set trunc_ref.
 // Then `build/tests/cb-tests --source-file='*test_backend_ops.cpp'`; the summary line gives the
@@ -577,7 +578,7 @@ Tally check_backend(Devices d, const char* name) {
           ++tally.failures;
           FAIL_CHECK(
               fmt::format("backend {} claims ({}, {}) but the harness has no case for it: "
-                          "add one in tests/backend_ops_cases.h (or an exclusion with its "
+                          "add one in tests/backend_ops/ (or an exclusion with its "
                           "reason)",
                           name, op_def(op).name, dtype_name(t)));
         }
