@@ -116,6 +116,11 @@ using CaseFn = std::vector<Case> (*)(OpKind op, DType t);
 // ---- small helpers ------------------------------------------------------------------------------
 inline bool is_float(DType t) { return dtype_is_float(t); }
 inline AttrValue ints_attr(std::vector<int64_t> v) { return v; }
+// A zeroed tensor of `t`, and element i of `t` set to x (already inside the dtype's range):
+// the harness's, defined in tests/test_backend_ops.cpp.
+Tensor make_tensor(DType t, std::vector<int64_t> dims);
+void put(Tensor& t, int64_t i, double x);
+// A tensor of `t` holding v (tests/backend_ops/references.cpp).
 TensorPtr tensor_of(DType t, std::vector<int64_t> dims, std::vector<double> v);
 
 }  // namespace cb::test::bops

@@ -107,8 +107,8 @@ inline std::vector<Case> softmax_grad(OpKind op, DType) {
 }
 
 // SoftmaxCrossEntropyLoss and its gradient against a naive f64 reference
-// (tests/test_backend_ops.cpp), so the [N,C] fast path and the general path (N-D scores, weights)
-// are checked independently.
+// (tests/backend_ops/references.cpp), so the [N,C] fast path and the general path (N-D scores,
+// weights) are checked independently.
 void ref_sce(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out);
 void ref_sce_grad(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out);
 
