@@ -11,13 +11,14 @@
 // (with its reason) in backend_ops_cases.h.
 //
 // How to add an op:
-//   1. give it a case function in tests/backend_ops_cases.h: several shapes (odd sizes such as 7
-//      or 13, broadcasting for binary ops, a zero-size tensor where the op allows one, one large
-//      enough to be split over threads), realistic attributes, values kept where the op is
-//      defined (Fill); a gradient op names its forward op (Fwd) for its params;
-//   2. add {OpKind::X, fn} to case_table() there;
+//   1. give it a case function in its kernel family's file, tests/backend_ops/<family>.h (the
+//      families of kernels/cuda; the Case type is in tests/backend_ops/case.h): several shapes
+//      (odd sizes such as 7 or 13, broadcasting for binary ops, a zero-size tensor where the op
+//      allows one, one large enough to be split over threads), realistic attributes, values kept
+//      where the op is defined (Fill); a gradient op names its forward op (Fwd) for its params;
+//   2. add {OpKind::X, fn} to case_table() in tests/backend_ops_cases.h;
 //   3. if no f64 kernel computes it (or f64 cannot express its integer semantics), give the case
-//      a RefFn (scalar reference, defined at the bottom of this file) or set trunc_ref.
+//      a RefFn (scalar reference, in tests/backend_ops/references.cpp) or set trunc_ref.
 // Then `build/tests/cb-tests --source-file='*test_backend_ops.cpp'`; the summary line gives the
 // pair and case counts (raise kMinPairs / kMinCases below when they grow).
 //
@@ -80,6 +81,10 @@ constexpr DType kDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DT
                              DType::I32, DType::I8,  DType::U8,   DType::Bool};
 
 // ---- values -------------------------------------------------------------------------------------
+}  // namespace
+
+namespace cb::test::bops {
+
 Tensor make_tensor(DType t, std::vector<int64_t> dims) {
   Tensor r;
   r.dtype = t;
@@ -120,6 +125,10 @@ void put(Tensor& t, int64_t i, double x) {
       return;
   }
 }
+
+}  // namespace cb::test::bops
+
+namespace {
 
 // The concrete distribution of a per-dtype fill.
 Fill resolve(const Fill& f, DType t) {
@@ -577,7 +586,7 @@ Tally check_backend(Devices d, const char* name) {
           ++tally.failures;
           FAIL_CHECK(
               fmt::format("backend {} claims ({}, {}) but the harness has no case for it: "
-                          "add one in tests/backend_ops_cases.h (or an exclusion with its "
+                          "add one in tests/backend_ops/ (or an exclusion with its "
                           "reason)",
                           name, op_def(op).name, dtype_name(t)));
         }
@@ -698,202 +707,6 @@ TEST_CASE("backend ops: the harness catches a kernel that skips or spoils its ou
     }
   }
 }
-
-// ---- scalar references --------------------------------------------------------------------------
-namespace cb::test::bops {
-
-TensorPtr tensor_of(DType t, std::vector<int64_t> dims, std::vector<double> v) {
-  auto r = std::make_shared<Tensor>(make_tensor(t, std::move(dims)));
-  for (int64_t i = 0; i < r->numel(); ++i) put(*r, i, v.at(static_cast<size_t>(i)));
-  return r;
-}
-
-// Cast from an integer (or bool) source: integer targets wrap (compare() wraps the exact value),
-// float targets round as the kernel does (through f32), bool is x != 0.
-void ref_cast_int(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const DType to = std::any_cast<const ops::CastParams&>(params).to;
-  Tensor one = make_tensor(to, {});
-  for (int64_t i = 0; i < in.at(0).numel(); ++i) {
-    double v = in[0].data<double>()[i];
-    if (dtype_is_float(to)) {
-      put(one, 0, v);
-      v = one.real_at(0);
-    }
-    out.at(0).data<double>()[i] = to == DType::Bool ? v != 0 : v;
-  }
-}
-
-// Constant: its value.
-void ref_constant(const std::any& params, std::vector<Tensor>&, std::vector<Tensor>& out) {
-  const Tensor& v = *std::any_cast<const ops::ConstantParams&>(params).value;
-  for (int64_t i = 0; i < v.numel(); ++i) out.at(0).data<double>()[i] = v.real_at(i);
-}
-
-// ConstantOfShape: its one value everywhere.
-void ref_constant_of_shape(const std::any& params, std::vector<Tensor>&, std::vector<Tensor>& out) {
-  const Tensor& v = *std::any_cast<const ops::ConstantParams&>(params).value;
-  for (int64_t i = 0; i < out.at(0).numel(); ++i) out[0].data<double>()[i] = v.real_at(0);
-}
-
-// SmaStep (runtime/ops/optimizer.cpp): in grad [R,P], z [P]?; out param, opt1, opt2?,
-// snapshot [R,P], sum [P]?, steps i64 [R] (param, opt1, opt2 and steps start with values).
-void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const auto& p = std::any_cast<const ops::SmaStepParams&>(params);
-  const int64_t rows = out.at(5).numel();
-  const int64_t n = rows ? out[0].numel() / rows : 0;
-  const bool adamw = p.optimizer == ops::OptimizerKind::AdamW;
-  const double* g = in[0].data<double>();
-  const bool pull = in.size() > 1 && !in[1].bytes.empty() && !out[4].bytes.empty();
-  const double* z = pull ? in[1].data<double>() : nullptr;
-  double *w = out[0].data<double>(), *v = out[1].data<double>(),
-         *v2 = adamw ? out[2].data<double>() : nullptr, *snap = out[3].data<double>(),
-         *sum = pull ? out[4].data<double>() : nullptr, *steps = out[5].data<double>();
-  const double lr = p.lr, mu = p.momentum, wd = p.weight_decay, alpha = p.alpha;
-  if (pull) std::fill(sum, sum + n, 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const double step = steps[r] + 1;  // AdamW's 1-based step; SGD: the first when step == 1
-    const double b1 = p.beta1, b2 = p.beta2;
-    const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t at = r * n + i;
-      const double th = w[at];
-      snap[at] = th;
-      double nw;
-      if (adamw) {
-        const double gi = g[at];
-        v[at] = b1 * v[at] + (1 - b1) * gi;
-        v2[at] = b2 * v2[at] + (1 - b2) * gi * gi;
-        const double denom = std::sqrt(v2[at]) / std::sqrt(bc2) + p.eps;
-        nw = th * (1 - lr * wd) - lr / bc1 * v[at] / denom;
-      } else {
-        double d = g[at] + wd * th;
-        if (mu != 0) {
-          v[at] = step == 1 ? d : mu * v[at] + d;
-          d = p.nesterov ? d + mu * v[at] : v[at];
-        }
-        nw = th - lr * d;
-      }
-      if (pull) {
-        const double c = alpha * (th - z[i]);
-        nw -= c;
-        sum[i] += c;
-      }
-      w[at] = nw;
-    }
-    steps[r] = step;
-  }
-}
-
-// SmaCentralStep: in sum; out z, z_prev (starting values), nonfinite:
-// z' = z + sum + mu (z - z_prev); z_prev = z; nonfinite = count of non-finite z'.
-void ref_sma_central_step(const std::any& params, std::vector<Tensor>& in,
-                          std::vector<Tensor>& out) {
-  const double mu = std::any_cast<const ops::SmaCentralStepParams&>(params).momentum;
-  const double* s = in[0].data<double>();
-  double *z = out[0].data<double>(), *zp = out[1].data<double>();
-  double bad = 0;
-  for (int64_t i = 0; i < out[0].numel(); ++i) {
-    const double nz = z[i] + s[i] + mu * (z[i] - zp[i]);
-    zp[i] = z[i];
-    z[i] = nz;
-    bad += !std::isfinite(nz);
-  }
-  out.at(2).data<double>()[0] = bad;
-}
-
-// SmaRowSum: out[i] = sum over rows of scale * rows[r][i].
-void ref_sma_row_sum(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const double scale = std::any_cast<const ops::SmaRowSumParams&>(params).scale;
-  const int64_t n = out.at(0).numel(), rows = in[0].numel() / n;
-  for (int64_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (int64_t r = 0; r < rows; ++r) s += scale * in[0].data<double>()[r * n + i];
-    out[0].data<double>()[i] = s;
-  }
-}
-
-// SoftmaxCrossEntropyLoss, the ONNX definition element by element: scores [N,C,d..], labels
-// [N,d..], weights? [C]; loss = -w[l] * log_softmax(scores, axis 1)[l], 0 where l is ignored;
-// mean divides by the sum of w[l] over the elements not ignored.
-namespace {
-struct SceRef {
-  int64_t n = 0, c = 0, d = 1;
-  std::vector<double> lp;       // log_softmax, like scores
-  std::vector<double> w;        // per element: w[label], 0 where ignored
-  std::vector<int64_t> labels;  // per element
-  double divisor = 0;
-};
-SceRef sce_ref(const ops::SoftmaxCrossEntropyLossParams& p, const Tensor& scores,
-               const Tensor& labels, const Tensor* weights) {
-  SceRef r;
-  r.n = scores.dims.at(0);
-  r.c = scores.dims.at(1);
-  for (size_t k = 2; k < scores.dims.size(); ++k) r.d *= scores.dims[k];
-  r.lp.resize(static_cast<size_t>(scores.numel()));
-  for (int64_t i = 0; i < r.n; ++i)
-    for (int64_t j = 0; j < r.d; ++j) {
-      auto at = [&](int64_t k) { return (i * r.c + k) * r.d + j; };
-      double mx = -INFINITY, s = 0;
-      for (int64_t k = 0; k < r.c; ++k) mx = std::max(mx, scores.real_at(at(k)));
-      for (int64_t k = 0; k < r.c; ++k) s += std::exp(scores.real_at(at(k)) - mx);
-      for (int64_t k = 0; k < r.c; ++k)
-        r.lp[static_cast<size_t>(at(k))] = scores.real_at(at(k)) - mx - std::log(s);
-    }
-  for (int64_t e = 0; e < labels.numel(); ++e) {
-    auto l = static_cast<int64_t>(labels.real_at(e));
-    const bool ignored = p.ignore_index && l == *p.ignore_index;
-    r.labels.push_back(l);
-    r.w.push_back(ignored ? 0.0 : weights ? weights->real_at(l) : 1.0);
-    r.divisor += ignored ? 0.0 : r.w.back();
-  }
-  return r;
-}
-const Tensor* optional_in(std::vector<Tensor>& in, size_t k) {
-  return in.size() > k && !in[k].bytes.empty() ? &in[k] : nullptr;
-}
-}  // namespace
-
-void ref_sce(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const auto& p = std::any_cast<const ops::SoftmaxCrossEntropyLossParams&>(params);
-  const SceRef r = sce_ref(p, in.at(0), in.at(1), optional_in(in, 2));
-  double total = 0;
-  for (int64_t e = 0; e < r.n * r.d; ++e) {
-    const auto ue = static_cast<size_t>(e);
-    const int64_t i = e / r.d, j = e % r.d;
-    const double li =
-        r.w[ue] == 0 ? 0 : -r.w[ue] * r.lp[static_cast<size_t>((i * r.c + r.labels[ue]) * r.d + j)];
-    if (p.reduction == ops::SoftmaxCrossEntropyLossParams::Reduction::None)
-      out.at(0).data<double>()[e] = li;
-    total += li;
-  }
-  if (p.reduction != ops::SoftmaxCrossEntropyLossParams::Reduction::None)
-    out.at(0).data<double>()[0] = p.reduction == ops::SoftmaxCrossEntropyLossParams::Reduction::Mean
-                                      ? total / r.divisor
-                                      : total;
-  if (out.size() > 1 && !out[1].bytes.empty())
-    for (size_t k = 0; k < r.lp.size(); ++k) out[1].data<double>()[k] = r.lp[k];
-}
-
-// SoftmaxCrossEntropyLossGrad: in dloss, scores, labels, weights?; out dscores =
-// (softmax - onehot(label)) * w[label] * dloss (/ divisor for mean).
-void ref_sce_grad(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
-  const auto& p = std::any_cast<const ops::SoftmaxCrossEntropyLossParams&>(params);
-  const SceRef r = sce_ref(p, in.at(1), in.at(2), optional_in(in, 3));
-  using R = ops::SoftmaxCrossEntropyLossParams::Reduction;
-  for (int64_t e = 0; e < r.n * r.d; ++e) {
-    const auto ue = static_cast<size_t>(e);
-    const int64_t i = e / r.d, j = e % r.d;
-    double g = in[0].real_at(p.reduction == R::None ? e : 0) * r.w[ue];
-    if (p.reduction == R::Mean) g /= r.divisor;
-    for (int64_t k = 0; k < r.c; ++k) {
-      const int64_t at = (i * r.c + k) * r.d + j;
-      out.at(0).data<double>()[at] =
-          (std::exp(r.lp[static_cast<size_t>(at)]) - (k == r.labels[ue] ? 1.0 : 0.0)) * g;
-    }
-  }
-}
-
-}  // namespace cb::test::bops
 
 // ---- the CUDA backend covers the CPU backend ----------------------------------------------------
 TEST_CASE("backend ops: the CUDA backend has a kernel for every (op, dtype) the CPU backend runs") {

@@ -398,7 +398,7 @@ TEST_CASE("dataset: the CIFAR-shaped Fashion-MNIST of setup.sh (models/make_cifa
 }
 
 TEST_CASE("idx: a gzip bomb is read only as far as its header promises") {
-  // Fuzzing (issue 13): a small .gz that inflates to gigabytes was decompressed whole before its
+  // Found by fuzzing: a small .gz that inflates to gigabytes was decompressed whole before its
   // header was checked ("internal error: std::bad_alloc").
   TempDir d("bomb");
   gzFile f = gzopen((d / "train-images-idx3-ubyte.gz").c_str(), "wb1");

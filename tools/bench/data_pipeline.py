@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Data pipeline benchmark (issue 11): is data ever what the learners wait for?
+"""Data pipeline benchmark: is data ever what the learners wait for?
 
 In one run, on one generated ImageNet-style folder (10 classes of 500x375 JPEGs, made once by
 cb-bench-data --make) and its pack (cb-pack --size 256):

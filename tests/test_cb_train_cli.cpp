@@ -1,0 +1,100 @@
+// cb-train end to end with SMA options: metrics records, the output written at every evaluation,
+// the auto-tuner's printed decisions, a target accuracy, and divergence keeping the last good
+// model.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "importer/onnx_importer.h"
+#include "tests/sma_util.h"
+#include "tests/test_util.h"
+#include "viz/report.h"
+
+using namespace cb;
+using namespace cb::test::sma;
+namespace fs = std::filesystem;
+
+using test::contains;
+using test::CpuSetup;
+using test::CpuTrainer;
+using test::error_of;
+
+// ---- cb-train
+// ------------------------------------------------------------------------------------
+
+TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergence keeps it") {
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("cb_test_sma_{}", getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string out = (dir / "m.onnx").string(), metrics = (dir / "m.jsonl").string(),
+                    log = (dir / "log.txt").string();
+  auto run = [&](const std::string& args) {
+    std::string cmd = fmt::format("{}/cb-train {} --data {} {} > {} 2>&1", CB_BINARY_DIR, kLenet,
+                                  kFashion, args, log);
+    int rc = std::system(cmd.c_str());
+    std::ifstream f(log);
+    std::string text((std::istreambuf_iterator<char>(f)), {});
+    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text);
+  };
+  auto [rc, text] = run(fmt::format(
+      "--learners 2 --devices cpu:2 --threads 2 --steps 40 --eval-every 20 --test-limit 100 "
+      "--metrics {} --output {} --sync-every 2 --central-momentum 0.5",
+      metrics, out));
+  CAPTURE(text);
+  CHECK(rc == 0);
+  CHECK(contains(text, "2 devices"));
+  CHECK(contains(text, "learners 4"));
+  CHECK(fs::exists(out));
+  CHECK(!fs::exists(out + ".tmp"));
+  // The records: config, one per evaluation, summary (viz/report.h).
+  const std::vector<nlohmann::ordered_json> recs = viz::read_metrics(metrics);
+  REQUIRE(recs.size() == 4);
+  CHECK(recs[0]["type"] == "config");
+  CHECK(recs[0]["memory"]["per_replica"].get<int64_t>() > 0);
+  CHECK(recs[1]["type"] == "eval");
+  CHECK(recs[3]["type"] == "summary");
+  CHECK(recs[3]["steps"] == 40);
+  const auto& last = recs[2];
+  CHECK(last["type"] == "eval");
+  CHECK(last["step"] == 40);
+  CHECK(last["learners"] == 4);
+  CHECK(last["learners_per_device"] == 2);
+  for (const char* key : {"time", "epoch", "loss", "test_loss", "accuracy", "images_per_s", "lr",
+                          "data_wait_s", "spread", "memory_bytes"})
+    CHECK(last.contains(key));
+  CHECK(last["spread"].get<double>() > 0);
+  ImportResult back = import_model(out);
+  CHECK(back.graph.nodes.size() > 0);
+
+  // The auto-tuner prints its decisions; a target accuracy stops the run and reports the time.
+  std::tie(rc, text) =
+      run("--steps 300 --eval-every 50 --test-limit 200 --tuner-warmup 2 --tuner-window 10 "
+          "--target-accuracy 0.3");
+  CAPTURE(text);
+  CHECK(rc == 0);
+  CHECK(contains(text, "tuner    1 learner/device ("));
+  CHECK(contains(text, "target   test accuracy 30.00% reached after"));
+
+  // Divergence: exit 1 naming the step and the learner; the last evaluation's model stays.
+  fs::remove(out);
+  std::tie(rc, text) = run(fmt::format(
+      "--learners 2 --steps 200 --eval-every 1 --test-limit 16 --lr 50 --output {}", out));
+  CAPTURE(text);
+  CHECK(rc == 1);
+  CHECK(contains(text, "diverged at step"));
+  CHECK(contains(text, "learner"));
+  CHECK(contains(text, "holds the last good model"));
+  CHECK(fs::exists(out));
+  CHECK(!fs::exists(out + ".tmp"));
+  import_model(out);  // loads: a whole file
+  fs::remove_all(dir);
+}
