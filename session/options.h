@@ -24,11 +24,11 @@ struct SessionOptions {
   std::string program = "cb-train";  // the name messages start with
 
   // The model and how it is read.
-  std::string model;  // the ONNX file (exported in training mode)
+  std::string model;     // the ONNX file (exported in training mode)
   ImportOptions import;  // --dim, --input-shape (dims, input_shapes)
   std::optional<std::pair<int64_t, int64_t>> image_size;  // --image-size: symbolic H and W
-  std::string loss = "auto";  // auto | cross-entropy | mse | model
-  std::string output_name;    // the output the loss trains on; "" the one that fits
+  std::string loss = "auto";                              // auto | cross-entropy | mse | model
+  std::string output_name;          // the output the loss trains on; "" the one that fits
   std::vector<std::string> freeze;  // shell patterns of parameters kept fixed
 
   // The data.
@@ -37,11 +37,11 @@ struct SessionOptions {
   std::string cache;         // image folders: train from this .cbpack, made on first use
 
   // The training.
-  TrainerOptions trainer;  // trainer.learners: the start, or the fixed number
+  TrainerOptions trainer;     // trainer.learners: the start, or the fixed number
   bool auto_learners = true;  // --learners auto: the auto-tuner (SGD only)
   RunOptions run;             // run.schedule.lr is --lr
   std::string devices = "cpu";
-  int threads = 0;            // worker threads (CPU cores); 0: every core this process may use
+  int threads = 0;  // worker threads (CPU cores); 0: every core this process may use
   bool tf32 = false;
   double collective_timeout = 300;  // under mpirun: seconds a sum may take before the job aborts
 

@@ -118,8 +118,9 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
                                           cores / d.measured == 1 ? "" : "s")
                             : fmt::format("{} on {} cores", d.measured, cores),
         d.images_per_s, windows, 100 * d.spread,
-        d.gain != 0 ? fmt::format(", gain {:+.1f}% (needed {:.1f}%)", 100 * d.gain, 100 * d.required)
-                    : std::string(),
+        d.gain != 0
+            ? fmt::format(", gain {:+.1f}% (needed {:.1f}%)", 100 * d.gain, 100 * d.required)
+            : std::string(),
         what, d.learners, t.alpha_for(d.learners),
         lr * lr_scale(t.options().lr_scaling, d.learners * t.ranks()), mib(m.need(d.learners)),
         mib(m.budget), d.reason);
@@ -172,16 +173,15 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
             {"spread", p.spread},
             {"memory_bytes", t.memory().need(per_device)}});
     if (tb_) {
-      std::vector<std::pair<std::string, double>> v = {
-          {"eval/train_loss", p.train_loss},
-          {"eval/test_loss", p.test.loss},
-          {"eval/lr", p.lr},
-          {"eval/images_per_s", p.images_per_s},
-          {"eval/learners", p.learners},
-          {"eval/learners_per_device", per_device},
-          {"eval/data_wait_s", p.data_wait_s},
-          {"eval/sma_spread", p.spread},
-          {"eval/epoch", p.epoch}};
+      std::vector<std::pair<std::string, double>> v = {{"eval/train_loss", p.train_loss},
+                                                       {"eval/test_loss", p.test.loss},
+                                                       {"eval/lr", p.lr},
+                                                       {"eval/images_per_s", p.images_per_s},
+                                                       {"eval/learners", p.learners},
+                                                       {"eval/learners_per_device", per_device},
+                                                       {"eval/data_wait_s", p.data_wait_s},
+                                                       {"eval/sma_spread", p.spread},
+                                                       {"eval/epoch", p.epoch}};
       if (p.test.accuracy >= 0) v.emplace_back("eval/test_accuracy", p.test.accuracy);
       tb_->scalars(p.step, v);
     }
@@ -195,14 +195,13 @@ void RunRecorder::summary(const RunSummary& s, const Trainer& t, const RunOption
       "test accuracy {} on {} images, {:.2f} epochs, {} learner{}\n",
       s.steps, s.images, s.seconds, s.train_seconds, s.images_per_s, accuracy_text(s.test),
       s.test.count, s.epochs, s.learners, s.learners == 1 ? "" : "s");
-  fmt::print("data     waited {:.2f} s for training batches ({:.1f}% of training time){}\n",
-             s.data_wait_s,
-             s.train_seconds + s.data_wait_s > 0
-                 ? 100 * s.data_wait_s / (s.train_seconds + s.data_wait_s)
-                 : 0.0,
-             skipped_files > 0 ? fmt::format("; {} file{} skipped", skipped_files,
-                                             skipped_files == 1 ? "" : "s")
-                               : std::string());
+  fmt::print(
+      "data     waited {:.2f} s for training batches ({:.1f}% of training time){}\n", s.data_wait_s,
+      s.train_seconds + s.data_wait_s > 0 ? 100 * s.data_wait_s / (s.train_seconds + s.data_wait_s)
+                                          : 0.0,
+      skipped_files > 0
+          ? fmt::format("; {} file{} skipped", skipped_files, skipped_files == 1 ? "" : "s")
+          : std::string());
   const StepTiming& tm = t.timing();
   fmt::print(
       "steps    forward/backward (phase A) {:.1f}%, waiting for the SMA update (phase B) "

@@ -247,7 +247,8 @@ int TrainSession::run_here() {
   // launcher binds each rank) and an in-process group, GPUs and NCCL, or the job's MPI collective.
   std::vector<int> cores;
   const std::vector<int>& allowed = ThreadPool::allowed_cores();
-  for (int c = 0; c < o.threads; ++c) cores.push_back(allowed[static_cast<size_t>(c) % allowed.size()]);
+  for (int c = 0; c < o.threads; ++c)
+    cores.push_back(allowed[static_cast<size_t>(c) % allowed.size()]);
   CudaOptions cuda_opts;
   cuda_opts.tf32 = o.tf32;
   std::vector<std::unique_ptr<Device>> devs = make_devices(o.devices, cores, cuda_opts);
@@ -287,12 +288,11 @@ int TrainSession::run_here() {
   const Value& out =
       trainer.model().training_graph().graph.value(trainer.model().training_graph().output);
   const int64_t const_weights = param_stats(r.graph).constant_node_tensors;
-  fmt::print("model    {}: {} parameters{}, output '{}' {}\n", o.model,
-             trainer.model().param_count(),
-             const_weights
-                 ? fmt::format(" ({} tensors the file stores as Constant nodes)", const_weights)
-                 : "",
-             out.name, to_string(out.shape));
+  fmt::print(
+      "model    {}: {} parameters{}, output '{}' {}\n", o.model, trainer.model().param_count(),
+      const_weights ? fmt::format(" ({} tensors the file stores as Constant nodes)", const_weights)
+                    : "",
+      out.name, to_string(out.shape));
   fmt::print(
       "train    batch {} per learner, {} ({} batches per epoch, last partial batch dropped), {}, "
       "{}, {} threads, {}\n",
@@ -325,32 +325,32 @@ int TrainSession::run_here() {
       "buffers), {} shared, budget {} per device\n",
       mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget));
   std::fflush(stdout);
-  rec.record({{"type", "config"},
-              {"model", o.model},
-              {"parameters", trainer.model().param_count()},
-              {"data", fmt::format("{} ({})", data.dir, data.description)},
-              {"training examples", data.train->size()},
-              {"test examples", data.test->size()},
-              {"batch per learner", topts.batch},
-              {"length", ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
-                                         : fmt::format("{} epochs", ropts.epochs)},
-              {"optimizer", opt_text},
-              {"schedule", sched_text},
-              {"learners per device",
-               ropts.auto_tune
-                   ? fmt::format("{} to start (auto-tuned)", trainer.learners_per_device())
-                   : std::to_string(trainer.learners_per_device())},
-              {"devices", fmt::format("{} ({})", trainer.devices(), cores_text)},
-              {"alpha", trainer.alpha()},
-              {"learners' lr", lr * trainer.lr_factor()},
-              {"threads", o.threads},
-              {"target_accuracy", ropts.target_accuracy},
-              {"command", o.command_line},
-              {"memory",
-               {{"arena", mem.arena},
-                {"per_replica", mem.per_replica},
-                {"fixed", mem.fixed},
-                {"budget", mem.budget}}}});
+  rec.record(
+      {{"type", "config"},
+       {"model", o.model},
+       {"parameters", trainer.model().param_count()},
+       {"data", fmt::format("{} ({})", data.dir, data.description)},
+       {"training examples", data.train->size()},
+       {"test examples", data.test->size()},
+       {"batch per learner", topts.batch},
+       {"length", ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
+                                  : fmt::format("{} epochs", ropts.epochs)},
+       {"optimizer", opt_text},
+       {"schedule", sched_text},
+       {"learners per device",
+        ropts.auto_tune ? fmt::format("{} to start (auto-tuned)", trainer.learners_per_device())
+                        : std::to_string(trainer.learners_per_device())},
+       {"devices", fmt::format("{} ({})", trainer.devices(), cores_text)},
+       {"alpha", trainer.alpha()},
+       {"learners' lr", lr * trainer.lr_factor()},
+       {"threads", o.threads},
+       {"target_accuracy", ropts.target_accuracy},
+       {"command", o.command_line},
+       {"memory",
+        {{"arena", mem.arena},
+         {"per_replica", mem.per_replica},
+         {"fixed", mem.fixed},
+         {"budget", mem.budget}}}});
 
   Callbacks cbs;
   rec.attach(cbs, trainer, lr, o.program);

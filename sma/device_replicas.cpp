@@ -127,8 +127,8 @@ LearnerState DeviceReplicas::learner(int r, int64_t P, int64_t S) const {
 }
 
 void DeviceReplicas::load(const std::vector<float>& z_in, const std::vector<float>& z_prev_in,
-                          const std::vector<LearnerState>& learners, size_t first, int k,
-                          int64_t P, int64_t S) {
+                          const std::vector<LearnerState>& learners, size_t first, int k, int64_t P,
+                          int64_t S) {
   dev->upload(z.get(), z_in.data(), z_in.size() * sizeof(float));
   dev->upload(z_prev.get(), z_prev_in.data(), z_prev_in.size() * sizeof(float));
   std::vector<int64_t> s;

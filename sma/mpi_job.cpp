@@ -326,5 +326,4 @@ std::string MpiJob::require_identical(const void* data, size_t bytes, const std:
   return h;
 }
 
-
 }  // namespace cb

@@ -98,9 +98,7 @@ LrScaling parse_lr_scaling(const std::string& s) {
   fail("--lr-scaling '{}': expected none, sqrt or linear", s);
 }
 
-const char* optimizer_name(OptimizerKind k) {
-  return k == OptimizerKind::AdamW ? "adamw" : "sgd";
-}
+const char* optimizer_name(OptimizerKind k) { return k == OptimizerKind::AdamW ? "adamw" : "sgd"; }
 
 OptimizerKind parse_optimizer(const std::string& s) {
   for (OptimizerKind k : {OptimizerKind::Sgd, OptimizerKind::AdamW})

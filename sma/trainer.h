@@ -29,9 +29,10 @@
 // NCCL, or one device per process with the MPI job's collective). It never makes a device. Per
 // device (sma/device_replicas.h): one flat buffer each for parameters, gradients, optimizer state
 // (1 or 2) and the pre-step snapshot, [k][P] (sma/model.h), [k][S] for BatchNorm statistics, a
-// [k] step count per learner, and z, z_prev and the sum of the corrections, [P]. Each learner has a persistent host thread driving its own stream of its
-// device (CPU: a thread pool over its share of the device's cores) with an executor bound to its
-// rows; each device has a driver thread on its synchronisation stream. A step:
+// [k] step count per learner, and z, z_prev and the sum of the corrections, [P]. Each learner has a
+// persistent host thread driving its own stream of its device (CPU: a thread pool over its share of
+// the device's cores) with an executor bound to its rows; each device has a driver thread on its
+// synchronisation stream. A step:
 //   A.  every learner's forward and backward on its stream, concurrently;
 //   B1. per device (its driver): the agreement over the collective that every learner of every
 //       rank succeeded (a failure anywhere stops every rank before any update, so no rank is left

@@ -25,8 +25,7 @@ using test::CpuSetup;
 using test::CpuTrainer;
 using test::error_of;
 
-// ---- cb-train
-// ------------------------------------------------------------------------------------
+// ---- cb-train -----------------------------------------------------------------------------------
 
 TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergence keeps it") {
   if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",

@@ -414,8 +414,7 @@ TEST_CASE("sma: overlapping the z update with the next step is bit-identical to 
   }
 }
 
-// ---- divergence
-// ----------------------------------------------------------------------------------
+// ---- divergence ---------------------------------------------------------------------------------
 
 TEST_CASE("sma: divergence stops naming the step and the learner; nothing is updated") {
   std::mt19937 rng(3);

@@ -16,8 +16,8 @@
 #include "runtime/error.h"
 #include "runtime/memory_plan.h"
 #include "session/devices.h"
-#include "tools/inspect_report.h"
 #include "session/options.h"
+#include "tools/inspect_report.h"
 #include "viz/graph_html.h"
 #include "viz/report.h"
 

@@ -5,7 +5,6 @@
 // launch, never through KernelArgs.
 #include "kernels/cpu/cpu_device.h"
 
-
 #include <cstdlib>
 #include <cstring>
 #include <map>
