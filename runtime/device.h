@@ -49,7 +49,10 @@ class Device {
   // Frees memory from allocate(); nullptr is a no-op.
   virtual void release(void* p) noexcept = 0;
   // Host -> device and device -> host copies on `stream`, ordered after the work launched on it
-  // before them; both return when the copy is done (the host buffer may be reused).
+  // before them. download returns when the bytes are in `dst`. upload returns when `src` may be
+  // reused; the copy itself may still be in flight (CUDA: staged in pinned memory), and is
+  // ordered before later work on `stream` only: another stream needs an event recorded after it
+  // (or a synchronize) before it reads `dst`.
   virtual void upload(void* dst, const void* src, size_t bytes, Stream stream = kSyncStream) = 0;
   virtual void download(void* dst, const void* src, size_t bytes, Stream stream = kSyncStream) = 0;
   // A new learner stream: share `slot` of `slots` of the device's compute (CPU: cores

@@ -92,6 +92,12 @@ CB_LT_FORWARD(cublasLtMatrixLayoutSetAttribute,
                size_t bytes),
               (l, attr, buf, bytes))
 
+// 0 where the library cannot be loaded (the device's version line then says why).
+size_t CUBLASWINAPI cublasLtGetVersion(void) {
+  static const auto f = cb::symbol<size_t(CUBLASWINAPI*)(void)>("cublasLtGetVersion");
+  return f ? f() : 0;
+}
+
 const char* CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t status) {
   static const auto f =
       cb::symbol<const char*(CUBLASWINAPI*)(cublasStatus_t)>("cublasLtGetStatusString");

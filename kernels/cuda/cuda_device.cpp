@@ -1,14 +1,21 @@
 // The CUDA Device (cuda_device.h). One per GPU:
 //   - memory: the GPU's default stream-ordered pool (cudaMallocAsync), kept by the pool once
-//     freed (release threshold: unlimited), so the executor's per-learner arenas, the SMA
-//     buffers and the workspaces come and go without device-wide synchronisation;
+//     freed (release threshold: unlimited), where cudaDevAttrMemoryPoolsSupported says the GPU
+//     has one (some virtualised GPUs do not); else plain cudaMalloc/cudaFree. A failed
+//     allocation says "out of memory" only for cudaErrorMemoryAllocation, else names the error;
 //   - streams: kSyncStream (the synchronisation stream: SMA's fused update, the all-reduce,
 //     evaluation) and one per learner from create_stream(), each with its own cuBLASLt and cuDNN
 //     handles (GpuCtx) so learners never share a library handle;
-//   - events: a ring of reusable CUDA events (ids map to slots), for record_event/wait_event;
+//   - events: a ring of reusable CUDA events (ids map to slots), for record_event/wait_event; a
+//     slot remembers the id last recorded in it, and waiting on an id whose slot was recorded
+//     again since waits for the whole device instead (correct, only slower);
 //   - copies: through two pinned staging buffers per stream, so an upload returns once the host
-//     bytes are in pinned memory and the copy overlaps the stream's compute; a staging buffer
-//     is reused only after the copy that read it has completed (an event per buffer).
+//     bytes are in pinned memory and the copy overlaps the stream's compute (runtime/device.h's
+//     contract); a staging buffer is reused only after the copy that read it has completed (an
+//     event per buffer).
+// At creation each device prints one line on stderr: the GPU, the driver, the CUDA runtime,
+// cuDNN, cuBLASLt and NCCL versions and whether memory pools are used (the first thing to read
+// when a GPU run goes wrong).
 // Every entry point first makes this GPU current on the calling thread (cudaSetDevice is cheap
 // and thread-local): a learner's thread may drive streams of several devices.
 #include "kernels/cuda/cuda_device.h"
@@ -17,8 +24,11 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <nccl.h>
+
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -68,6 +78,36 @@ void check_dnn(cudnnStatus_t s, const char* what) {
 constexpr size_t kStagingChunk = size_t{8} << 20;  // bytes per pinned staging buffer
 constexpr size_t kEventRing = 4096;
 
+// "13.0" from CUDA's 13000.
+std::string cuda_version_str(int v) { return fmt::format("{}.{}", v / 1000, v % 1000 / 10); }
+
+// The library versions this process runs with (not the headers'): one line per device.
+std::string versions_line(int ordinal, const cudaDeviceProp& prop, bool pools) {
+  int driver = 0, runtime = 0, nccl = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  const size_t dnn = cudnnGetVersion();    // 9.19.0 is 91900
+  const size_t lt = cublasLtGetVersion();  // 0 where libcublasLt cannot be loaded
+  const std::string nccl_str =
+      ncclGetVersion(&nccl) == ncclSuccess
+          ? fmt::format("{}.{}.{}", nccl / 10000, nccl / 100 % 100, nccl % 100)
+          : std::string("?");
+  std::string line = fmt::format(
+      "cuda:{}: {} (sm_{}{}, {} SMs, {:.1f} GiB), driver {}, CUDA runtime {}, cuDNN {}.{}.{}, "
+      "cuBLASLt {}, NCCL {}, memory {}",
+      ordinal, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+      static_cast<double>(prop.totalGlobalMem) / (1 << 30), cuda_version_str(driver),
+      cuda_version_str(runtime), dnn / 10000, dnn / 100 % 100, dnn % 100,
+      lt ? fmt::format("{}.{}.{}", lt / 10000, lt / 100 % 100, lt % 100)
+         : "not loaded (" + cublaslt_load_error() + ")",
+      nccl_str, pools ? "pool (cudaMallocAsync)" : "cudaMalloc (no memory pools on this GPU)");
+  // Convolution graphs are built without a cuDNN handle (heuristics read the GPU from a
+  // device-properties descriptor), which older cuDNN 9 releases refuse: every convolution would
+  // then decline to the direct kernels.
+  if (dnn < 90800) line += "; cuDNN older than 9.8: convolutions may decline to the direct kernels";
+  return line;
+}
+
 class CudaDevice final : public Device {
  public:
   CudaDevice(int ordinal, const CudaOptions& opt) : ordinal_(ordinal), opt_(opt) {
@@ -81,11 +121,20 @@ class CudaDevice final : public Device {
     check_cuda(cudaGetDeviceProperties(&prop, ordinal_), "cudaGetDeviceProperties");
     gpu_name_ = prop.name;
     sm_count_ = prop.multiProcessorCount;
-    cudaMemPool_t pool{};
-    check_cuda(cudaDeviceGetDefaultMemPool(&pool, ordinal_), "cudaDeviceGetDefaultMemPool");
-    uint64_t keep = UINT64_MAX;  // freed blocks stay in the pool for the next allocation
-    check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
-               "cudaMemPoolSetAttribute");
+    int pools = 0;
+    if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal_) != cudaSuccess)
+      pools = 0;
+    (void)cudaGetLastError();
+    pools_ = pools != 0;
+    if (pools_) {
+      cudaMemPool_t pool{};
+      check_cuda(cudaDeviceGetDefaultMemPool(&pool, ordinal_), "cudaDeviceGetDefaultMemPool");
+      uint64_t keep = UINT64_MAX;  // freed blocks stay in the pool for the next allocation
+      check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                 "cudaMemPoolSetAttribute");
+    }
+    std::fprintf(stderr, "crossbow: %s\n", versions_line(ordinal_, prop, pools_).c_str());
+    for (auto& id : slot_id_) id.store(0);
     for (auto& e : events_)
       check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     streams_[kSyncStream] = make_stream();
@@ -117,13 +166,23 @@ class CudaDevice final : public Device {
     StreamState& s = state(kSyncStream);
     void* p = nullptr;
     const size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
-    cudaError_t e = cudaMallocAsync(&p, n, s.stream);
-    if (e == cudaSuccess) e = cudaMemsetAsync(p, 0, n, s.stream);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(s.stream);
+    const char* call = pools_ ? "cudaMallocAsync" : "cudaMalloc";
+    cudaError_t e = pools_ ? cudaMallocAsync(&p, n, s.stream) : cudaMalloc(&p, n);
+    if (e == cudaSuccess) {
+      call = "cudaMemsetAsync";
+      e = cudaMemsetAsync(p, 0, n, s.stream);
+    }
+    if (e == cudaSuccess) {
+      call = "cudaStreamSynchronize (after the allocation)";
+      e = cudaStreamSynchronize(s.stream);
+    }
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       size_t free = 0, total = 0;
       cudaMemGetInfo(&free, &total);
+      if (e != cudaErrorMemoryAllocation)
+        fail("cuda:{} ({}): allocating {} bytes failed in {}: {} ({})", ordinal_, gpu_name_, bytes,
+             call, cudaGetErrorString(e), cudaGetErrorName(e));
       fail(
           "out of memory on cuda:{} ({}): allocating {} bytes ({:.1f} MiB) failed: {}; {:.1f} "
           "MiB of {:.1f} MiB free. Lower the batch size or the number of learners",
@@ -137,8 +196,12 @@ class CudaDevice final : public Device {
     if (!p) return;
     cudaSetDevice(ordinal_);
     // Work of any stream may still read p: wait for the device, then return it to the pool.
+    // (A free happens when arenas are resized or at the end, not per step.)
     cudaDeviceSynchronize();
-    cudaFreeAsync(p, state(kSyncStream).stream);
+    if (pools_)
+      cudaFreeAsync(p, state(kSyncStream).stream);
+    else
+      cudaFree(p);
   }
 
   void upload(void* dst, const void* src, size_t n, Stream stream) override {
@@ -218,14 +281,20 @@ class CudaDevice final : public Device {
     cudaSetDevice(ordinal_);
     const uint64_t id = ++event_count_;
     check_cuda(cudaEventRecord(events_[id % kEventRing], state(stream).stream), "cudaEventRecord");
+    slot_id_[id % kEventRing].store(id);
     return Event{id};
   }
 
-  // A slot of the ring may have been recorded again since `e` (after kEventRing more events):
-  // waiting then waits for a later point of the same or another stream, never an earlier one.
+  // A slot of the ring may have been recorded again since `e` (after kEventRing more events, on
+  // any stream): waiting on the slot would then wait for another point, not `e`'s. The work
+  // before `e` was enqueued before that later record, so waiting for the whole device covers it.
   void wait_event(Stream stream, Event e) override {
     if (e.id == 0) return;
     cudaSetDevice(ordinal_);
+    if (slot_id_[e.id % kEventRing].load() != e.id) {
+      check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (event slot reused)");
+      return;
+    }
     check_cuda(cudaStreamWaitEvent(state(stream).stream, events_[e.id % kEventRing], 0),
                "cudaStreamWaitEvent");
   }
@@ -313,10 +382,12 @@ class CudaDevice final : public Device {
   const CudaOptions opt_;
   std::string gpu_name_;
   int sm_count_ = 1;
-  std::mutex mu_;  // streams_
+  bool pools_ = false;  // cudaMallocAsync from the default pool (else cudaMalloc)
+  std::mutex mu_;       // streams_
   std::map<Stream, std::unique_ptr<StreamState>> streams_;
   Stream next_stream_ = 1;
   std::array<cudaEvent_t, kEventRing> events_{};
+  std::array<std::atomic<uint64_t>, kEventRing> slot_id_;  // the id last recorded in each slot
   std::atomic<uint64_t> event_count_{0};
 };
 
