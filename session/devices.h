@@ -51,10 +51,12 @@ inline std::vector<std::unique_ptr<Device>> make_devices(const std::string& spec
   return v;
 }
 
-// One collective endpoint per device of this process: NCCL over GPUs, else the in-process group.
+// One collective endpoint per device of this process: NCCL over 2+ GPUs, else the in-process
+// group (one GPU has nothing to reduce across devices: no NCCL set-up, one failure point less).
 inline std::vector<std::unique_ptr<Collective>> make_collectives(
     const std::string& spec, const std::vector<std::unique_ptr<Device>>& devs) {
-  if (!is_cuda_spec(spec)) return make_shared_memory_collectives(static_cast<int>(devs.size()));
+  if (!is_cuda_spec(spec) || devs.size() == 1)
+    return make_shared_memory_collectives(static_cast<int>(devs.size()));
   std::vector<Device*> raw;
   for (const auto& d : devs) raw.push_back(d.get());
   return make_nccl_collectives(raw);

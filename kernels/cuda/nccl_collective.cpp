@@ -2,9 +2,18 @@
 // as ncclAllReduce on the caller's stream (the device's synchronisation stream in the trainer),
 // in place, so it is ordered after the per-GPU sums and before the central update without the
 // host waiting; NCCL's ring gives every rank the same bytes. agree() is host data and goes
-// through the in-process group of runtime/collective.h.
+// through the in-process group of runtime/collective.h. One GPU needs no NCCL at all:
+// session/devices.h gives it the in-process collective.
+// The communicators of one group are owned together (Comms): when the last endpoint goes, all
+// are finalised in one group call from this thread, then destroyed. (An unfinalised
+// ncclCommDestroy may wait for its peers; destroying them one after another from one thread
+// could then hang with 2+ GPUs.)
 #include <cuda_runtime.h>
 #include <nccl.h>
+
+#include <cstdio>
+#include <memory>
+#include <vector>
 
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/launch.h"
@@ -21,11 +30,33 @@ void check_nccl(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) fail("NCCL: {} failed: {}", what, ncclGetErrorString(r));
 }
 
+// Every communicator of one ncclCommInitAll, finalised together, then destroyed.
+struct Comms {
+  std::vector<ncclComm_t> comms;
+  Comms() = default;
+  Comms(const Comms&) = delete;
+  Comms& operator=(const Comms&) = delete;
+  ~Comms() {
+    if (comms.empty()) return;
+    ncclResult_t r = ncclGroupStart();
+    for (ncclComm_t c : comms)
+      if (r == ncclSuccess) r = ncclCommFinalize(c);
+    const ncclResult_t end = ncclGroupEnd();
+    if (r != ncclSuccess || end != ncclSuccess)
+      std::fprintf(stderr, "crossbow: NCCL: finalising the communicators failed: %s\n",
+                   ncclGetErrorString(r != ncclSuccess ? r : end));
+    for (ncclComm_t c : comms) ncclCommDestroy(c);
+  }
+};
+
 class NcclCollective final : public Collective {
  public:
-  NcclCollective(ncclComm_t comm, int rank, int size, std::unique_ptr<Collective> host)
-      : comm_(comm), rank_(rank), size_(size), host_(std::move(host)) {}
-  ~NcclCollective() override { ncclCommDestroy(comm_); }
+  NcclCollective(std::shared_ptr<Comms> comms, int rank, int size, std::unique_ptr<Collective> host)
+      : comms_(std::move(comms)),
+        comm_(comms_->comms[static_cast<size_t>(rank)]),
+        rank_(rank),
+        size_(size),
+        host_(std::move(host)) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void allreduce_sum(Device& dev, Stream stream, float* data, int64_t n) override {
@@ -38,6 +69,7 @@ class NcclCollective final : public Collective {
   void agree(std::span<double> values, ReduceOp op) override { host_->agree(values, op); }
 
  private:
+  std::shared_ptr<Comms> comms_;
   ncclComm_t comm_;
   int rank_, size_;
   std::unique_ptr<Collective> host_;
@@ -49,13 +81,15 @@ std::vector<std::unique_ptr<Collective>> make_nccl_collectives(
   const int n = static_cast<int>(devices.size());
   std::vector<int> ordinals;
   for (Device* d : devices) ordinals.push_back(cuda_ordinal(*d));
-  std::vector<ncclComm_t> comms(static_cast<size_t>(n));
-  check_nccl(ncclCommInitAll(comms.data(), n, ordinals.data()), "ncclCommInitAll");
+  std::vector<ncclComm_t> raw(static_cast<size_t>(n));
+  check_nccl(ncclCommInitAll(raw.data(), n, ordinals.data()), "ncclCommInitAll");
+  auto comms = std::make_shared<Comms>();
+  comms->comms = std::move(raw);
   auto host = make_shared_memory_collectives(n);
   std::vector<std::unique_ptr<Collective>> v;
   for (int r = 0; r < n; ++r)
-    v.push_back(std::make_unique<NcclCollective>(comms[static_cast<size_t>(r)], r, n,
-                                                 std::move(host[static_cast<size_t>(r)])));
+    v.push_back(
+        std::make_unique<NcclCollective>(comms, r, n, std::move(host[static_cast<size_t>(r)])));
   return v;
 }
 
