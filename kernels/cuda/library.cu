@@ -9,8 +9,8 @@
 // CUDNN_WARN_DEPRECATED, so no API cuDNN 9.19 marks deprecated is used), and the logic around the
 // library calls runs in the host-run build against the CPU backend (library_host_run.cpp). The
 // op harness with backend "cuda" (CB_BACKEND_OPS=Conv,ConvGrad,ConvTranspose,Gemm,MatMul) is its
-// first check on a GPU; the harness hands kernels no workspace, so there cuDNN runs only
-// workspace-free plans and the direct kernels the rest.
+// first check on a GPU (it gives each launch the workspace the device asks for, as the executor
+// does).
 //
 // cuDNN (graph/backend API, no handle in any descriptor: heuristics get the device through a
 // DEVICEPROP descriptor, cudnnBackendExecute gets the learner's handle):
@@ -19,12 +19,19 @@
 //     its plans are built once, on first use (the workspace query or the first launch), from
 //     heuristics mode A then FALLBACK, filtered by numerical notes: never DOWN_CONVERT_INPUTS or
 //     REDUCED_PRECISION_REDUCTION; for F32 without GpuCtx::allow_tf32 no TENSOR_CORE (TF32)
-//     engine; deterministic engines first (non-deterministic ones only when no deterministic one
-//     works). At most kMaxPlanBuilds plans are finalized: the first that fits the workspace budget
+//     engine. Two passes: the first takes only deterministic engines that are neither
+//     runtime-compiled (NVRTC: seconds to minutes per plan) nor FFT/Winograd (their rounding
+//     errors come near the op harness's f32 tolerance); the second, only when the first found
+//     nothing, any other allowed engine (at most kMaxRtcBuilds runtime-compiled ones). At most
+//     kMaxPlanBuilds plans are finalized: the first that fits the workspace budget
 //     (kConvWorkspaceBudget) and, when it needs workspace, a leaner one for a smaller workspace.
+//     A build that takes kSlowBuildSeconds or more is logged on stderr with its time and the
+//     total so far.
 //   - the workspace function returns the preferred plan's bytes (+ the shifted-input scratch); a
 //     launch runs the first kept plan that fits the workspace it was given, else the direct
-//     kernels (a one-line note on stderr, once per process). An entry's mutex also serializes
+//     kernels (a one-line note on stderr, once per problem and reason). With CB_CUDA_STRICT=1 in
+//     the environment a declined convolution is a cb::Error instead (tools/gpu/check.sh uses it
+//     so that a slow path cannot hide). An entry's mutex also serializes
 //     cudnnBackendExecute on its plans (the host enqueue only), so learner threads can share them.
 // cuBLASLt: library_lt.cu.
 // Refused (cb::Error, as the CPU kernels and infer() refuse them): other dtypes than F32/F64
@@ -38,7 +45,9 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -63,6 +72,8 @@ using lib::LtProblem;
 
 constexpr size_t kConvWorkspaceBudget = size_t{256} << 20;
 constexpr int kMaxPlanBuilds = 12;
+constexpr int kMaxRtcBuilds = 2;  // runtime-compiled plans, second pass only
+constexpr double kSlowBuildSeconds = 0.25;
 constexpr int64_t kMaxEngineConfigs = 32;  // per heuristics mode
 
 // ---- cuDNN backend descriptors ------------------------------------------------------------------
@@ -169,10 +180,33 @@ struct ConvPlan {
 struct ConvEntry {
   std::mutex mu;  // held while the plans are built and around every execution of them
   bool built = false;
-  std::string what;             // the problem, for messages
-  std::vector<ConvPlan> plans;  // preferred first; later ones need less workspace
-  std::string why_none;         // when there is no plan: what the attempts said
+  std::string what;                           // the problem, for messages
+  std::vector<ConvPlan> plans;                // preferred first; later ones need less workspace
+  std::string why_none;                       // when there is no plan: what the attempts said
+  bool noted_none = false, noted_ws = false;  // its decline was logged (once per reason)
 };
+
+// CB_CUDA_STRICT=1: a convolution cuDNN declines is an error, not a slower path.
+bool strict_mode() {
+  static const bool on = [] {
+    const char* v = std::getenv("CB_CUDA_STRICT");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
+// A convolution leaves cuDNN: an error in strict mode, else one line per problem and reason.
+void declined(bool& noted, const std::string& msg) {
+  if (strict_mode())
+    fail(
+        "{} (CB_CUDA_STRICT=1 makes a declined convolution an error; unset it to run the "
+        "direct kernels)",
+        msg);
+  if (!noted)
+    std::fprintf(stderr, "crossbow: %s; the direct convolution kernels run it (slower)\n",
+                 msg.c_str());
+  noted = true;
+}
 
 int64_t nsd_of(const ConvShape& g) { return g.nsp < 2 ? 2 : g.nsp; }
 
@@ -364,15 +398,28 @@ std::vector<Desc> engine_configs(const ConvGraph& G, cudnnBackendHeurMode_t mode
   return cfgs;
 }
 
-// Whether the engine of `cfg` may run this problem: nondeterministic engines only in pass 1.
-bool engine_allowed(cudnnBackendDescriptor_t cfg, DType t, bool allow_tf32, bool allow_nondet,
-                    const std::string& what) {
+// Whether the engine of `cfg` may run this problem. Nondeterministic, FFT and Winograd engines
+// only in the second pass (`relaxed`); `*rtc` says whether it is compiled at run time (the first
+// pass skips those).
+bool engine_allowed(cudnnBackendDescriptor_t cfg, DType t, bool allow_tf32, bool relaxed,
+                    const std::string& what, bool* rtc) {
   Desc engine(CB_DNN_DESC(CUDNN_BACKEND_ENGINE_DESCRIPTOR), what);
   cudnnBackendDescriptor_t e = engine.get();
   int64_t n = 0;
   if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                                &n, &e) != CUDNN_STATUS_SUCCESS)
     return false;
+  *rtc = false;
+  cudnnBackendBehaviorNote_t behavior[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  n = 0;
+  if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n,
+                               behavior) == CUDNN_STATUS_SUCCESS) {
+    n = std::min<int64_t>(n, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
+    for (int64_t i = 0; i < n; ++i)
+      if (behavior[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) *rtc = true;
+  }
+  if (*rtc && !relaxed) return false;
   cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
   n = 0;
   if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
@@ -388,7 +435,12 @@ bool engine_allowed(cudnnBackendDescriptor_t cfg, DType t, bool allow_tf32, bool
         if (t == DType::F32 && !allow_tf32) return false;
         break;
       case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
-        if (!allow_nondet) return false;
+      case CUDNN_NUMERICAL_NOTE_FFT:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
+      case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13:
+        if (!relaxed) return false;
         break;
       default:
         break;
@@ -407,11 +459,13 @@ void build_conv_plans(ConvEntry& e, const GpuCtx& c, ConvDir dir, const ConvShap
   std::vector<Desc> cfgs = engine_configs(G, CUDNN_HEUR_MODE_A, prop, what, &e.why_none);
   for (Desc& d : engine_configs(G, CUDNN_HEUR_MODE_FALLBACK, prop, what, &e.why_none))
     cfgs.push_back(std::move(d));
-  int builds = 0;
+  int builds = 0, rtc_builds = 0;
   for (int pass = 0; pass < 2 && e.plans.empty(); ++pass) {
     for (const Desc& cfg : cfgs) {
       if (builds >= kMaxPlanBuilds) break;
-      if (!engine_allowed(cfg.get(), t, c.allow_tf32, pass == 1, what)) continue;
+      bool rtc = false;
+      if (!engine_allowed(cfg.get(), t, c.allow_tf32, pass == 1, what, &rtc)) continue;
+      if (rtc && rtc_builds >= kMaxRtcBuilds) continue;
       // The config's workspace, where cuDNN tells it before a plan is built.
       int64_t cfg_ws = -1, n = 0;
       if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
@@ -421,6 +475,7 @@ void build_conv_plans(ConvEntry& e, const GpuCtx& c, ConvDir dir, const ConvShap
       // With a plan in hand, only a leaner one is of use.
       if (!e.plans.empty() && cfg_ws >= 0 && cfg_ws >= e.plans.back().ws) continue;
       ++builds;
+      rtc_builds += rtc ? 1 : 0;
       ConvPlan p;
       p.plan = Desc(CB_DNN_DESC(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR), what);
       p.plan.set_desc(CB_DNN_ATTR(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG), cfg.get(), what);
@@ -440,7 +495,8 @@ void build_conv_plans(ConvEntry& e, const GpuCtx& c, ConvDir dir, const ConvShap
   }
 }
 
-std::atomic<bool> g_noted_no_engine{false}, g_noted_small_ws{false};
+// Plan building so far (all problems), for the slow-build lines.
+std::atomic<int64_t> g_build_us{0}, g_build_problems{0};
 
 // The built entry of a problem (its mutex not held on return).
 std::shared_ptr<ConvEntry> conv_entry(const GpuCtx& c, ConvDir dir, const ConvShape& g, DType t,
@@ -460,8 +516,18 @@ std::shared_ptr<ConvEntry> conv_entry(const GpuCtx& c, ConvDir dir, const ConvSh
               lib::describe(g) + " on cuda:" + std::to_string(c.device);
     e->plans.clear();
     e->why_none.clear();
+    const auto t0 = std::chrono::steady_clock::now();
     build_conv_plans(*e, c, dir, g, t, align);
     e->built = true;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t total = g_build_us += static_cast<int64_t>(s * 1e6);
+    const int64_t problems = ++g_build_problems;
+    if (s >= kSlowBuildSeconds)
+      std::fprintf(stderr,
+                   "crossbow: cuDNN plans for %s: %zu kept, built in %.2f s (all convolutions so "
+                   "far: %.1f s over %lld problems)\n",
+                   e->what.c_str(), e->plans.size(), s, static_cast<double>(total) * 1e-6,
+                   static_cast<long long>(problems));
   }
   return e;
 }
@@ -488,9 +554,7 @@ struct CudaLib {
     void* wsa = align_ws(ws, ws_bytes, &left);
     std::lock_guard<std::mutex> lock(e->mu);
     if (e->plans.empty()) {
-      note_once(g_noted_no_engine, "cuDNN has no usable engine for " + e->what + ":" + e->why_none +
-                                       "; the direct convolution kernels run it (slower). "
-                                       "(Noted once per process.)");
+      declined(e->noted_none, "cuDNN has no usable engine for " + e->what + ":" + e->why_none);
       return false;
     }
     for (const ConvPlan& p : e->plans) {
@@ -510,12 +574,9 @@ struct CudaLib {
         fail("cuDNN: cudnnBackendExecute failed for {}: {}", e->what, dnn_status(st));
       return true;
     }
-    note_once(g_noted_small_ws,
-              "the workspace (" + std::to_string(left) +
-                  " bytes) is too small for every cuDNN "
-                  "plan of " +
-                  e->what + " (the leanest needs " + std::to_string(e->plans.back().ws) +
-                  "); the direct convolution kernels run it (slower). (Noted once per process.)");
+    declined(e->noted_ws, "the workspace (" + std::to_string(left) +
+                              " bytes) is too small for every cuDNN plan of " + e->what +
+                              " (the leanest needs " + std::to_string(e->plans.back().ws) + ")");
     return false;
   }
 
