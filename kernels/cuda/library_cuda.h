@@ -1,11 +1,13 @@
 // What the nvcc-only library files share (library.cu: cuDNN convolutions and the kernel table;
-// library_lt.cu: cuBLASLt GEMM): workspace alignment, once-per-process notes, and the cuBLASLt
+// library_lt.cu: cuBLASLt GEMM): workspace alignment, notes on stderr, and the cuBLASLt
 // entry points CudaLib (library.cu) calls.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "kernels/cuda/launch.h"
@@ -48,6 +50,17 @@ inline size_t ws_request(size_t need) { return need == 0 ? 0 : need + kWorkspace
 
 inline void note_once(std::atomic<bool>& flag, const std::string& msg) {
   if (!flag.exchange(true)) std::fprintf(stderr, "crossbow: %s\n", msg.c_str());
+}
+
+// `msg` on stderr the first time it is seen in this process (one line per problem and reason).
+inline void note_each(const std::string& msg) {
+  static std::mutex mu;
+  static auto* seen = new std::set<std::string>;  // never destroyed (exit order)
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!seen->insert(msg).second) return;
+  }
+  std::fprintf(stderr, "crossbow: %s\n", msg.c_str());
 }
 
 inline const char* dtype_str(DType t) { return t == DType::F64 ? "f64" : "f32"; }

@@ -1,9 +1,11 @@
 // Gemm and MatMul's library calls on the CUDA backend: cuBLASLt (nvcc build only). Heuristic
 // results (up to kLtAlgos) are cached per (device, dtype, TF32, transposes, m, n, k, leading dims,
 // batch and strides, alignments); descriptors are created per launch; compute type 32F,
-// 32F_FAST_TF32 (GpuCtx::allow_tf32) or 64F. A strided batch cuBLASLt rejects runs matrix by
-// matrix; a problem with no algorithm at all runs in the naive kernel (library_gemm.h; a note on
-// stderr, once per process).
+// 32F_FAST_TF32 (GpuCtx::allow_tf32) or 64F. No cuBLASLt failure throws: a descriptor or
+// heuristic call that fails counts as "no algorithm", a cublasLtMatmul that fails passes to the
+// next algorithm; a strided batch cuBLASLt has nothing for runs matrix by matrix, and a problem
+// with no working algorithm at all runs in the naive kernel (library_gemm.h). Each such fallback
+// is one line on stderr, once per problem and reason.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -27,8 +29,6 @@ namespace {
 
 constexpr size_t kLtWorkspaceBudget = size_t{32} << 20;
 constexpr int kLtAlgos = 8;
-
-std::atomic<bool> g_noted_no_lt{false};
 
 // ---- cuBLASLt -----------------------------------------------------------------------------------
 std::string lt_what(const LtProblem& p, DType t) {
@@ -179,19 +179,34 @@ std::vector<LtAlgo> lt_algos(const GpuCtx& c, const LtProblem& p, DType t, const
       a.ws = res[i].workspaceSize;
       algos.push_back(a);
     }
-  } else if (st != CUBLAS_STATUS_NOT_SUPPORTED) {
-    lt_check(st, "cublasLtMatmulAlgoGetHeuristic", p, t);
+  } else if (st != CUBLAS_STATUS_NOT_SUPPORTED) {  // NOT_SUPPORTED: simply no algorithm
+    note_each(
+        fmt::format("cuBLASLt: cublasLtMatmulAlgoGetHeuristic failed for {}: {} (status {}): "
+                    "counted as no algorithm",
+                    lt_what(p, t), cublasLtGetStatusString(st), static_cast<int>(st)));
   }
   (*cache)[key] = algos;
   return algos;
+}
+
+// lt_algos, with a failure to set the problem up (descriptors, preference) counted as no
+// algorithm (and noted) instead of thrown.
+std::vector<LtAlgo> lt_algos_or_none(const GpuCtx& c, const LtProblem& p, DType t, const void* A,
+                                     const void* B, const void* D, LtDescs& L) {
+  try {
+    make_lt(L, p, t, c.allow_tf32);
+    return lt_algos(c, p, t, A, B, D, L);
+  } catch (const Error& e) {
+    note_each(std::string(e.what()) + ": counted as no algorithm");
+    return {};
+  }
 }
 
 // One cuBLASLt call, if an algorithm fits the workspace; false: nothing was enqueued.
 bool lt_try(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double beta, const void* A,
             const void* B, void* D, void* ws, size_t ws_bytes) {
   LtDescs L;
-  make_lt(L, p, t, c.allow_tf32);
-  const std::vector<LtAlgo> algos = lt_algos(c, p, t, A, B, D, L);
+  const std::vector<LtAlgo> algos = lt_algos_or_none(c, p, t, A, B, D, L);
   size_t left = 0;
   void* w = align_ws(ws, ws_bytes, &left);
   for (const LtAlgo& r : algos) {
@@ -201,11 +216,16 @@ bool lt_try(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double b
     const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
     const void* pa = t == DType::F64 ? static_cast<const void*>(&alpha) : &fa;
     const void* pb = t == DType::F64 ? static_cast<const void*>(&beta) : &fb;
-    lt_check(cublasLtMatmul(static_cast<cublasLtHandle_t>(c.blas_lt), L.op, pa, A, L.a, B, L.b, pb,
-                            D, L.d, D, L.d, &algo, r.ws ? w : nullptr, r.ws,
-                            static_cast<cudaStream_t>(c.stream)),
-             "cublasLtMatmul", p, t);
-    return true;
+    const cublasStatus_t st = cublasLtMatmul(
+        static_cast<cublasLtHandle_t>(c.blas_lt), L.op, pa, A, L.a, B, L.b, pb, D, L.d, D, L.d,
+        &algo, r.ws ? w : nullptr, r.ws, static_cast<cudaStream_t>(c.stream));
+    if (st == CUBLAS_STATUS_SUCCESS) return true;
+    // Nothing was enqueued for a failed call (an asynchronous fault would surface at the next
+    // synchronize anyway): try the next algorithm.
+    note_each(
+        fmt::format("cuBLASLt: cublasLtMatmul failed for {}: {} (status {}): trying the "
+                    "next algorithm",
+                    lt_what(p, t), cublasLtGetStatusString(st), static_cast<int>(st)));
   }
   return false;
 }
@@ -225,8 +245,7 @@ void naive_any(const GpuCtx& c, const LtProblem& p, DType t, double alpha, doubl
 size_t lt_gemm_workspace(const GpuCtx& c, const LtProblem& p, DType t, const void* A, const void* B,
                          const void* D) {
   LtDescs L;
-  make_lt(L, p, t, c.allow_tf32);
-  const std::vector<LtAlgo> algos = lt_algos(c, p, t, A, B, D, L);
+  const std::vector<LtAlgo> algos = lt_algos_or_none(c, p, t, A, B, D, L);
   return algos.empty() ? 0 : ws_request(algos.front().ws);
 }
 
@@ -243,17 +262,15 @@ bool lt_gemm(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double 
       const void* b = static_cast<const char*>(B) + static_cast<size_t>(i * p.sb) * es;
       void* d = static_cast<char*>(D) + static_cast<size_t>(i * p.sd) * es;
       if (!lt_try(c, q, t, alpha, beta, a, b, d, ws, ws_bytes)) {
-        note_once(g_noted_no_lt, "cuBLASLt has no algorithm for " + lt_what(q, t) +
-                                     " within the workspace; a naive kernel runs it (slower). "
-                                     "(Noted once per process.)");
+        note_each("cuBLASLt has no working algorithm for " + lt_what(q, t) +
+                  " within the workspace; a naive kernel runs it (slower)");
         naive_any(c, q, t, alpha, beta, a, b, d);
       }
     }
     return true;
   }
-  note_once(g_noted_no_lt, "cuBLASLt has no algorithm for " + lt_what(p, t) +
-                               " within the workspace; a naive kernel runs it (slower). (Noted "
-                               "once per process.)");
+  note_each("cuBLASLt has no working algorithm for " + lt_what(p, t) +
+            " within the workspace; a naive kernel runs it (slower)");
   return false;
 }
 
