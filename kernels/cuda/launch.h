@@ -192,14 +192,17 @@ void parallel_for(const GpuCtx& c, int64_t n, F f) {
 
 // For every o in [0, n_out): store(o, comb(...comb(comb(init, load(o, 0)), load(o, 1))...,
 // load(o, n_red - 1))), the combination in any order and grouping (comb must be associative and
-// commutative, up to rounding). The GPU runs one thread per o when rows are short or many, else a
-// block of threads per o (a tree in shared memory).
+// commutative, up to rounding). The GPU runs one thread per o when rows are short, or many and
+// not long (a thread then walks at most kSerialRow elements); else a block of threads per o (a
+// tree in shared memory), so a long row is never summed by one thread. (A few very long rows
+// still use only as many blocks as rows: splitting a row across blocks would need a second pass.)
 template <class T, class Load, class Combine, class Store>
 void segmented_reduce(const GpuCtx& c, int64_t n_out, int64_t n_red, T init, Load load,
                       Combine comb, Store store) {
   if (n_out <= 0) return;
 #if defined(CB_GPU_DEVICE_CODE)
-  if (n_red <= 64 || n_out >= int64_t{c.sm_count} * 64) {
+  constexpr int64_t kSerialRow = 1024;
+  if (n_red <= 64 || (n_out >= int64_t{c.sm_count} * 64 && n_red <= kSerialRow)) {
     parallel_for(c, n_out, [=] __device__(int64_t o) {
       T acc = init;
       for (int64_t j = 0; j < n_red; ++j) acc = comb(acc, load(o, j));
