@@ -4,14 +4,21 @@
 For each (model, batch): PyTorch trains the model on synthetic data preloaded on the device
 (SGD lr 0.01 momentum 0.9, cross-entropy, torch.backends.cudnn.benchmark = True, channels-last
 tried and kept where faster), timed after a warm-up; cb-train trains the same model (exported
-from the same definition, same initial weights) on a data set of the same shape with the learners
-its auto-tuner chooses, and its images/s are the tuner's median at the chosen number of learners.
+from the same definition, same initial weights, with the legacy TorchScript exporter: dynamo=False
+where this torch knows the argument, opset 17) on a data set of the same shape, with a fixed number
+of learners (the short first-run profile, the default) or the learners its auto-tuner chooses
+(--full: its images/s are then the tuner's best at the chosen number of learners).
+TF32 is the same on both sides and stated with the table: off by default (PyTorch's cuDNN and
+matmul TF32 switches turned off); with --tf32 on, both PyTorch switches on and cb-train --tf32.
 Peak device memory: torch.cuda.max_memory_reserved for PyTorch, nvidia-smi's maximum during the
 run for cb-train. On a machine without a GPU (--device cpu) the same runs happen on the CPU with
-short lengths: that checks the script, not the speed.
+short lengths: that checks the script, not the speed. --time-limit S stops starting new runs
+(and stops a cb-train run) when S seconds have passed; the table then holds the finished rows.
 
-  bench.py --cb-bin DIR --work DIR [--device cuda|cpu] [--configs resnet20:16,resnet50:16]
+  bench.py --cb-bin DIR --work DIR [--logs DIR] [--device cuda|cpu] [--full] [--tf32 on|off]
+           [--configs resnet20:32,resnet50:32] [--time-limit S]
 """
+import inspect
 import argparse
 import json
 import os
@@ -89,10 +96,33 @@ def export(name, path):
     m = build(name).train()
     size = MODELS[name][1]
     x = torch.randn(2, 3, size, size)
-    torch.onnx.export(m, x, path + ".tmp", opset_version=17, input_names=["input"],
-                      output_names=["logits"], dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}},
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    torch.onnx.export(m, x, path + ".tmp", **export_kwargs())
+    check_opset(path + ".tmp", 17)
     os.replace(path + ".tmp", path)
+
+
+def export_kwargs():
+    """torch.onnx.export's arguments: the legacy (TorchScript) exporter, train mode, opset 17.
+    torch >= 2.9 defaults to the dynamo exporter (other opsets, training-mode and dynamic-axes
+    handling): pin dynamo=False where this torch knows the argument (1.13 does not)."""
+    kw = dict(opset_version=17, input_names=["input"], output_names=["logits"],
+              dynamic_axes={"input": {0: "N"}, "logits": {0: "N"}},
+              training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kw["dynamo"] = False
+    return kw
+
+
+def check_opset(path, want):
+    """The default-domain opset of the exported file must be `want` (skipped without onnx)."""
+    try:
+        import onnx
+    except ImportError:
+        return
+    m = onnx.load(path, load_external_data=False)
+    got = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")]
+    if got != [want]:
+        sys.exit(f"bench: {path}: exported with opset {got}, expected [{want}]")
 
 
 # ---- data sets of the right shape (learnable: each class is a colour pattern plus noise) -------
@@ -139,8 +169,17 @@ def write_folder(dir_, n_train, n_test, size, classes=8):
 
 
 # ---- PyTorch ----------------------------------------------------------------------------------
+def set_torch_tf32(on):
+    """TF32 for PyTorch's convolutions and matmuls (cuDNN's switch defaults to on): as cb-train."""
+    torch.backends.cudnn.allow_tf32 = on
+    torch.backends.cuda.matmul.allow_tf32 = on
+    return torch.backends.cudnn.allow_tf32 == on and torch.backends.cuda.matmul.allow_tf32 == on
+
+
 def torch_images_per_s(name, batch, device, steps, warmup):
     size, classes = MODELS[name][1], MODELS[name][2]
+    if device == "cuda":
+        torch.backends.cudnn.benchmark = True  # autotuned convolution algorithms, as promised
     results = []
     formats = [torch.contiguous_format, torch.channels_last] if device == "cuda" else \
         [torch.contiguous_format]
@@ -209,7 +248,7 @@ class GpuMemoryPeak:
             self.t.join()
 
 
-def cb_images_per_s(cb_bin, model, data, batch, devices, steps, extra, log):
+def cb_images_per_s(cb_bin, model, data, batch, devices, steps, extra, log, timeout):
     metrics = log + ".jsonl"
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -219,9 +258,12 @@ def cb_images_per_s(cb_bin, model, data, batch, devices, steps, extra, log):
     if "--learners" not in extra:
         cmd += ["--learners", "auto"]
     with GpuMemoryPeak(devices.startswith("cuda")) as mem, open(log, "w") as f:
-        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
+        try:
+            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            return None
     if rc != 0:
-        sys.exit(f"cb-train failed ({rc}): {' '.join(cmd)}\n" + open(log).read()[-3000:])
+        sys.exit(f"bench: cb-train failed ({rc}): {' '.join(cmd)}\n" + open(log).read()[-3000:])
     recs = [json.loads(l) for l in open(metrics) if l.strip()]
     tune = [r for r in recs if r["type"] == "tune"]
     summary = [r for r in recs if r["type"] == "summary"][-1]
@@ -231,27 +273,65 @@ def cb_images_per_s(cb_bin, model, data, batch, devices, steps, extra, log):
     return ips, max(0, mem.peak - mem.base), learners
 
 
+# The first run's short profile (fits check.sh's few minutes) and the long one (--full).
+SHORT = dict(configs="resnet20:32,resnet50:32", steps="resnet20:300,resnet50:60", torch_steps=30,
+             learners="2")
+FULL = dict(configs="resnet20:16,resnet20:32,resnet20:64,resnet50:16,resnet50:32",
+            steps="resnet20:3000,resnet50:1200", torch_steps=200, learners="auto")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cb-bin", required=True)
-    ap.add_argument("--work", required=True)
+    ap.add_argument("--work", required=True, help="models and data sets")
+    ap.add_argument("--logs", help="cb-train's logs and metrics (default: --work)")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--configs", default="resnet20:16,resnet20:32,resnet20:64,resnet50:16,"
-                    "resnet50:32")
-    ap.add_argument("--steps", default="resnet20:3000,resnet50:1200",
-                    help="cb-train steps per model (the auto-tuner needs ~270 per learner count)")
-    ap.add_argument("--torch-steps", type=int, default=200)
+    ap.add_argument("--full", action="store_true",
+                    help="the long profile: 5 configurations, the auto-tuner, 200 PyTorch steps")
+    ap.add_argument("--configs", help=f"model:batch,... (short: {SHORT['configs']})")
+    ap.add_argument("--steps", help="cb-train steps per model (the auto-tuner needs ~270 per "
+                    f"learner count; short: {SHORT['steps']})")
+    ap.add_argument("--torch-steps", type=int)
+    ap.add_argument("--learners", help="cb-train --learners (short: 2; --full: auto)")
+    ap.add_argument("--tf32", choices=["on", "off"], default="off",
+                    help="TF32 on both sides (PyTorch's switches and cb-train --tf32) or neither")
+    ap.add_argument("--time-limit", type=float, default=0, help="seconds (0: none)")
     ap.add_argument("--extra", default="", help="more cb-train options")
     a = ap.parse_args()
+    prof = FULL if a.full else SHORT
+    configs = a.configs or prof["configs"]
+    steps_arg = a.steps or prof["steps"]
+    torch_steps = a.torch_steps or prof["torch_steps"]
+    learners = a.learners or prof["learners"]
+    logs = a.logs or a.work
+    t_start = time.monotonic()
+
+    def left():
+        return a.time_limit - (time.monotonic() - t_start) if a.time_limit > 0 else None
+
     os.makedirs(a.work, exist_ok=True)
-    steps = dict((k, int(v)) for k, v in (s.split(":") for s in a.steps.split(",")))
+    os.makedirs(logs, exist_ok=True)
+    steps = dict((k, int(v)) for k, v in (s.split(":") for s in steps_arg.split(",")))
     devices = "cuda:0" if a.device == "cuda" else "cpu"
     if a.device == "cpu":
         torch.set_num_threads(os.cpu_count() or 1)
-    rows = []
-    for cfg in a.configs.split(","):
+    tf32 = a.tf32 == "on"
+    if not set_torch_tf32(tf32):
+        sys.exit("bench: PyTorch's TF32 switches did not take the value asked for")
+    tf32_line = (f"TF32: {'on' if tf32 else 'off'} on both sides (PyTorch cudnn.allow_tf32="
+                 f"{torch.backends.cudnn.allow_tf32}, cuda.matmul.allow_tf32="
+                 f"{torch.backends.cuda.matmul.allow_tf32}; cb-train "
+                 f"{'--tf32' if tf32 else 'without --tf32'}); cudnn.benchmark "
+                 f"{'on' if a.device == 'cuda' else 'n/a (CPU)'}; torch "
+                 f"{torch.__version__}, exporter {'dynamo=False' if 'dynamo' in export_kwargs() else 'legacy (default)'}")
+    print(tf32_line, flush=True)
+    rows, skipped = [], []
+    for cfg in configs.split(","):
         name, batch = cfg.split(":")
         batch = int(batch)
+        if left() is not None and left() < 20:
+            skipped.append(cfg)
+            continue
         model = os.path.join(a.work, f"{name}.onnx")
         export(name, model)
         if name == "resnet20":
@@ -261,12 +341,22 @@ def main():
             data = os.path.join(a.work, "folder224")
             write_folder(data, 1024 if a.device == "cuda" else 64, 64, 224)
         extra = a.extra.split() if a.extra else []
+        if "--learners" not in extra:
+            extra += ["--learners", learners]
+        if tf32:
+            extra += ["--tf32"]
         if name == "resnet50":
             extra += ["--cache", os.path.join(a.work, "folder224.pack"), "--image-size", "224x224"]
-        t_ips, t_mem, t_fmt = torch_images_per_s(name, batch, a.device, a.torch_steps,
-                                                 max(5, a.torch_steps // 10))
-        c_ips, c_mem, k = cb_images_per_s(a.cb_bin, model, data, batch, devices, steps[name],
-                                          extra, os.path.join(a.work, f"cb-{name}-{batch}.log"))
+        t_ips, t_mem, t_fmt = torch_images_per_s(name, batch, a.device, torch_steps,
+                                                 max(5, torch_steps // 10))
+        res = cb_images_per_s(a.cb_bin, model, data, batch, devices, steps[name], extra,
+                              os.path.join(logs, f"cb-{name}-{batch}.log"),
+                              None if left() is None else max(1.0, left() - 5))
+        if res is None:
+            print(f"bench: cb-train {name} batch {batch} stopped at the time limit", flush=True)
+            skipped.append(cfg)
+            continue
+        c_ips, c_mem, k = res
         rows.append((name, batch, t_ips, t_fmt, t_mem, c_ips, k, c_mem))
         print(f"  {name} batch {batch}: PyTorch {t_ips:.0f} images/s ({t_fmt}), cb-train "
               f"{c_ips:.0f} images/s ({k} learners)", flush=True)
@@ -274,12 +364,16 @@ def main():
     print()
     if a.device == "cpu":
         print("(on the CPU with short runs: this checks the script, it does not measure speed)")
+    print(tf32_line)
     print(f"| model | batch | PyTorch images/s | cb-train images/s | ratio | cb learners/GPU "
           f"| PyTorch peak GiB | cb peak GiB |")
     print("|---|---|---|---|---|---|---|---|")
     for name, batch, t_ips, t_fmt, t_mem, c_ips, k, c_mem in rows:
         print(f"| {name} | {batch} | {t_ips:.0f} ({t_fmt}) | {c_ips:.0f} | {c_ips / t_ips:.2f}x "
               f"| {k} | {t_mem / gib:.2f} | {c_mem / gib:.2f} |")
+    if skipped:
+        print(f"bench: not measured (time limit): {', '.join(skipped)}")
+        sys.exit(1)
 
 
 if __name__ == "__main__":
