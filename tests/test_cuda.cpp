@@ -14,8 +14,10 @@
 
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/cuda/cuda_device.h"
+#include "runtime/collective.h"
 #include "runtime/device.h"
 #include "runtime/ops/params.h"
+#include "session/devices.h"
 #include "tests/test_util.h"
 
 using namespace cb;
@@ -79,6 +81,24 @@ TEST_CASE("cuda: without a GPU, --devices cuda and --device cuda say so and fail
   CHECK(r.rc == 2);
   CHECK(test::contains(r.out, "cuda:I,J"));
   CHECK(test::error_of([] { cuda_devices_of("gpu"); }).find("expected cuda") != std::string::npos);
+}
+
+// One GPU has nothing to reduce across devices: it gets the in-process collective, never NCCL
+// (NCCL would need a CUDA device here and would fail on this CPU one).
+TEST_CASE("cuda: one device of --devices cuda gets the in-process collective, not NCCL") {
+  std::vector<std::unique_ptr<Device>> devs;
+  devs.push_back(make_cpu_device(1));
+  std::vector<std::unique_ptr<Collective>> c = make_collectives("cuda:0", devs);
+  REQUIRE(c.size() == 1);
+  CHECK(c[0]->size() == 1);
+  float x[3] = {1, 2, 3};
+  c[0]->allreduce_sum(*devs[0], kSyncStream, x, 3);  // one rank: nothing to add
+  CHECK(x[2] == 3.f);
+  // Two devices of a CUDA spec go to NCCL, which refuses devices that are not GPUs (or, in a
+  // build without the toolkit, says it is absent).
+  devs.push_back(make_cpu_device(1));
+  CHECK(test::contains(test::error_of([&] { make_collectives("cuda:0,1", devs); }),
+                       cuda_backend_built() ? "is not a CUDA device" : "NCCL"));
 }
 
 TEST_CASE("cuda: device memory, copies, streams, events and the out-of-memory error (GPU)") {
