@@ -1,10 +1,10 @@
 #include "importer/tensor_proto.h"
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 
+#include "runtime/copy_bytes.h"
 #include "runtime/error.h"
 
 namespace cb {
@@ -118,7 +118,7 @@ TensorPtr tensor_from_proto(const onnx::TensorProto& t, const std::string& what,
   if (t.has_raw_data()) {
     if (t.raw_data().size() != expected) mismatch("raw_data", t.raw_data().size());
     out->bytes.resize(expected);
-    if (expected > 0) std::memcpy(out->bytes.data(), t.raw_data().data(), expected);
+    copy_bytes(out->bytes.data(), t.raw_data().data(), expected);
     return out;
   }
   auto typed_count = [&](int n, std::string_view field) {

@@ -1,7 +1,6 @@
 #include "runtime/graph_builder.h"
 
-#include <cstring>
-
+#include "runtime/copy_bytes.h"
 #include "runtime/error.h"
 #include "runtime/op_catalog.h"
 
@@ -99,7 +98,7 @@ ValueId GraphBuilder::ints(const std::vector<int64_t>& v) {
   t.dtype = DType::I64;
   t.dims = {static_cast<int64_t>(v.size())};
   t.bytes.resize(v.size() * 8);
-  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), v.size() * 8);
+  copy_bytes(t.bytes.data(), v.data(), v.size() * 8);
   return constant(std::move(t), "ints");
 }
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "runtime/checksum.h"
+#include "runtime/copy_bytes.h"
 #include "runtime/error.h"
 
 namespace cb {
@@ -274,7 +275,7 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
     if (crc32_of(p, t.count * sizeof(float)) != t.crc)
       fail("{}: tensor {} fails its checksum: the checkpoint is corrupt", bin.string(), t.name);
     std::vector<float> v(t.count);
-    std::memcpy(v.data(), p, t.count * sizeof(float));
+    copy_bytes(v.data(), p, t.count * sizeof(float));  // v.data() is null when t.count == 0
     if (t.name == "z") {
       m.z = std::move(v);
     } else if (t.name == "z_prev") {

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "runtime/error.h"
+#include "runtime/copy_bytes.h"
 #include "runtime/memory_plan.h"
 #include "sma/device_replicas.h"
 
@@ -516,7 +517,7 @@ std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelStat
       t.dtype = DType::F32;
       t.dims = v.data->dims;
       t.bytes.resize(static_cast<size_t>(slot.numel) * sizeof(float));
-      std::memcpy(t.bytes.data(), flat.data() + slot.offset, t.bytes.size());
+      copy_bytes(t.bytes.data(), flat.data() + slot.offset, t.bytes.size());
       out.emplace(v.name, std::move(t));
     }
   };

@@ -106,6 +106,37 @@ TEST_CASE("checkpoint: stopped, written, read back and continued = never stopped
   }
 }
 
+TEST_CASE("checkpoint: empty tensors (no BatchNorm state, no second moment) round-trip") {
+  // A model without BatchNorm has an empty learner state: its tensor is read back into an empty
+  // vector, whose data() may be null (a copy of zero bytes there must not reach memcpy).
+  TempDir d("empty");
+  TrainState s;
+  s.model.learners_per_device = 1;
+  s.model.steps = 3;
+  s.model.z = {1.0f, -2.0f, 0.5f};
+  s.model.z_prev = {0.25f, 0.0f, -1.0f};
+  LearnerState l;
+  l.params = {1.5f, -2.5f, 3.0f};
+  l.opt1 = {0.0f, 0.125f, -0.5f};
+  l.steps = 3;  // opt2 and state empty
+  s.model.learners.push_back(l);
+  s.loop.started = true;
+  s.loop.step = 3;
+  s.loop.consumed = 3;
+  write_checkpoint(d.path.string(), s, CheckpointMeta{"hash", "data", 4, "cmd", "", ""});
+  const LoadedCheckpoint ck = load_checkpoint(d.path.string());
+  REQUIRE(ck.state.model.learners.size() == 1);
+  const LearnerState& b = ck.state.model.learners[0];
+  CHECK(b.state.empty());
+  CHECK(b.opt2.empty());
+  CHECK(b.params == l.params);
+  CHECK(b.opt1 == l.opt1);
+  CHECK(b.steps == 3);
+  CHECK(ck.state.model.z == s.model.z);
+  CHECK(ck.state.model.z_prev == s.model.z_prev);
+  CHECK(ck.state.loop.step == 3);
+}
+
 TEST_CASE("checkpoint: the model a state holds equals the trainer's (z or the mean, averaged BN)") {
   // ResNet-20 has BatchNorm statistics, averaged over the learners; with alpha 0 the parameters
   // are the learners' average too. model_tensors() (what cb-export writes) must equal

@@ -6,11 +6,11 @@
 #include "kernels/cpu/cpu_device.h"
 
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "runtime/copy_bytes.h"
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
 #include "runtime/thread_pool.h"
@@ -46,13 +46,10 @@ class CpuDevice final : public Device {
   }
   void* allocate(size_t bytes) override { return allocate_host_memory(bytes, name_); }
   void release(void* p) noexcept override { release_host_memory(p); }
-  // n == 0 may come with null pointers (an empty tensor), which memcpy must not be given.
   void upload(void* dst, const void* src, size_t n, Stream) override {
-    if (n > 0) std::memcpy(dst, src, n);
+    copy_bytes(dst, src, n);  // n == 0 may come with null pointers (an empty tensor)
   }
-  void download(void* dst, const void* src, size_t n, Stream) override {
-    if (n > 0) std::memcpy(dst, src, n);
-  }
+  void download(void* dst, const void* src, size_t n, Stream) override { copy_bytes(dst, src, n); }
   Stream create_stream(int slot, int slots) override {
     CB_CHECK(slots >= 1 && slot >= 0 && slot < slots);
     std::vector<int> cores;

@@ -11,6 +11,7 @@
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
+#include "runtime/copy_bytes.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {
@@ -35,7 +36,7 @@ void strided_range(const geom::StridedPlan& s, const E* in, E* out, int64_t begi
     const E* src = in + off + i0 * st;
     E* dst = out + pos;
     if (st == 1)
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(E));
+      copy_bytes(dst, src, static_cast<size_t>(n) * sizeof(E));
     else if (st == 0)
       std::fill(dst, dst + n, *src);
     else
@@ -130,8 +131,8 @@ void Concat(const KernelArgs& a) {
       for (const TensorView& in : a.in) {
         if (!in.present()) continue;
         int64_t chunk = in.numel() / std::max<int64_t>(outer, 1) * es;
-        std::memcpy(dst + at, static_cast<const std::byte*>(in.data) + o * chunk,
-                    static_cast<size_t>(chunk));
+        copy_bytes(dst + at, static_cast<const std::byte*>(in.data) + o * chunk,
+                   static_cast<size_t>(chunk));  // an empty input may have null data
         at += chunk;
       }
     }
@@ -171,9 +172,9 @@ void Split(const KernelArgs& a) {
       int64_t at = o * row;
       for (size_t k = 0; k < a.out.size(); ++k) {
         const TensorView& out = a.out[k];
-        if (out.present() && chunk[k] > 0)
-          std::memcpy(static_cast<std::byte*>(out.data) + o * chunk[k], src + at,
-                      static_cast<size_t>(chunk[k]));
+        if (out.present())
+          copy_bytes(static_cast<std::byte*>(out.data) + o * chunk[k], src + at,
+                     static_cast<size_t>(chunk[k]));
         at += chunk[k];
       }
     }
@@ -201,8 +202,8 @@ void Gather(const KernelArgs& a) {
       for (int64_t k = 0; k < ni; ++k) {
         int64_t j = int_at(idx, k);
         if (j < 0) j += n;
-        std::memcpy(dst + (o * ni + k) * inner_bytes, src + (o * n + j) * inner_bytes,
-                    static_cast<size_t>(inner_bytes));
+        copy_bytes(dst + (o * ni + k) * inner_bytes, src + (o * n + j) * inner_bytes,
+                   static_cast<size_t>(inner_bytes));
       }
   });
 }
@@ -237,7 +238,7 @@ void Shape(const KernelArgs& a) {
 void Constant(const KernelArgs& a) {
   const Tensor& v = *a.p<ops::ConstantParams>().value;
   const size_t n = std::min(v.bytes.size(), a.out[0].bytes());
-  if (n > 0) std::memcpy(a.out[0].data, v.bytes.data(), n);  // empty: pointers may be null
+  copy_bytes(a.out[0].data, v.bytes.data(), n);
 }
 void ConstantOfShape(const KernelArgs& a) {
   const Tensor& v = *a.p<ops::ConstantParams>().value;

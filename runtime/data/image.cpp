@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/copy_bytes.h"
 #include "runtime/error.h"
 
 namespace cb {
@@ -495,7 +496,7 @@ Image crop(const Image& src, const CropBox& box) {
         src.px.data() + (static_cast<size_t>(box.top + y) * static_cast<size_t>(src.cols) +
                          static_cast<size_t>(box.left)) *
                             C;
-    std::memcpy(out.px.data() + static_cast<size_t>(y) * row_bytes, in, row_bytes);
+    copy_bytes(out.px.data() + static_cast<size_t>(y) * row_bytes, in, row_bytes);
   }
   return out;
 }

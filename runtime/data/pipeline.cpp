@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/copy_bytes.h"
 #include "runtime/error.h"
 
 namespace cb {
@@ -273,7 +274,7 @@ void BatchPipeline::fill(Slot& s, int64_t seq, const std::vector<int64_t>& idx, 
     if (direct) {
       const uint8_t* p = ex_->chw(i);
       if (spec_.dtype == DType::U8) {
-        std::memcpy(dst, p, static_cast<size_t>(per));
+        copy_bytes(dst, p, static_cast<size_t>(per));
       } else {
         auto* f = static_cast<float*>(dst);
         const int64_t plane = static_cast<int64_t>(spec_.rows) * spec_.cols;

@@ -1,7 +1,6 @@
 // Constant and ConstantOfShape: nodes whose output is data known at import time. The importer
 // folds them away; their outputs become constant values of the graph.
-#include <cstring>
-
+#include "runtime/copy_bytes.h"
 #include "runtime/ops/op_util.h"
 #include "runtime/ops/params.h"
 
@@ -17,7 +16,7 @@ std::any parse_constant(ParseCtx& c) {
     out->dtype = d;
     out->dims = std::move(dims);
     out->bytes.resize(n);
-    std::memcpy(out->bytes.data(), src, n);
+    copy_bytes(out->bytes.data(), src, n);  // value_ints may be empty
     return out;
   };
   if (auto v = c.opt_f("value_float")) t = make(DType::F32, {}, &*v, 4), ++set;
