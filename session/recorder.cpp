@@ -29,10 +29,6 @@ nlohmann::ordered_json accuracy_json(const EvalResult& r) {
 
 }  // namespace
 
-std::string mib(int64_t bytes) {
-  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
-}
-
 std::string accuracy_text(const EvalResult& r) {
   return r.accuracy < 0 ? std::string("n/a") : fmt::format("{:.2f}%", 100 * r.accuracy);
 }

@@ -54,8 +54,7 @@ class RunRecorder {
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
-// Text helpers the session's lines share.
-std::string mib(int64_t bytes);
+// Text helpers the session's lines share (and mib(), sma/trainer.h).
 std::string accuracy_text(const EvalResult& r);  // "85.12%", or "n/a" without labels
 
 }  // namespace cb

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <limits>
 
-#include "runtime/error.h"
 #include "runtime/copy_bytes.h"
+#include "runtime/error.h"
 #include "runtime/memory_plan.h"
 #include "sma/device_replicas.h"
 
@@ -27,10 +27,6 @@ uint64_t learner_stream(int g) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
-}
-
-std::string mib(int64_t bytes) {
-  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
 // Waits for every worker, then rethrows the first failure (none is left running).
@@ -79,6 +75,10 @@ void Trainer::on_drivers(F&& f) {
     g.driver.post([&f, &g] { f(g); });
   }
   wait_all(groups_, [](const auto& g) -> Worker& { return g->driver; });
+}
+
+std::string mib(int64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
 const char* lr_scaling_name(LrScaling s) {

@@ -139,6 +139,8 @@ struct TrainMemory {
   int64_t budget = 0;       // bytes the learners of one device may use
   int64_t need(int learners) const { return fixed + learners * per_replica; }
 };
+// Bytes as the trainer's messages and the session's lines print them: "12.3 MiB".
+std::string mib(int64_t bytes);
 
 // Everything of the model that a run needs to continue, as host copies (with LoopState, what a
 // checkpoint serialises).
