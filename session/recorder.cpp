@@ -27,10 +27,30 @@ nlohmann::ordered_json accuracy_json(const EvalResult& r) {
   return r.accuracy < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.accuracy);
 }
 
+// The metrics besides the loss and accuracy, for the JSON records and TensorBoard.
+void add_scores(nlohmann::ordered_json& j, const EvalResult& r, const char* prefix) {
+  if (r.top5) j[fmt::format("{}top5", prefix)] = *r.top5;
+  if (r.mae) j[fmt::format("{}mae", prefix)] = *r.mae;
+  if (r.r2) j[fmt::format("{}r2", prefix)] = *r.r2;
+}
+
 }  // namespace
 
 std::string accuracy_text(const EvalResult& r) {
   return r.accuracy < 0 ? std::string("n/a") : fmt::format("{:.2f}%", 100 * r.accuracy);
+}
+
+std::string scores_text(const EvalResult& r) {
+  if (r.mae || r.r2) {
+    std::string s;
+    if (r.mae) s += fmt::format("test MAE {:.4g}", *r.mae);
+    if (r.r2) s += fmt::format("{}R² {:.4f}", s.empty() ? "test " : "  ", *r.r2);
+    return s;
+  }
+  std::string s = fmt::format("test accuracy {}", accuracy_text(r));
+  if (r.accuracy >= 0 && r.counted > r.count) s += fmt::format(" (of {} labels)", r.counted);
+  if (r.top5) s += fmt::format("  top-5 {:.2f}%", 100 * *r.top5);
+  return s;
 }
 
 RunRecorder::RunRecorder(const std::string& metrics, const std::string& report,
@@ -71,9 +91,9 @@ void RunRecorder::show(const Progress& p, const Trainer& t) {
   const int per_device = t.learners_per_device();
   const int64_t memory = t.memory().need(per_device);
   std::string line = fmt::format(
-      "epoch {:.2f}  step {}  {:.0f} images/s  loss {:.4f}  lr {:.5g}  learners {} ({}/device, "
+      "epoch {:.2f}  step {}  {:.0f} {}/s  loss {:.4f}  lr {:.5g}  learners {} ({}/device, "
       "{:.1f} MiB)  data wait {:.0f}%  ETA {}",
-      p.epoch, p.step, p.images_per_s, p.loss, p.lr, p.learners, per_device,
+      p.epoch, p.step, p.images_per_s, unit_, p.loss, p.lr, p.learners, per_device,
       static_cast<double>(memory) / (1 << 20), 100 * p.data_wait, duration_text(p.eta_s));
   if (tty_) {
     fmt::print("\r\033[K{}", line);
@@ -107,13 +127,13 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
     for (double w : d.windows) windows += fmt::format("{}{:.0f}", windows.empty() ? "" : " ", w);
     const int cores = t.device(0).caps().cores;
     fmt::print(
-        "tuner    {} learner{}/device ({}): {:.0f} images/s, median of [{}], spread {:.1f}%{}: "
+        "tuner    {} learner{}/device ({}): {:.0f} {}/s, median of [{}], spread {:.1f}%{}: "
         "{} -> {}/device (alpha {:.4g}, learners' lr {:.5g}; {} of {} budget) [{}]\n",
         d.measured, d.measured == 1 ? "" : "s",
         d.measured <= cores ? fmt::format("{} thread{} each", cores / d.measured,
                                           cores / d.measured == 1 ? "" : "s")
                             : fmt::format("{} on {} cores", d.measured, cores),
-        d.images_per_s, windows, 100 * d.spread,
+        d.images_per_s, unit_, windows, 100 * d.spread,
         d.gain != 0
             ? fmt::format(", gain {:+.1f}% (needed {:.1f}%)", 100 * d.gain, 100 * d.required)
             : std::string(),
@@ -150,24 +170,26 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
     clear_progress();
     fmt::print(
         "epoch {:6.2f}  step {:7d}  lr {:.5g}  train loss {:.4f}  test loss {:.4f}  "
-        "test accuracy {}  {:.0f} images/s  learners {}  spread {:.4g}\n",
-        p.epoch, p.step, p.lr, p.train_loss, p.test.loss, accuracy_text(p.test), p.images_per_s,
-        p.learners, p.spread);
+        "{}  {:.0f} {}/s  learners {}  spread {:.4g}\n",
+        p.epoch, p.step, p.lr, p.train_loss, p.test.loss, scores_text(p.test), p.images_per_s,
+        unit_, p.learners, p.spread);
     const int per_device = t.learners_per_device();
-    record({{"type", "eval"},
-            {"time", p.time_s},
-            {"epoch", p.epoch},
-            {"step", p.step},
-            {"loss", p.train_loss},
-            {"test_loss", p.test.loss},
-            {"accuracy", accuracy_json(p.test)},
-            {"images_per_s", p.images_per_s},
-            {"learners", p.learners},
-            {"learners_per_device", per_device},
-            {"lr", p.lr},
-            {"data_wait_s", p.data_wait_s},
-            {"spread", p.spread},
-            {"memory_bytes", t.memory().need(per_device)}});
+    nlohmann::ordered_json j = {{"type", "eval"},
+                                {"time", p.time_s},
+                                {"epoch", p.epoch},
+                                {"step", p.step},
+                                {"loss", p.train_loss},
+                                {"test_loss", p.test.loss},
+                                {"accuracy", accuracy_json(p.test)}};
+    add_scores(j, p.test, "test_");
+    j.update(nlohmann::ordered_json{{"images_per_s", p.images_per_s},
+                                    {"learners", p.learners},
+                                    {"learners_per_device", per_device},
+                                    {"lr", p.lr},
+                                    {"data_wait_s", p.data_wait_s},
+                                    {"spread", p.spread},
+                                    {"memory_bytes", t.memory().need(per_device)}});
+    record(j);
     if (tb_) {
       std::vector<std::pair<std::string, double>> v = {{"eval/train_loss", p.train_loss},
                                                        {"eval/test_loss", p.test.loss},
@@ -179,6 +201,9 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
                                                        {"eval/sma_spread", p.spread},
                                                        {"eval/epoch", p.epoch}};
       if (p.test.accuracy >= 0) v.emplace_back("eval/test_accuracy", p.test.accuracy);
+      if (p.test.top5) v.emplace_back("eval/test_top5", *p.test.top5);
+      if (p.test.mae) v.emplace_back("eval/test_mae", *p.test.mae);
+      if (p.test.r2) v.emplace_back("eval/test_r2", *p.test.r2);
       tb_->scalars(p.step, v);
     }
   };
@@ -187,10 +212,10 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
 void RunRecorder::summary(const RunSummary& s, const Trainer& t, const RunOptions& o,
                           int64_t skipped_files) {
   fmt::print(
-      "done     {} steps, {} images in {:.2f} s ({:.2f} s training): {:.0f} images/s, "
-      "test accuracy {} on {} images, {:.2f} epochs, {} learner{}\n",
-      s.steps, s.images, s.seconds, s.train_seconds, s.images_per_s, accuracy_text(s.test),
-      s.test.count, s.epochs, s.learners, s.learners == 1 ? "" : "s");
+      "done     {} steps, {} {} in {:.2f} s ({:.2f} s training): {:.0f} {}/s, "
+      "{} on {} {}, {:.2f} epochs, {} learner{}\n",
+      s.steps, s.images, unit_, s.seconds, s.train_seconds, s.images_per_s, unit_,
+      scores_text(s.test), s.test.count, unit_, s.epochs, s.learners, s.learners == 1 ? "" : "s");
   fmt::print(
       "data     waited {:.2f} s for training batches ({:.1f}% of training time){}\n", s.data_wait_s,
       s.train_seconds + s.data_wait_s > 0 ? 100 * s.data_wait_s / (s.train_seconds + s.data_wait_s)
@@ -224,6 +249,7 @@ void RunRecorder::summary(const RunSummary& s, const Trainer& t, const RunOption
                                 {"test_accuracy", accuracy_json(s.test)},
                                 {"test_loss", s.test.loss},
                                 {"phase_b_share", tm.phase_b_share()}};
+  add_scores(sum, s.test, "test_");
   if (o.target_accuracy > 0) {
     sum["target_accuracy"] = o.target_accuracy;
     sum["target_reached"] = s.reached_target;

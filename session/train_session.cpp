@@ -60,20 +60,35 @@ void check_writable_folder(const std::string& file, const char* flag) {
 // else from the data when its images all have one size (IDX, CIFAR); a model exported with a
 // fixed batch is re-batched.
 ImportResult import_for(const SessionOptions& o, const Dataset& data) {
-  const ExampleDims ddims = data.train->dims();
   ImportOptions iopts = o.import;
   const auto hw = o.image_size;
-  iopts.size_of = [hw, ddims](const std::string&, size_t axis,
-                              size_t rank) -> std::optional<int64_t> {
-    if (rank != 4 || axis < 2) return std::nullopt;
-    if (hw) return axis == 2 ? hw->first : hw->second;
-    if (ddims.fixed()) return axis == 2 ? ddims.rows : ddims.cols;
-    return std::nullopt;
-  };
-  iopts.sizes_hint = fmt::format(
-      "with --image-size HxW (the images of {} have no one size to take it from), --dim NAME=N "
-      "or --input-shape INPUT=AxBxC",
-      o.data);
+  if (data.tensors()) {
+    // NumPy data: a symbolic size of an input is the size of the array of its name (or of `x`).
+    std::shared_ptr<const TensorSet> set = data.train_tensors;
+    iopts.size_of = [set](const std::string& name, size_t axis,
+                          size_t) -> std::optional<int64_t> {
+      const TensorColumn* c = set->find(name);
+      if (!c) c = set->find("x");
+      if (!c || axis == 0 || axis > c->dims.size()) return std::nullopt;
+      return c->dims[axis - 1];
+    };
+    iopts.sizes_hint = fmt::format(
+        "by naming the array of {} as the input, with --dim NAME=N or --input-shape INPUT=AxBxC",
+        o.data);
+  } else {
+    const ExampleDims ddims = data.train->dims();
+    iopts.size_of = [hw, ddims](const std::string&, size_t axis,
+                                size_t rank) -> std::optional<int64_t> {
+      if (rank != 4 || axis < 2) return std::nullopt;
+      if (hw) return axis == 2 ? hw->first : hw->second;
+      if (ddims.fixed()) return axis == 2 ? ddims.rows : ddims.cols;
+      return std::nullopt;
+    };
+    iopts.sizes_hint = fmt::format(
+        "with --image-size HxW (the images of {} have no one size to take it from), --dim "
+        "NAME=N or --input-shape INPUT=AxBxC",
+        o.data);
+  }
   ImportResult r = import_model(o.model, iopts);
   const bool has_batch = std::any_of(r.graph.inputs.begin(), r.graph.inputs.end(), [&](ValueId v) {
     const Shape& s = r.graph.value(v).shape;
@@ -192,16 +207,18 @@ int TrainSession::run_here() {
   const LossSpec spec = choose_loss(r.graph, o.loss, o.output_name);
   TrainerOptions topts = o.trainer;
   RunOptions ropts = o.run;
-  if (topts.batch > data.train->size())
+  if (topts.batch > data.train_size())
     fail("--batch-size {} is larger than the {} training examples", topts.batch,
-         data.train->size());
-  // The data against the model's input, before any learner is built.
-  TransformSpec tspec = plan_transforms(data, model_input(r.graph, spec), ropts.transforms);
+         data.train_size());
+  // The data against the model's inputs and target, before any learner is built.
+  const FeedSpec feeds = feed_spec(r.graph, spec);
+  const FeedOptions fopts{ropts.target, ropts.transforms};
+  FeedPlan plan = plan_feed(data, feeds, fopts);
   if (!o.cache.empty()) {
     std::error_code ec;
     if (!std::filesystem::exists(o.cache, ec)) {
       PackOptions po;
-      po.size = tspec.eval_resize();
+      po.size = plan.images.eval_resize();
       po.val_split = o.data_options.val_split;
       po.workers = ropts.workers > 0 ? ropts.workers : ThreadPool::hardware_threads();
       fmt::print("cache    packing {} into {} (shorter side {}) ...\n", o.data, o.cache, po.size);
@@ -212,24 +229,31 @@ int TrainSession::run_here() {
     Dataset packed = load_pack_dataset(o.cache, o.data);
     packed.skipped = data.skipped;  // the folder's listing skips stay reported
     data = std::move(packed);
-    tspec = plan_transforms(data, model_input(r.graph, spec), ropts.transforms);
+    plan = plan_feed(data, feeds, fopts);
   }
+  check_targets(data, true, feeds, plan, "training");
+  check_targets(data, false, feeds, plan, "test");
   const bool sma = topts.optimizer == OptimizerKind::Sgd;
   RunRecorder rec(o.metrics, o.report, o.tensorboard);
+  if (data.tensors()) rec.set_unit("examples");
   fmt::print("loss     {}{}\n", describe_loss(r.graph, spec),
              o.loss == "auto" ? " (auto-detected)" : "");
-  fmt::print(
-      "data     {}: {}, {} training, {} test images of {}{}\n", data.dir, data.description,
-      data.train->size(), data.test->size(), data.train->dims().str(),
-      data.classes.empty() ? std::string() : fmt::format(", {} classes", data.classes.size()));
+  if (data.tensors())
+    fmt::print("data     {}: {}, {} training, {} test examples: {}\n", data.dir, data.description,
+               data.train_size(), data.test_size(), data.train_tensors->describe());
+  else
+    fmt::print(
+        "data     {}: {}, {} training, {} test images of {}{}\n", data.dir, data.description,
+        data.train_size(), data.test_size(), data.train->dims().str(),
+        data.classes.empty() ? std::string() : fmt::format(", {} classes", data.classes.size()));
   // GPUs: the learners' threads only enqueue work, so half the cores decode data.
   const int workers = ropts.workers > 0 ? ropts.workers
                       : is_cuda_spec(o.devices)
                           ? default_workers(std::max(1, ThreadPool::hardware_threads() / 2))
                           : default_workers(o.threads);
-  fmt::print("inputs   {}; {} pipeline worker{}\n", tspec.describe(), workers,
+  fmt::print("inputs   {}; {} pipeline worker{}\n", plan.text, workers,
              workers == 1 ? "" : "s");
-  const int64_t spe = data.train->size() / topts.batch;
+  const int64_t spe = data.train_size() / topts.batch;
   const double lr = ropts.schedule.lr;
   const std::string opt_text =
       sma ? fmt::format("sgd momentum {}{} weight decay {}", topts.momentum,
@@ -275,8 +299,8 @@ int TrainSession::run_here() {
                         {"model (hash)", model_hash},
                         {"--batch-size", std::to_string(topts.batch)},
                         {"--learners", o.auto_learners ? "auto" : std::to_string(topts.learners)},
-                        {"training examples", std::to_string(data.train->size())},
-                        {"test examples", std::to_string(data.test->size())},
+                        {"training examples", std::to_string(data.train_size())},
+                        {"test examples", std::to_string(data.test_size())},
                         {"--seed", std::to_string(ropts.seed)},
                         {"--steps/--epochs", fmt::format("{}/{}", ropts.steps, ropts.epochs)}});
     fmt::print(
@@ -330,8 +354,8 @@ int TrainSession::run_here() {
        {"model", o.model},
        {"parameters", trainer.model().param_count()},
        {"data", fmt::format("{} ({})", data.dir, data.description)},
-       {"training examples", data.train->size()},
-       {"test examples", data.test->size()},
+       {"training examples", data.train_size()},
+       {"test examples", data.test_size()},
        {"batch per learner", topts.batch},
        {"length", ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
                                   : fmt::format("{} epochs", ropts.epochs)},
@@ -366,8 +390,8 @@ int TrainSession::run_here() {
   // Checkpoints, resume and signals.
   CheckpointMeta meta;
   meta.model_hash = model_hash;
-  meta.data = fmt::format("{} ({}): {} training, {} test images", data.dir, data.description,
-                          data.train->size(), data.test->size());
+  meta.data = fmt::format("{} ({}): {} training, {} test examples", data.dir, data.description,
+                          data.train_size(), data.test_size());
   meta.batch = topts.batch;
   meta.command = o.command_line;
   meta.model_path = std::filesystem::absolute(o.model).string();

@@ -7,6 +7,7 @@
 
 #include "runtime/error.h"
 #include "runtime/passes.h"
+#include "sma/metrics.h"
 
 namespace cb {
 
@@ -19,88 +20,82 @@ bool is_classifier_output(const Value& v) {
          v.shape[1].is_static() && v.shape[1].value > 0;
 }
 
-std::string input_list(const Graph& g) {
-  std::string s;
-  for (ValueId v : g.inputs)
-    s += fmt::format("{}'{}' {}{}", s.empty() ? "" : ", ", g.value(v).name,
-                     dtype_name(g.value(v).dtype), to_string(g.value(v).shape));
-  return s;
-}
-
 int64_t output_index(const Graph& g, const std::string& name) {
   for (size_t i = 0; i < g.outputs.size(); ++i)
     if (g.value(g.outputs[i]).name == name) return static_cast<int64_t>(i);
   return -1;
 }
 
-// Inputs: one data input (float images, or integer token ids); labels are the loss's target, or
-// (a model with its own loss) the model's i64 [N] input.
-void pick_inputs(const Graph& forward, LossKind kind, int64_t* image, int64_t* label) {
-  *image = *label = -1;
+int64_t input_index(const Graph& g, ValueId v) {
+  auto it = std::find(g.inputs.begin(), g.inputs.end(), v);
+  return it == g.inputs.end() ? -1 : static_cast<int64_t>(it - g.inputs.begin());
+}
+
+// The model's inputs as the data feeds them: every graph input, its first dim the batch N. A
+// model with its own loss may take i64 [N] labels (what image data sets feed it).
+FeedSpec inputs_of(const Graph& forward, LossKind kind) {
+  FeedSpec f;
+  if (forward.inputs.empty()) fail("the model has no input to feed data to");
   for (size_t i = 0; i < forward.inputs.size(); ++i) {
     const Value& v = forward.value(forward.inputs[i]);
-    if (kind == LossKind::ModelOutput && v.dtype == DType::I64 && v.shape == Shape{Dim::N()} &&
-        *label < 0) {
-      *label = static_cast<int64_t>(i);
-    } else if (*image < 0 && (dtype_is_float(v.dtype) || dtype_is_int(v.dtype))) {
-      *image = static_cast<int64_t>(i);
-    } else {
-      fail("cannot feed the model's inputs ({}): the trainer feeds one data input{}",
-           input_list(forward),
-           kind == LossKind::ModelOutput ? " and one i64 [N] labels input" : "");
-    }
+    if (v.shape.empty() || v.shape[0] != Dim::N())
+      fail(
+          "model input '{}' is {} {}: its first dim must be the batch N (export it with a dynamic "
+          "batch axis)",
+          v.name, dtype_name(v.dtype), to_string(v.shape));
+    if (!(dtype_is_float(v.dtype) || dtype_is_int(v.dtype) || v.dtype == DType::Bool))
+      fail("model input '{}' is {}: not a type data can feed", v.name, dtype_name(v.dtype));
+    if (kind == LossKind::ModelOutput && f.labels_input < 0 && v.dtype == DType::I64 &&
+        v.shape == Shape{Dim::N()} && forward.inputs.size() > 1)
+      f.labels_input = static_cast<int>(i);
+    f.inputs.push_back(model_input_of(v));
   }
-  if (*image < 0) fail("the model has no input to feed data to (inputs: {})", input_list(forward));
-  if (kind == LossKind::ModelOutput && *label < 0)
-    fail("the model computes its own loss but has no i64 [N] labels input (inputs: {})",
-         input_list(forward));
+  return f;
 }
 
 }  // namespace
 
+FeedSpec feed_spec(const Graph& forward, const LossSpec& loss) {
+  return TrainModel(forward, loss).feed_spec();
+}
+
 TrainModel::TrainModel(const Graph& forward, const LossSpec& loss)
-    : tg_(build_training_graph(forward, loss)), eval_graph_(forward) {
-  set_training(eval_graph_, false);
+    : tg_(build_training_graph(forward, loss)), loss_(loss) {
+  feeds_ = inputs_of(forward, tg_.loss_kind);
+  label_input_ = feeds_.labels_input;
+  LossNodes nodes;
+  eval_graph_ = build_eval_graph(forward, loss, &nodes);
+  forward_outputs_ = forward.outputs.size();
   const Graph& g = tg_.graph;
-
-  int64_t image = -1;
-  pick_inputs(forward, tg_.loss_kind, &image, &label_input_);
-  image_input_ = static_cast<size_t>(image);
-  if (forward.value(forward.inputs[image_input_]).shape.empty() ||
-      forward.value(forward.inputs[image_input_]).shape[0] != Dim::N())
-    fail("model input '{}' is {}: its first dim must be the batch N",
-         forward.value(forward.inputs[image_input_]).name,
-         to_string(forward.value(forward.inputs[image_input_]).shape));
-  if (tg_.target != kNoValue) {
-    auto it = std::find(g.inputs.begin(), g.inputs.end(), tg_.target);
-    CB_CHECK(it != g.inputs.end());
-    target_input_ = static_cast<size_t>(it - g.inputs.begin());
-  }
-
-  // The output scored for accuracy, and the number of classes.
   const Value& out = g.value(tg_.output);
-  switch (tg_.loss_kind) {
-    case LossKind::SoftmaxCrossEntropy:
-    case LossKind::MeanSquaredError:
-      if (!is_classifier_output(out))
-        fail(
-            "output '{}' is {}{}: training on labelled images needs a classifier output [N,C] "
-            "(logits for cross-entropy; for mse the targets are one-hot labels)",
-            out.name, dtype_name(out.dtype), to_string(out.shape));
-      classes_ = out.shape[1].value;
-      eval_output_ = output_index(eval_graph_, out.name);
-      break;
-    case LossKind::ModelOutput:
-      eval_loss_output_ = output_index(eval_graph_, out.name);
-      for (size_t i = 0; i < eval_graph_.outputs.size(); ++i)
-        if (is_classifier_output(eval_graph_.value(eval_graph_.outputs[i]))) {
-          eval_output_ = static_cast<int64_t>(i);
-          classes_ = eval_graph_.value(eval_graph_.outputs[i]).shape[1].value;
-          break;
-        }
-      break;
+  if (tg_.loss_kind == LossKind::ModelOutput) {
+    eval_loss_output_ = output_index(eval_graph_, out.name);
+    for (size_t i = 0; i < eval_graph_.outputs.size(); ++i)
+      if (is_classifier_output(eval_graph_.value(eval_graph_.outputs[i]))) {
+        eval_output_ = static_cast<int64_t>(i);
+        classes_ = eval_graph_.value(eval_graph_.outputs[i]).shape[1].value;
+        break;
+      }
+  } else {
+    target_input_ = input_index(g, tg_.target);
+    eval_target_input_ = input_index(eval_graph_, nodes.target);
+    eval_loss_output_ = static_cast<int64_t>(eval_graph_.outputs.size()) - 1;
+    eval_output_ = output_index(eval_graph_, out.name);
+    CB_CHECK(target_input_ >= 0 && eval_target_input_ >= 0 && eval_output_ >= 0);
+    const Value& t = g.value(tg_.target);
+    feeds_.target = model_input_of(t);
+    feeds_.target->name = "target";
+    if (tg_.loss_kind == LossKind::SoftmaxCrossEntropy) {
+      const Dim c = out.shape[static_cast<size_t>(tg_.spec.class_axis)];
+      CB_CHECK(c.is_static());
+      classes_ = c.value;
+      feeds_.ignore_index = tg_.spec.ignore_index;
+    } else if (tg_.loss_kind == LossKind::MeanSquaredError && is_classifier_output(out)) {
+      classes_ = out.shape[1].value;  // one-hot targets from class labels
+    }
+    feeds_.classes = classes_;
   }
-  CB_CHECK(tg_.loss_kind == LossKind::ModelOutput ? eval_loss_output_ >= 0 : eval_output_ >= 0);
+  CB_CHECK(eval_loss_output_ >= 0);
 
   // Flat layouts: parameters (and gradients, optimizer state) and BN state.
   for (ValueId p : tg_.params) {
@@ -193,23 +188,6 @@ std::vector<KernelArgs> TrainModel::state_copies(const Executor& train) const {
   return copies;
 }
 
-void TrainModel::check_labels(const Examples& set, const std::string& what) const {
-  const int64_t top = set.label_max();
-  if (classes_ > 0 && top >= classes_)
-    fail(
-        "the {} labels go up to {} but the model's output has {} classes; this model does not fit "
-        "this data set",
-        what, top, classes_);
-  for (int64_t i = 0; i < set.size(); ++i)
-    if (set.label(i) < 0)
-      fail("the {} data has a negative label {} ({})", what, set.label(i), set.name(i));
-}
-
-ModelInput TrainModel::data_input() const {
-  const Value& v = eval_graph_.value(eval_graph_.inputs[image_input_]);
-  return model_input_of(v);
-}
-
 ModelInput model_input_of(const Value& v) {
   ModelInput in;
   in.name = v.name;
@@ -219,50 +197,61 @@ ModelInput model_input_of(const Value& v) {
   return in;
 }
 
-ModelInput model_input(const Graph& forward, const LossSpec& loss) {
-  int64_t image = -1, label = -1;
-  pick_inputs(forward, loss.kind, &image, &label);
-  return model_input_of(forward.value(forward.inputs[static_cast<size_t>(image)]));
+namespace {
+
+// `t` as executor input `i` of `g`: as it is, or (same type and number of values) reshaped to the
+// dims the executor planned, through the staging tensor.
+void set_input(Executor& ex, const Graph& g, size_t i, const Tensor& t, Tensor& staging,
+               const char* what) {
+  const std::vector<int64_t>& dims = ex.view(g.inputs[i]).dims;
+  if (t.dims == dims) {
+    ex.set_input(i, t);
+    return;
+  }
+  int64_t want = 1;
+  for (int64_t d : dims) want *= d;
+  const Value& v = g.value(g.inputs[i]);
+  if (t.numel() != want || t.dtype != v.dtype)
+    fail("{} '{}' takes {} {} at batch {}, got {} {}", what, v.name, dtype_name(v.dtype),
+         to_string(shape_of(dims)), ex.batch(), dtype_name(t.dtype), to_string(shape_of(t.dims)));
+  staging.dtype = t.dtype;
+  staging.dims = dims;
+  staging.bytes = t.bytes;
+  ex.set_input(i, staging);
 }
 
-void TrainModel::feed(Executor& ex, bool train, const Tensor& images, const Tensor& labels,
-                      InputStaging& st) const {
+}  // namespace
+
+const Tensor* TrainModel::feed(Executor& ex, bool train, const Batch& b, InputStaging& st) const {
   const Graph& g = train ? tg_.graph : eval_graph_;
   const int64_t n = ex.batch();
-  const std::vector<int64_t>& dims = ex.view(g.inputs[image_input_]).dims;
-  if (images.dims == dims) {
-    ex.set_input(image_input_, images);
-  } else {
-    int64_t want = 1;
-    for (int64_t d : dims) want *= d;
-    if (images.numel() != want || images.dtype != DType::F32)
-      fail("model input '{}' takes {} at batch {}, got images {}",
-           g.value(g.inputs[image_input_]).name, to_string(shape_of(dims)), n,
-           to_string(shape_of(images.dims)));
-    st.images.dtype = DType::F32;
-    st.images.dims = dims;
-    st.images.bytes = images.bytes;
-    ex.set_input(image_input_, st.images);
+  if (b.inputs.size() != feeds_.inputs.size())
+    fail("a batch of {} tensors for a model of {} inputs", b.inputs.size(), feeds_.inputs.size());
+  st.inputs.resize(b.inputs.size());
+  for (size_t i = 0; i < b.inputs.size(); ++i)
+    set_input(ex, g, i, b.inputs[i], st.inputs[i], "model input");
+  const int64_t ti = train ? target_input_ : eval_target_input_;
+  if (ti < 0) return nullptr;
+  const Tensor& t = b.target;
+  if (t.dtype == DType::I64 && classes_ > 0) {
+    const int64_t* l = t.data<int64_t>();
+    for (int64_t k = 0; k < t.numel(); ++k)
+      if ((l[k] < 0 || l[k] >= classes_) && !(feeds_.ignore_index && l[k] == *feeds_.ignore_index))
+        fail("label {} is out of range for the model's {} classes", l[k], classes_);
   }
-  CB_CHECK(labels.dtype == DType::I64 && labels.numel() == n);
-  if (classes_ > 0) {
-    const int64_t* l = labels.data<int64_t>();
-    for (int64_t i = 0; i < n; ++i)
-      if (l[i] < 0 || l[i] >= classes_)
-        fail("label {} is out of range for the model's {} classes", l[i], classes_);
-  }
-  if (tg_.loss_kind == LossKind::ModelOutput) {
-    ex.set_input(static_cast<size_t>(label_input_), labels);
-  } else if (train && tg_.loss_kind == LossKind::SoftmaxCrossEntropy) {
-    ex.set_input(target_input_, labels);
-  } else if (train && tg_.loss_kind == LossKind::MeanSquaredError) {
+  const Value& tv = g.value(g.inputs[static_cast<size_t>(ti)]);
+  if (t.dtype == DType::I64 && dtype_is_float(tv.dtype) && classes_ > 0 && t.numel() == n) {
+    // Class labels as the one-hot rows an mse over [N,C] compares with.
+    CB_CHECK(tv.dtype == DType::F32);
     st.target.dtype = DType::F32;
     st.target.dims = {n, classes_};
     st.target.bytes.assign(static_cast<size_t>(n * classes_) * sizeof(float), std::byte{0});
-    for (int64_t i = 0; i < n; ++i)
-      st.target.data<float>()[i * classes_ + labels.data<int64_t>()[i]] = 1;
-    ex.set_input(target_input_, st.target);
+    for (int64_t k = 0; k < n; ++k) st.target.data<float>()[k * classes_ + t.data<int64_t>()[k]] = 1;
+    ex.set_input(static_cast<size_t>(ti), st.target);
+    return &st.target;
   }
+  set_input(ex, g, static_cast<size_t>(ti), t, st.target, "the loss's target");
+  return &t;
 }
 
 double TrainModel::read_loss(Device& dev, const Executor& train) const {
@@ -309,77 +298,77 @@ Executor& Evaluator::executor(int64_t batch) {
   return *ex_.emplace(batch, std::move(ex)).first->second;
 }
 
-std::vector<Tensor> Evaluator::outputs(const Tensor& images, const Tensor& labels) {
-  const int64_t n = labels.numel();
+std::vector<Tensor> Evaluator::outputs(const Batch& b) {
+  const int64_t n = b.size();
   if (n <= 0 || n > batch_) fail("evaluation batch of {} examples: expected 1 to {}", n, batch_);
   Executor& ex = executor(n);
-  m_.feed(ex, false, images, labels, staging_);
+  m_.feed(ex, false, b, staging_);
   ex.run();
   std::vector<Tensor> out;
-  for (size_t i = 0; i < m_.eval_graph_.outputs.size(); ++i) out.push_back(ex.output(i));
+  for (size_t i = 0; i < m_.forward_outputs_; ++i) out.push_back(ex.output(i));
   return out;
 }
 
 EvalResult Evaluator::evaluate(const NextBatch& next) {
   EvalResult r;
-  Tensor img, lab;
+  Batch b;
   double loss_sum = 0;
-  const LossKind kind = m_.tg_.loss_kind;
-  while (next(img, lab)) {
-    const int64_t n = lab.numel();
+  const bool own_loss = m_.tg_.loss_kind == LossKind::ModelOutput;
+  std::optional<Metrics> metrics;
+  if (!own_loss) metrics.emplace(m_.tg_);
+  // Accuracy of a classifier's [N,C] output against class labels where the metrics do not score
+  // it: a model with its own loss fed labels, an mse over one-hot rows made from labels.
+  auto score_labels = [&](const Tensor& out, const int64_t* l, int64_t n) {
+    const int64_t c = m_.classes_;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t arg = 0;
+      for (int64_t j = 1; j < c; ++j)
+        if (out.real_at(i * c + j) > out.real_at(i * c + arg)) arg = j;
+      r.correct += arg == l[i];
+    }
+  };
+  bool labels_scored = false;
+  while (next(b)) {
+    const int64_t n = b.size();
     CB_CHECK(n > 0 && n <= batch_);
     Executor& ex = executor(n);
-    m_.feed(ex, false, img, lab, staging_);
+    const Tensor* target = m_.feed(ex, false, b, staging_);
     ex.run();
-    const int64_t* l = lab.data<int64_t>();
-    if (m_.eval_output_ >= 0) {
-      Tensor out = ex.output(static_cast<size_t>(m_.eval_output_));
-      const int64_t c = m_.classes_;
-      std::vector<double> zs(static_cast<size_t>(n * c));
-      for (int64_t i = 0; i < n * c; ++i)
-        zs[static_cast<size_t>(i)] =
-            out.dtype == DType::F32 ? out.data<float>()[i] : out.real_at(i);
-      for (int64_t i = 0; i < n; ++i) {
-        const double* z = zs.data() + i * c;
-        int64_t arg = 0;
-        for (int64_t j = 1; j < c; ++j)
-          if (z[j] > z[arg]) arg = j;
-        r.correct += arg == l[i];
-        if (kind == LossKind::SoftmaxCrossEntropy) {
-          switch (m_.tg_.output_form) {
-            case OutputForm::Logits: {
-              double m = z[arg], s = 0;
-              for (int64_t j = 0; j < c; ++j) s += std::exp(z[j] - m);
-              loss_sum += std::log(s) + m - z[l[i]];
-              break;
-            }
-            case OutputForm::Probabilities:  // what the loss on the logits equals
-              loss_sum -= std::log(std::max(z[l[i]], std::numeric_limits<double>::min()));
-              break;
-            case OutputForm::LogProbabilities:
-              loss_sum -= z[l[i]];
-              break;
-          }
-        } else if (kind == LossKind::MeanSquaredError) {
-          double s = 0;
-          for (int64_t j = 0; j < c; ++j) {
-            double d = z[j] - (j == l[i] ? 1.0 : 0.0);
-            s += d * d;
-          }
-          loss_sum += s / static_cast<double>(c);
-        }
+    const double batch_loss = ex.output(static_cast<size_t>(m_.eval_loss_output_)).real_at(0);
+    if (own_loss) {
+      loss_sum += batch_loss * static_cast<double>(n);
+      if (m_.eval_output_ >= 0 && m_.label_input_ >= 0) {
+        score_labels(ex.output(static_cast<size_t>(m_.eval_output_)),
+                     b.inputs[static_cast<size_t>(m_.label_input_)].data<int64_t>(), n);
+        labels_scored = true;
       }
-    }
-    if (kind == LossKind::ModelOutput) {
-      Tensor out = ex.output(static_cast<size_t>(m_.eval_loss_output_));
-      loss_sum += out.real_at(0) * static_cast<double>(n);
+    } else {
+      const Tensor out = ex.output(static_cast<size_t>(m_.eval_output_));
+      metrics->add(out, *target, batch_loss);
+      if (target != &b.target && b.target.dtype == DType::I64) {
+        score_labels(out, b.target.data<int64_t>(), n);
+        labels_scored = true;
+      }
     }
     r.count += n;
   }
-  if (r.count > 0) {
+  if (r.count == 0) return r;
+  if (own_loss) {
     r.loss = loss_sum / static_cast<double>(r.count);
-    if (m_.eval_output_ >= 0)
-      r.accuracy = static_cast<double>(r.correct) / static_cast<double>(r.count);
+    r.counted = r.count;
+  } else {
+    const EvalMetrics v = metrics->result();
+    r.loss = v.loss.value_or(0);
+    r.counted = v.counted;
+    r.accuracy = v.accuracy ? *v.accuracy : -1;
+    r.correct = v.accuracy ? std::llround(*v.accuracy * static_cast<double>(v.counted)) : 0;
+    r.top5 = v.top5;
+    r.mae = v.mae;
+    r.r2 = v.r2;
+  }
+  if (labels_scored) {
+    r.accuracy = static_cast<double>(r.correct) / static_cast<double>(r.count);
+    r.counted = r.count;
   }
   return r;
 }

@@ -1,5 +1,5 @@
-// What the trainer and its learners know about a model: the training graph and which inputs take
-// the images and the labels, the flat layout of the parameters and of the BatchNorm running
+// What the trainer and its learners know about a model: the training graph and what its inputs
+// take from the data (a FeedSpec, runtime/data/feed.h), the flat layout of the parameters and of the BatchNorm running
 // statistics, feeding one batch to an executor, reading the loss, and evaluating a (parameters,
 // state) pair of flat buffers on a test set.
 //
@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -18,16 +19,23 @@
 
 #include "autodiff/autodiff.h"
 #include "runtime/data/dataset.h"
+#include "runtime/data/feed.h"
 #include "runtime/data/pipeline.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
 
 namespace cb {
 
+// An evaluation pass: the loss, and the metrics that fit it (sma/metrics.h).
 struct EvalResult {
-  int64_t count = 0, correct = 0;
-  double loss = 0;       // mean over the examples
-  double accuracy = -1;  // correct / count; -1 when the model has no [N,C] output to score
+  int64_t count = 0;     // examples
+  int64_t counted = 0;   // elements scored: labels (one per example for [N,C]; tokens, pixels),
+                         // or target values (regression)
+  int64_t correct = 0;
+  double loss = 0;       // mean over the counted elements (the loss's own reduction)
+  double accuracy = -1;  // top-1 (classes), or of (logit > 0) for bce; -1 when nothing to score
+  std::optional<double> top5;     // top-5 accuracy, with 100 classes or more
+  std::optional<double> mae, r2;  // regression: mean absolute error, coefficient of determination
 };
 
 // One tensor's place in a flat buffer.
@@ -41,26 +49,32 @@ constexpr int64_t kAlignElems = 64 / sizeof(float);
 
 // Host buffers one executor's inputs are staged in (reused: no steady-state allocation).
 struct InputStaging {
-  Tensor images, target;
+  std::vector<Tensor> inputs;
+  Tensor target;
 };
 
-// The data input of a model trained with `loss` (the one TrainModel feeds images to).
-ModelInput model_input(const Graph& forward, const LossSpec& loss);
+// What a model trained with `loss` takes from the data (its inputs and the loss's target),
+// without building the training graph: what the session matches the data to before anything is
+// built. Throws cb::Error when an input cannot be fed (no batch axis).
+FeedSpec feed_spec(const Graph& forward, const LossSpec& loss);
 ModelInput model_input_of(const Value& v);
 
 class TrainModel {
  public:
-  // Throws cb::Error when the model cannot be trained on labelled images (which it says).
+  // Throws cb::Error when the model cannot be trained with `loss` (which it says).
   TrainModel(const Graph& forward, const LossSpec& loss);
 
   const TrainingGraph& training_graph() const { return tg_; }
+  // The forward graph in inference mode, with the loss appended (its target the last input, the
+  // loss the last output) unless the model computes its own.
   const Graph& eval_graph() const { return eval_graph_; }
+  const FeedSpec& feed_spec() const { return feeds_; }
   const std::vector<FlatSlot>& param_slots() const { return params_; }
   const std::vector<FlatSlot>& state_slots() const { return state_; }
   int64_t flat_elems() const { return flat_elems_; }    // P: one replica's row, with padding
   int64_t state_elems() const { return state_elems_; }  // S
   int64_t param_count() const { return param_elems_; }  // without padding
-  int64_t num_classes() const { return classes_; }      // C of the [N,C] output, 0 if none
+  int64_t num_classes() const { return classes_; }      // classes of the scored output, 0 if none
 
   // Bytes of a device buffer of `elems` floats (never 0: empty models still get a buffer).
   static size_t buffer_bytes(int64_t elems);
@@ -74,13 +88,11 @@ class TrainModel {
   // Identity launches copying each BN state update into its state slot after a training step.
   std::vector<KernelArgs> state_copies(const Executor& train) const;
 
-  // Throws cb::Error when a label of `set` is not a class of the model's output.
-  void check_labels(const Examples& set, const std::string& what) const;
-  // The input the images are fed to.
-  ModelInput data_input() const;
-  // Feeds a batch to an executor of the training graph (train) or of the eval graph.
-  void feed(Executor& ex, bool train, const Tensor& images, const Tensor& labels,
-            InputStaging& st) const;
+  // Feeds a batch to an executor of the training graph (train) or of the eval graph: each input
+  // (reshaped to the model's dims when the data has them flat, with the same number of values),
+  // and the target (class labels become one-hot rows for an mse over [N,C]). Returns the target
+  // as fed (null when the graph takes none). Throws cb::Error for a class label out of range.
+  const Tensor* feed(Executor& ex, bool train, const Batch& b, InputStaging& st) const;
   // The loss of the last run of a training-graph executor.
   double read_loss(Device& dev, const Executor& train) const;
 
@@ -91,12 +103,15 @@ class TrainModel {
  private:
   TrainingGraph tg_;
   Graph eval_graph_;
+  LossSpec loss_;
+  FeedSpec feeds_;
   int64_t classes_ = 0;
-  size_t image_input_ = 0;         // index among the graph inputs (same in both graphs)
-  size_t target_input_ = 0;        // training graph: labels/targets input
-  int64_t label_input_ = -1;       // ModelOutput: the model's own i64 [N] labels input
-  int64_t eval_output_ = -1;       // eval graph output scored for accuracy ([N,C]); -1: none
-  int64_t eval_loss_output_ = -1;  // ModelOutput: eval graph output holding the loss
+  size_t forward_outputs_ = 0;      // the eval graph's first outputs are the forward graph's
+  int64_t target_input_ = -1;       // training graph input of the target (-1: none)
+  int64_t eval_target_input_ = -1;  // eval graph input of the target (-1: none)
+  int64_t label_input_ = -1;        // ModelOutput: the model's own i64 [N] labels input
+  int64_t eval_output_ = -1;        // eval graph output scored (the loss's output); -1: none
+  int64_t eval_loss_output_ = -1;   // eval graph output holding the loss
   std::vector<FlatSlot> params_, state_;
   int64_t flat_elems_ = 0, state_elems_ = 0, param_elems_ = 0;
 
@@ -106,15 +121,15 @@ class TrainModel {
 // Evaluation of one (parameters [P], state [S]) pair of flat buffers: the eval graph (BN on
 // running statistics, Dropout the identity) over every example of a set, one executor per batch
 // size in use (the last partial batch gets its own), all bound to the same two buffers.
-// Fills the next evaluation batch (images, i64 labels); false when there is none.
-using NextBatch = std::function<bool(Tensor& images, Tensor& labels)>;
+// Fills the next evaluation batch; false when there is none.
+using NextBatch = std::function<bool(Batch& batch)>;
 
 class Evaluator {
  public:
   Evaluator(const TrainModel& m, Device& dev, const void* params, const void* state, int64_t batch);
   EvalResult evaluate(const NextBatch& next);
-  // Every eval-graph output for one batch (what evaluate() scores, before scoring).
-  std::vector<Tensor> outputs(const Tensor& images, const Tensor& labels);
+  // The model's outputs for one batch (the forward graph's, not the loss).
+  std::vector<Tensor> outputs(const Batch& b);
 
  private:
   Executor& executor(int64_t batch);

@@ -38,15 +38,16 @@ LoopState restore(Trainer& t, const TrainState& s) {
 RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Callbacks& cb,
                  LoopState* loop_in) {
   o.validate();
-  const TransformSpec spec = plan_transforms(data, t.data_input(), o.transforms);
-  t.check_labels(*data.train, "training");
-  t.check_labels(*data.test, "test");
+  const FeedSpec fs = t.model().feed_spec();
+  const FeedPlan plan = plan_feed(data, fs, {o.target, o.transforms});
+  check_targets(data, true, fs, plan, "training");
+  check_targets(data, false, fs, plan, "test");
   const int64_t batch = t.options().batch;
   const int64_t eval_batch = t.options().eval_batch > 0 ? t.options().eval_batch : batch;
   int cores = 0;
   for (int d = 0; d < t.devices(); ++d) cores += t.device(d).caps().cores;
   const int workers = o.workers > 0 ? o.workers : default_workers(cores);
-  const int64_t spe = BatchOrder::epoch_batches(data.train->size(), batch);
+  const int64_t spe = BatchOrder::epoch_batches(data.train_size(), batch);
   const int64_t total_batches = o.steps > 0 ? 0 : o.epochs * spe;
   size_t skip_cursor = 0;
   auto report_skipped = [&] {
@@ -60,8 +61,8 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     po.train = false;
     po.workers = workers;
     po.limit = o.test_limit;
-    BatchPipeline ev(data.test, spec, po, data.skipped);
-    return t.evaluate([&](Tensor& img, Tensor& lab) { return ev.next(img, lab); });
+    BatchPipeline ev(data.test_size(), make_batches(data, false, plan, o.seed), po);
+    return t.evaluate([&](Batch& b) { return ev.next(b); });
   };
 
   LoopState fresh;
@@ -86,7 +87,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     pipe.reset();
     po.start = st.consumed;
     po.depth = 2 * t.total_learners() + 2 * workers + 2;
-    pipe.emplace(data.train, spec, po, data.skipped);
+    pipe.emplace(data.train_size(), make_batches(data, true, plan, o.seed), po);
   };
   start_pipe();
 
@@ -111,7 +112,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     st.prev_lr = lr;
     all.resize(static_cast<size_t>(K));
     const double waited = pipe->wait_seconds();
-    for (Batch& b : all) pipe->next(b.images, b.labels);
+    for (Batch& b : all) pipe->next(b);
     const double wait = pipe->wait_seconds() - waited;
     sum.data_wait_s += wait;
     eval_wait_s += wait;

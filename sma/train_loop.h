@@ -27,6 +27,7 @@
 #include <functional>
 #include <optional>
 
+#include "runtime/data/feed.h"
 #include "sma/auto_tuner.h"
 #include "sma/lr_schedule.h"
 #include "sma/trainer.h"
@@ -41,6 +42,7 @@ struct RunOptions {
   bool shuffle = true;
   uint64_t seed = 0;  // data order and augmentation
   TransformOptions transforms;
+  std::string target = "y";  // tensor data: the array that feeds the loss's target (--target)
   int workers = 0;  // data pipeline threads; 0: the cores the learners leave free, at least 1
   LrSchedule schedule;
   int64_t test_limit = 0;  // > 0: evaluate on the first N test examples only

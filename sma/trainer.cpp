@@ -256,7 +256,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
         Group& g = *groups_[static_cast<size_t>(l.device)];
         Device& dev = *g.dev;
         dev.wait_event(l.stream, g.updated);  // its rows as the last SMA update left them
-        model_.feed(*l.ex, true, l.batch->images, l.batch->labels, l.staging);
+        model_.feed(*l.ex, true, *l.batch, l.staging);
         l.ex->run();
         l.loss = model_.read_loss(dev, *l.ex);
         if (std::isfinite(l.loss))
@@ -397,12 +397,12 @@ void Trainer::settle() const {
       pending_lr_);
 }
 
-double Trainer::step(const Tensor& images, const Tensor& labels, double lr) {
+double Trainer::step(const Tensor& input, const Tensor& target, double lr) {
   if (total_learners() != 1)
-    fail("step(images, labels) is for one learner; this trainer has {}", total_learners());
+    fail("step(input, target) is for one learner; this trainer has {}", total_learners());
   std::vector<Batch> b(1);
-  b[0].images = images;
-  b[0].labels = labels;
+  b[0].inputs = {input};
+  b[0].target = target;
   return step(b, lr)[0];
 }
 
@@ -447,10 +447,11 @@ void Trainer::average_for_eval() {
 EvalResult Trainer::evaluate(const ImageSet& set) {
   int64_t begin = 0;
   const int64_t eb = opts_.eval_batch > 0 ? opts_.eval_batch : opts_.batch;
-  return evaluate([&](Tensor& img, Tensor& lab) {
+  return evaluate([&](Batch& b) {
     if (begin >= set.count) return false;
     const int64_t n = std::min(eb, set.count - begin);
-    set.slice(begin, n, img, lab);
+    b.inputs.resize(1);
+    set.slice(begin, n, b.inputs[0], b.target);
     begin += n;
     return true;
   });
@@ -554,10 +555,10 @@ double Trainer::spread() {
   return v[1] > 0 ? v[0] / v[1] : 0;
 }
 
-std::vector<Tensor> Trainer::eval_outputs(const Tensor& images, const Tensor& labels) {
+std::vector<Tensor> Trainer::eval_outputs(const Batch& batch) {
   average_for_eval();
   std::vector<Tensor> r;
-  groups_[0]->driver.run([&] { r = evaluator().outputs(images, labels); });
+  groups_[0]->driver.run([&] { r = evaluator().outputs(batch); });
   return r;
 }
 
@@ -567,10 +568,6 @@ std::map<std::string, Tensor> Trainer::trained_tensors() {
   auto m = model_.copy_slots(*g.dev, model_.param_slots(), alpha_ == 0 ? g.mean.get() : g.z.get());
   m.merge(model_.copy_slots(*g.dev, model_.state_slots(), g.state_avg.get()));
   return m;
-}
-
-void Trainer::check_labels(const Examples& set, const std::string& what) const {
-  model_.check_labels(set, what);
 }
 
 std::vector<float> Trainer::central(int device) const {

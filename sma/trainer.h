@@ -126,11 +126,6 @@ struct Placement {
   std::vector<Collective*> collectives;
 };
 
-// One learner's batch: images f32 [batch,...], labels i64 [batch].
-struct Batch {
-  Tensor images, labels;
-};
-
 // What the memory plan says one device holds.
 struct TrainMemory {
   int64_t arena = 0;        // one replica's activation arena (the plan's bytes_peak)
@@ -189,8 +184,8 @@ class Trainer {
   // the learners whose replicas went non-finite (with overlap_sync: from the next call that needs
   // the z update, naming the step that made it).
   std::vector<double> step(const std::vector<Batch>& batches, double lr);
-  // One learner in all: its step.
-  double step(const Tensor& images, const Tensor& labels, double lr);
+  // One learner in all: its step on a model with one data input and a target.
+  double step(const Tensor& input, const Tensor& target, double lr);
   // Sets the learners per device (same on every device): the first min(old, new) keep their
   // replica, optimizer state and statistics, new ones start from z; alpha is recomputed. Throws
   // cb::Error naming the bytes when they do not fit the memory budget.
@@ -200,16 +195,18 @@ class Trainer {
   bool reset_to_central();
 
   // z (or, with alpha 0, the learners' average) with the averaged BN statistics, over the batches
-  // `next` gives (an evaluation pass of runtime/data/pipeline.h), or over an in-memory set.
+  // `next` gives (an evaluation pass of runtime/data/pipeline.h), or over an in-memory image set.
   EvalResult evaluate(const NextBatch& next);
   EvalResult evaluate(const ImageSet& set);
   // The eval graph's outputs for one batch, from the model evaluation uses (z, or the learners'
   // average with alpha 0, and the averaged BN statistics): what an exported model computes.
-  std::vector<Tensor> eval_outputs(const Tensor& images, const Tensor& labels);
+  // Every output of the model (not the loss evaluation appends), in the forward graph's order.
+  std::vector<Tensor> eval_outputs(const Batch& batch);
+  std::vector<Tensor> eval_outputs(const Tensor& input, const Tensor& target) {
+    return eval_outputs(Batch{{input}, target});
+  }
   // The same model, host copies by value name (for export).
   std::map<std::string, Tensor> trained_tensors();
-  void check_labels(const Examples& set, const std::string& what) const;
-  ModelInput data_input() const { return model_.data_input(); }
 
   // The whole model state (host copies) and its restoration (same model, options and placement
   // shape; the learners per device are set from the state). restore() then step() continues bit

@@ -34,7 +34,10 @@ inline CpuSetup lenet_options(std::vector<int> cores, int devices, int learners)
 inline std::vector<Batch> file_batches(const ImageSet& set, int64_t first, int count,
                                        int64_t batch) {
   std::vector<Batch> v(static_cast<size_t>(count));
-  for (int i = 0; i < count; ++i) set.slice((first + i) * batch, batch, v[i].images, v[i].labels);
+  for (int i = 0; i < count; ++i) {
+    v[i].inputs.resize(1);
+    set.slice((first + i) * batch, batch, v[i].inputs[0], v[i].target);
+  }
   return v;
 }
 
@@ -83,15 +86,16 @@ inline Graph gemm_graph(const std::vector<float>& w, const std::vector<float>& b
 
 inline Batch gemm_batch(const std::vector<float>& x, const std::vector<int64_t>& labels) {
   Batch b;
+  b.inputs.resize(1);
   const auto n = static_cast<int64_t>(labels.size());
-  b.images.dtype = DType::F32;
-  b.images.dims = {n, kIn};
-  b.images.bytes.resize(x.size() * sizeof(float));
-  std::memcpy(b.images.bytes.data(), x.data(), b.images.bytes.size());
-  b.labels.dtype = DType::I64;
-  b.labels.dims = {n};
-  b.labels.bytes.resize(labels.size() * sizeof(int64_t));
-  std::memcpy(b.labels.bytes.data(), labels.data(), b.labels.bytes.size());
+  b.inputs[0].dtype = DType::F32;
+  b.inputs[0].dims = {n, kIn};
+  b.inputs[0].bytes.resize(x.size() * sizeof(float));
+  std::memcpy(b.inputs[0].bytes.data(), x.data(), b.inputs[0].bytes.size());
+  b.target.dtype = DType::I64;
+  b.target.dims = {n};
+  b.target.bytes.resize(labels.size() * sizeof(int64_t));
+  std::memcpy(b.target.bytes.data(), labels.data(), b.target.bytes.size());
   return b;
 }
 

@@ -162,15 +162,16 @@ TEST_CASE("checkpoint: the model a state holds equals the trainer's (z or the me
     for (int step = 0; step < 2; ++step) {
       std::vector<Batch> bs(static_cast<size_t>(t.local_learners()));
       for (Batch& b : bs) {
-        b.images.dtype = DType::F32;
-        b.images.dims = {2, 3, 32, 32};
-        b.images.bytes.resize(2 * 3 * 32 * 32 * sizeof(float));
-        for (int64_t i = 0; i < b.images.numel(); ++i)
-          b.images.data<float>()[i] = std::uniform_real_distribution<float>(-1, 1)(rng);
-        b.labels.dtype = DType::I64;
-        b.labels.dims = {2};
-        b.labels.bytes.resize(2 * sizeof(int64_t));
-        for (int i = 0; i < 2; ++i) b.labels.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
+        b.inputs.resize(1);
+        b.inputs[0].dtype = DType::F32;
+        b.inputs[0].dims = {2, 3, 32, 32};
+        b.inputs[0].bytes.resize(2 * 3 * 32 * 32 * sizeof(float));
+        for (int64_t i = 0; i < b.inputs[0].numel(); ++i)
+          b.inputs[0].data<float>()[i] = std::uniform_real_distribution<float>(-1, 1)(rng);
+        b.target.dtype = DType::I64;
+        b.target.dims = {2};
+        b.target.bytes.resize(2 * sizeof(int64_t));
+        for (int i = 0; i < 2; ++i) b.target.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
       }
       t.step(bs, 0.05);
     }

@@ -76,7 +76,7 @@ TEST_CASE("sma: a failure on one device stops every device before the update (no
   const std::vector<float> z = t.central(0), r0 = t.replica(0);
   // A NaN loss on device 1's second learner: device 0 agrees to stop as well.
   Batch bad = good;
-  bad.images.data<float>()[3] = std::nanf("");
+  bad.inputs[0].data<float>()[3] = std::nanf("");
   std::string e = error_of([&] { t.step({good, good, good, bad}, 0.1); });
   CHECK(contains(e, "diverged at step 2"));
   CHECK(contains(e, "learner 3 (device 1, row 1)"));

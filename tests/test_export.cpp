@@ -266,25 +266,26 @@ TEST_CASE(
       o.batch = 2;
       o.learners = big ? 1 : 2;  // SMA (z and averaged BN statistics) where memory is cheap
       test::CpuTrainer t(r.graph, detect_loss(r.graph), o, *dev);
-      const ModelInput in = t.data_input();
+      const ModelInput in = t.model().feed_spec().inputs[0];
       const int64_t classes = t.model().num_classes();
       auto batch = [&] {
         Batch b;
-        b.images.dtype = in.dtype;
-        b.images.dims = {2};
-        for (int64_t x : in.dims) b.images.dims.push_back(x);
-        b.images.bytes.resize(static_cast<size_t>(b.images.numel()) * dtype_size(in.dtype));
-        for (int64_t i = 0; i < b.images.numel(); ++i) {
+        b.inputs.resize(1);
+        b.inputs[0].dtype = in.dtype;
+        b.inputs[0].dims = {2};
+        for (int64_t x : in.dims) b.inputs[0].dims.push_back(x);
+        b.inputs[0].bytes.resize(static_cast<size_t>(b.inputs[0].numel()) * dtype_size(in.dtype));
+        for (int64_t i = 0; i < b.inputs[0].numel(); ++i) {
           if (in.dtype == DType::I64)
-            b.images.data<int64_t>()[i] = static_cast<int64_t>(rng() % 1000);
+            b.inputs[0].data<int64_t>()[i] = static_cast<int64_t>(rng() % 1000);
           else
-            b.images.data<float>()[i] = std::uniform_real_distribution<float>(-1, 1)(rng);
+            b.inputs[0].data<float>()[i] = std::uniform_real_distribution<float>(-1, 1)(rng);
         }
-        b.labels.dtype = DType::I64;
-        b.labels.dims = {2};
-        b.labels.bytes.resize(2 * sizeof(int64_t));
+        b.target.dtype = DType::I64;
+        b.target.dims = {2};
+        b.target.bytes.resize(2 * sizeof(int64_t));
         for (int i = 0; i < 2; ++i)
-          b.labels.data<int64_t>()[i] = static_cast<int64_t>(rng() % classes);
+          b.target.data<int64_t>()[i] = static_cast<int64_t>(rng() % classes);
         return b;
       };
       for (int s = 0; s < 2; ++s) {  // BN statistics move away from their initial values
@@ -309,17 +310,17 @@ TEST_CASE(
       ImportResult back = import_model(out);
       Executor ex(back.graph, *dev, 2);
       Batch probe = batch();
-      ex.set_input(0, probe.images);
+      ex.set_input(0, probe.inputs[0]);
       ex.run();
       const Tensor got = ex.output(0);
-      const std::vector<Tensor> want = t.eval_outputs(probe.images, probe.labels);
+      const std::vector<Tensor> want = t.eval_outputs(probe);
       REQUIRE(!want.empty());
       REQUIRE(got.dims == want[0].dims);
       CHECK(got.bytes == want[0].bytes);  // the same kernels on the same weights: bit for bit
 
       if (name == "resnet20" && opset == 17) {
         // cb-run end to end: the file's own modes, an input file, an output file.
-        write_tensor_file(d / "in.pb", probe.images, "input");
+        write_tensor_file(d / "in.pb", probe.inputs[0], "input");
         const std::string cmd =
             fmt::format("{}/cb-run {} --input input={} --output-dir {} > /dev/null", CB_BINARY_DIR,
                         out, d / "in.pb", d / "run");

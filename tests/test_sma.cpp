@@ -432,7 +432,7 @@ TEST_CASE("sma: divergence stops naming the step and the learner; nothing is upd
   t.step({good, good, good}, 0.1);
   const std::vector<float> z = t.central(), r1 = t.replica(1);
   Batch bad = good;
-  bad.images.data<float>()[5] = std::nanf("");
+  bad.inputs[0].data<float>()[5] = std::nanf("");
   std::string e = error_of([&] { t.step({good, good, bad}, 0.1); });
   CHECK(contains(e, "diverged at step 2"));
   CHECK(contains(e, "learner 2"));

@@ -37,11 +37,16 @@ int main(int argc, char** argv) {
                  ".cbpack file (cb-pack)")
       ->required();
   std::string data_format = "auto", augment = "auto";
-  app.add_option("--data-format", data_format, "auto | idx | cifar | folder | pack")
+  app.add_option("--data-format", data_format, "auto | idx | cifar | folder | pack | npz")
       ->capture_default_str();
   app.add_option("--val-split", o.data_options.val_split,
                  "a folder of class folders (no train/, val/): the fraction of each class held "
-                 "out as the test set (chosen by file name, the same in every run)")
+                 "out as the test set (chosen by file name, the same in every run); one .npz: "
+                 "the fraction of its rows held out (a fixed choice, the same in every run)")
+      ->capture_default_str();
+  app.add_option("--target", o.run.target,
+                 "NumPy data: the array that holds the loss's target (the model's inputs take "
+                 "the arrays of their names; a one-input model may call its array x)")
       ->capture_default_str();
   app.add_option("--workers", o.run.workers,
                  "data pipeline threads that decode and transform ahead of the learners "

@@ -134,7 +134,8 @@ DataFormat parse_data_format(const std::string& s) {
   if (s == "cifar") return DataFormat::Cifar;
   if (s == "folder") return DataFormat::Folder;
   if (s == "pack") return DataFormat::Pack;
-  fail("unknown --data-format '{}' (choices: auto, idx, cifar, folder, pack)", s);
+  if (s == "npz") return DataFormat::Npz;
+  fail("unknown --data-format '{}' (choices: auto, idx, cifar, folder, pack, npz)", s);
 }
 
 const char* data_format_name(DataFormat f) {
@@ -149,6 +150,8 @@ const char* data_format_name(DataFormat f) {
       return "folder";
     case DataFormat::Pack:
       return "pack";
+    case DataFormat::Npz:
+      return "npz";
   }
   return "?";
 }
@@ -181,6 +184,11 @@ std::string listing(const fs::path& dir) {
 Dataset load_dataset(const std::string& path, const DataOptions& o) {
   const fs::path p(path);
   std::error_code ec;
+  const bool npz_file = p.extension() == ".npz" && fs::is_regular_file(p, ec);
+  if (o.format == DataFormat::Npz ||
+      (o.format == DataFormat::Auto &&
+       (npz_file || has_file(p, "train.npz"))))
+    return load_npz_dataset(path, o);
   if (o.format == DataFormat::Pack || (o.format == DataFormat::Auto && fs::is_regular_file(p, ec)))
     return load_pack_dataset(path);
   if (!fs::is_directory(p, ec))
@@ -188,7 +196,8 @@ Dataset load_dataset(const std::string& path, const DataOptions& o) {
         "data folder {} does not exist (or is not a folder); pass --data DIR with IDX files "
         "(MNIST, Fashion-MNIST: Debian's dataset-fashion-mnist installs "
         "/usr/share/datasets/fashion-mnist), CIFAR-10/100 binaries, an image folder "
-        "(train/ and val/ of class folders, or class folders) or a .cbpack file",
+        "(train/ and val/ of class folders, or class folders), a .cbpack file, or NumPy arrays "
+        "(a .npz file, or a folder with train.npz and val.npz)",
         path);
   switch (o.format) {
     case DataFormat::Idx:
@@ -219,8 +228,16 @@ Dataset load_dataset(const std::string& path, const DataOptions& o) {
       "t10k-labels-idx1-ubyte, optionally .gz), CIFAR-10 binaries (data_batch_1.bin ... "
       "data_batch_5.bin, test_batch.bin, also in cifar-10-batches-bin/), CIFAR-100 binaries "
       "(train.bin, test.bin, also in cifar-100-binary/) and image folders (train/ and val/ of "
-      "class folders, or class folders, of .jpg/.jpeg/.png files); --data-format forces one",
+      "class folders, or class folders, of .jpg/.jpeg/.png files), and NumPy files (train.npz "
+      "with val.npz or test.npz); --data-format forces one",
       path, listing(p));
+}
+
+int64_t Dataset::train_size() const {
+  return train_tensors ? train_tensors->size() : train ? train->size() : 0;
+}
+int64_t Dataset::test_size() const {
+  return test_tensors ? test_tensors->size() : test ? test->size() : 0;
 }
 
 // ---- batches -----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-// Image-classification data sets, whatever their files: the Examples interface every reader
-// implements, the detection of a --data path's format, and the order in which an epoch visits
+// Data sets, whatever their files: image-classification sets through the Examples interface every
+// image reader implements, and tensor sets of named arrays (runtime/data/tensor_set.h); the detection of a --data path's format, and the order in which an epoch visits
 // the examples. Batches are made from them by runtime/data/pipeline.h (decoding, transforms and
 // prefetching on worker threads); nothing here holds a data set in memory as f32.
 //
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "runtime/data/image.h"
+#include "runtime/data/tensor_set.h"
 #include "runtime/tensor.h"
 
 namespace cb {
@@ -106,15 +107,20 @@ struct ImageSet final : Examples {
   }
 };
 
-enum class DataFormat { Auto, Idx, Cifar, Folder, Pack };
-DataFormat parse_data_format(const std::string& s);  // auto | idx | cifar | folder | pack
+enum class DataFormat { Auto, Idx, Cifar, Folder, Pack, Npz };
+DataFormat parse_data_format(const std::string& s);  // auto | idx | cifar | folder | pack | npz
 const char* data_format_name(DataFormat f);
 
 struct Dataset {
   std::string dir;  // the --data path
   DataFormat format = DataFormat::Auto;
   std::string description;  // "IDX files", "image folder (train/, val/)", ...
-  std::shared_ptr<const Examples> train, test;
+  std::shared_ptr<const Examples> train, test;  // image data sets
+  // Tensor data sets (NumPy files): arrays fed to the model's inputs by name (runtime/data/feed.h).
+  std::shared_ptr<const TensorSet> train_tensors, test_tensors;
+  bool tensors() const { return train_tensors != nullptr; }
+  int64_t train_size() const;
+  int64_t test_size() const;
   // Image folders and their packs: photographs, for which ImageNet's conventions are the default
   // (random-resized crop and flip for training, ImageNet's mean and std).
   bool photos = false;
@@ -124,15 +130,23 @@ struct Dataset {
 
 struct DataOptions {
   DataFormat format = DataFormat::Auto;
-  double val_split = 0.1;  // flat class folders: the fraction of each class held out for testing
+  double val_split = 0.1;  // flat class folders (each class) and a single .npz: the fraction held
+                           // out for testing
+  std::string temp_dir;    // compressed .npz members are inflated into files here ("" : $TMPDIR)
 };
 
 // Reads the data set at `path`, its format detected from the content (or forced by o.format):
 // IDX files (train-images-idx3-ubyte[.gz], ...), CIFAR-10/100 binaries (data_batch_N.bin +
 // test_batch.bin, or train.bin + test.bin, also inside cifar-10-batches-bin/ or
 // cifar-100-binary/), an image folder (train/ and val/ of class folders, or class folders), or
-// a .cbpack file. Throws cb::Error naming the folder or file and what was looked for.
+// a .cbpack file, NumPy files (a folder with train.npz and val.npz or test.npz, or one .npz split
+// by --val-split: load_npz_dataset). Throws cb::Error naming the folder or file and what was
+// looked for.
 Dataset load_dataset(const std::string& path, const DataOptions& o = {});
+// NumPy data: `path` is a .npz file (its examples split by o.val_split: a fixed pseudo-random
+// choice of rows, the same on every run) or a folder holding train.npz and val.npz (or
+// test.npz). Arrays are memory-mapped where the archive stores them uncompressed.
+Dataset load_npz_dataset(const std::string& path, const DataOptions& o = {});
 
 // The order in which an epoch visits `count` examples, `batch` at a time (see the top).
 class BatchOrder {

@@ -168,15 +168,83 @@ int default_workers(int learner_threads) {
 
 // ---- the pipeline ------------------------------------------------------------------------------
 
+MakeBatch image_batches(std::shared_ptr<const Examples> examples, const TransformSpec& spec,
+                        bool augment, uint64_t seed, std::shared_ptr<SkipLog> skipped) {
+  CB_CHECK(examples && skipped);
+  return [ex = std::move(examples), spec, augment, seed, skipped = std::move(skipped)](
+             const std::vector<int64_t>& idx, int64_t epoch, Batch& b) {
+    const auto n = static_cast<int64_t>(idx.size());
+    const int64_t per = static_cast<int64_t>(spec.channels) * spec.rows * spec.cols;
+    const size_t esize = spec.dtype == DType::U8 ? 1 : sizeof(float);
+    b.inputs.resize(1);
+    Tensor& images = b.inputs[0];
+    images.dtype = spec.dtype;
+    images.dims = {n, spec.channels, spec.rows, spec.cols};
+    images.bytes.resize(static_cast<size_t>(n * per) * esize);
+    b.target.dtype = DType::I64;
+    b.target.dims = {n};
+    b.target.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
+    auto* out = reinterpret_cast<uint8_t*>(images.bytes.data());
+    int64_t* lab = b.target.data<int64_t>();
+    const ExampleDims dd = ex->dims();
+    // In-memory examples already at the output's size: straight from their pixels.
+    const bool direct = !augment && dd.fixed() && dd.channels == spec.channels &&
+                        dd.rows == spec.rows && dd.cols == spec.cols && ex->chw(0) != nullptr;
+    DecodeOptions dopt;
+    dopt.channels = spec.channels;
+    dopt.min_side = augment ? std::max(spec.rows, spec.cols) : spec.eval_resize();
+    Image img;
+    std::string why;
+    const int64_t count = ex->size();
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t i = idx[static_cast<size_t>(k)];
+      void* dst = out + static_cast<size_t>(k * per) * esize;
+      if (direct) {
+        const uint8_t* p = ex->chw(i);
+        if (spec.dtype == DType::U8) {
+          copy_bytes(dst, p, static_cast<size_t>(per));
+        } else {
+          auto* f = static_cast<float*>(dst);
+          const int64_t plane = static_cast<int64_t>(spec.rows) * spec.cols;
+          for (int64_t c = 0; c < spec.channels; ++c) {
+            const float m = spec.mean[static_cast<size_t>(c)], sd = spec.std[static_cast<size_t>(c)];
+            for (int64_t q = 0; q < plane; ++q)
+              f[c * plane + q] = (static_cast<float>(p[c * plane + q]) / 255.0f - m) / sd;
+          }
+        }
+        lab[k] = ex->label(i);
+        continue;
+      }
+      // An example that cannot be loaded is replaced by the next loadable one.
+      int64_t tries = 0;
+      while (!ex->load(i, dopt, img, why)) {
+        skipped->add(ex->name(i), why);
+        if (++tries >= count)
+          fail("none of the {} examples could be loaded ({}: {})", count, ex->name(i), why);
+        i = (i + 1) % count;
+      }
+      std::mt19937_64 rng(example_seed(seed, epoch, i));
+      transform_example(img, spec, augment, rng, dst);
+      lab[k] = ex->label(i);
+    }
+  };
+}
+
 BatchPipeline::BatchPipeline(std::shared_ptr<const Examples> examples, const TransformSpec& spec,
                              const PipelineOptions& o, std::shared_ptr<SkipLog> skipped)
-    : ex_(std::move(examples)), spec_(spec), o_(o), skipped_(std::move(skipped)) {
-  CB_CHECK(ex_ && skipped_ && o.workers >= 1 && o.batch >= 1);
+    : BatchPipeline(examples ? examples->size() : 0,
+                    image_batches(examples, spec, o.train && spec.augment, o.seed,
+                                  std::move(skipped)),
+                    o) {}
+
+BatchPipeline::BatchPipeline(int64_t count, MakeBatch make, const PipelineOptions& o)
+    : count_(count), make_(std::move(make)), o_(o) {
+  CB_CHECK(make_ && o.workers >= 1 && o.batch >= 1);
   if (o.train) {
-    order_ = std::make_unique<BatchOrder>(ex_->size(), o.batch, o.shuffle, o.seed);
+    order_ = std::make_unique<BatchOrder>(count_, o.batch, o.shuffle, o.seed);
     order_->seek(o.start);
   } else {
-    eval_count_ = o.limit > 0 ? std::min(o.limit, ex_->size()) : ex_->size();
+    eval_count_ = o.limit > 0 ? std::min(o.limit, count_) : count_;
     end_ = (eval_count_ + o.batch - 1) / o.batch;
   }
   const int depth = o.depth > 0 ? o.depth : 2 * o.workers + 2;
@@ -231,7 +299,8 @@ void BatchPipeline::work() {
     }
     Slot& s = slots_[static_cast<size_t>(seq % static_cast<int64_t>(slots_.size()))];
     try {
-      fill(s, seq, idx, epoch);
+      s.error = nullptr;
+      make_(idx, epoch, s.batch);
     } catch (...) {
       s.error = std::current_exception();
     }
@@ -244,66 +313,16 @@ void BatchPipeline::work() {
   }
 }
 
-void BatchPipeline::fill(Slot& s, int64_t seq, const std::vector<int64_t>& idx, int64_t epoch) {
-  const auto n = static_cast<int64_t>(idx.size());
-  const int64_t per = static_cast<int64_t>(spec_.channels) * spec_.rows * spec_.cols;
-  const size_t esize = spec_.dtype == DType::U8 ? 1 : sizeof(float);
-  s.error = nullptr;
-  s.images.dtype = spec_.dtype;
-  s.images.dims = {n, spec_.channels, spec_.rows, spec_.cols};
-  s.images.bytes.resize(static_cast<size_t>(n * per) * esize);
-  s.labels.dtype = DType::I64;
-  s.labels.dims = {n};
-  s.labels.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
-  auto* out = reinterpret_cast<uint8_t*>(s.images.bytes.data());
-  int64_t* lab = s.labels.data<int64_t>();
-  const bool augment = o_.train && spec_.augment;
-  const ExampleDims dd = ex_->dims();
-  // In-memory examples already at the output's size: straight from their pixels.
-  const bool direct = !augment && dd.fixed() && dd.channels == spec_.channels &&
-                      dd.rows == spec_.rows && dd.cols == spec_.cols && ex_->chw(0) != nullptr;
-  DecodeOptions dopt;
-  dopt.channels = spec_.channels;
-  dopt.min_side = augment ? std::max(spec_.rows, spec_.cols) : spec_.eval_resize();
-  Image img;
-  std::string why;
-  const int64_t count = ex_->size();
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t i = idx[static_cast<size_t>(k)];
-    void* dst = out + static_cast<size_t>(k * per) * esize;
-    if (direct) {
-      const uint8_t* p = ex_->chw(i);
-      if (spec_.dtype == DType::U8) {
-        copy_bytes(dst, p, static_cast<size_t>(per));
-      } else {
-        auto* f = static_cast<float*>(dst);
-        const int64_t plane = static_cast<int64_t>(spec_.rows) * spec_.cols;
-        for (int64_t c = 0; c < spec_.channels; ++c) {
-          const float m = spec_.mean[static_cast<size_t>(c)],
-                      sd = spec_.std[static_cast<size_t>(c)];
-          for (int64_t q = 0; q < plane; ++q)
-            f[c * plane + q] = (static_cast<float>(p[c * plane + q]) / 255.0f - m) / sd;
-        }
-      }
-      lab[k] = ex_->label(i);
-      continue;
-    }
-    // An example that cannot be loaded is replaced by the next loadable one.
-    int64_t tries = 0;
-    while (!ex_->load(i, dopt, img, why)) {
-      skipped_->add(ex_->name(i), why);
-      if (++tries >= count)
-        fail("none of the {} examples could be loaded ({}: {})", count, ex_->name(i), why);
-      i = (i + 1) % count;
-    }
-    std::mt19937_64 rng(example_seed(o_.seed, epoch, i));
-    transform_example(img, spec_, augment, rng, dst);
-    lab[k] = ex_->label(i);
-  }
-  (void)seq;
+bool BatchPipeline::next(Tensor& images, Tensor& labels) {
+  Batch b;
+  if (!next(b)) return false;
+  CB_CHECK(b.inputs.size() == 1);
+  images = std::move(b.inputs[0]);
+  labels = std::move(b.target);
+  return true;
 }
 
-bool BatchPipeline::next(Tensor& images, Tensor& labels) {
+bool BatchPipeline::next(Batch& out) {
   std::unique_lock lock(m_);
   if (end_ >= 0 && head_ >= end_) return false;
   Slot& s = slots_[static_cast<size_t>(head_ % static_cast<int64_t>(slots_.size()))];
@@ -317,8 +336,7 @@ bool BatchPipeline::next(Tensor& images, Tensor& labels) {
     s.error = nullptr;
     std::rethrow_exception(e);
   }
-  std::swap(images, s.images);
-  std::swap(labels, s.labels);
+  std::swap(out, s.batch);
   s.ready = false;
   ++head_;
   lock.unlock();

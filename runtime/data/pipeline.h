@@ -27,6 +27,7 @@
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -75,12 +76,32 @@ void transform_example(const Image& img, const TransformSpec& spec, bool augment
 // The default number of pipeline workers: the cores the learners leave free, at least 1.
 int default_workers(int learner_threads);
 
+// One learner's batch: a tensor per model data input ([n, ...], in the order of the model's
+// FeedSpec, runtime/data/feed.h) and the loss's target (empty when the model computes its own).
+struct Batch {
+  std::vector<Tensor> inputs;
+  Tensor target;
+  int64_t size() const { return inputs.empty() ? 0 : inputs[0].dims.empty() ? 0 : inputs[0].dims[0]; }
+};
+
+// Makes the batch of examples `idx` (drawn in `epoch`, which seeds the augmentation) into `out`.
+// Called from several worker threads at once; throws cb::Error for data that cannot be made.
+using MakeBatch =
+    std::function<void(const std::vector<int64_t>& idx, int64_t epoch, Batch& out)>;
+
+// Image examples with their transforms: out.inputs = {images [n, C, H, W] of spec.dtype},
+// out.target = labels (i64 [n]). With `augment`, the training transform (drawn from seed, epoch
+// and the example). An example that cannot be loaded is recorded in `skipped` and replaced by the
+// next loadable one in the set (the same replacement on every run).
+MakeBatch image_batches(std::shared_ptr<const Examples> examples, const TransformSpec& spec,
+                        bool augment, uint64_t seed, std::shared_ptr<SkipLog> skipped);
+
 struct PipelineOptions {
   int64_t batch = 1;
   bool train = true;    // true: the endless training sequence (BatchOrder, drop_last); false:
                         // one sequential pass over every example (the last batch partial)
   bool shuffle = true;  // train
-  uint64_t seed = 0;    // order and augmentation
+  uint64_t seed = 0;    // order (and, for image examples, augmentation)
   int64_t start = 0;    // train: the batch the sequence starts at (a resumed run's position)
   int64_t limit = 0;    // evaluation: > 0 passes over the first `limit` examples only
   int workers = 1;      // threads (>= 1)
@@ -89,6 +110,9 @@ struct PipelineOptions {
 
 class BatchPipeline {
  public:
+  // Batches of `count` examples made by `make`.
+  BatchPipeline(int64_t count, MakeBatch make, const PipelineOptions& o);
+  // Image examples (image_batches, augmenting when o.train and spec.augment).
   BatchPipeline(std::shared_ptr<const Examples> examples, const TransformSpec& spec,
                 const PipelineOptions& o, std::shared_ptr<SkipLog> skipped);
   ~BatchPipeline();
@@ -96,8 +120,10 @@ class BatchPipeline {
   BatchPipeline& operator=(const BatchPipeline&) = delete;
 
   int64_t batches_per_epoch() const { return order_ ? order_->batches_per_epoch() : 0; }
-  // The next batch into `images` ([n, C, H, W] of spec.dtype) and `labels` (i64 [n]); false when
-  // an evaluation pass is over. Rethrows a worker's failure (a corrupt pack, no loadable example).
+  // The next batch; false when an evaluation pass is over. Rethrows a worker's failure (a
+  // corrupt pack, no loadable example).
+  bool next(Batch& out);
+  // Image examples: the images ([n, C, H, W] of spec.dtype) and labels (i64 [n]).
   bool next(Tensor& images, Tensor& labels);
   double wait_seconds() const { return wait_s_; }  // the caller's time blocked in next()
 
@@ -105,16 +131,14 @@ class BatchPipeline {
   struct Slot {
     int64_t seq = -1;  // which batch of the sequence it holds
     bool ready = false;
-    Tensor images, labels;
+    Batch batch;
     std::exception_ptr error;
   };
   void work();
-  void fill(Slot& s, int64_t seq, const std::vector<int64_t>& idx, int64_t epoch);
 
-  std::shared_ptr<const Examples> ex_;
-  TransformSpec spec_;
+  int64_t count_;
+  MakeBatch make_;
   PipelineOptions o_;
-  std::shared_ptr<SkipLog> skipped_;
   std::unique_ptr<BatchOrder> order_;  // train only
   int64_t end_ = -1;                   // evaluation: number of batches; train: none (-1)
   int64_t eval_count_ = 0;             // evaluation: examples in the pass
