@@ -53,6 +53,73 @@ std::string node_label(const onnx::NodeProto& n, int index) {
                           : fmt::format("'{}' ({})", n.name(), n.op_type());
 }
 
+// The edits of a pass (ExportEdits) on the file's graph: values' new contents and dims, then
+// the graph outputs' new sizes, and no value_info downstream of a changed value. The trained
+// tensors are written over these afterwards, with the dims these gave.
+void apply_edits(onnx::GraphProto& g, const ExportEdits& edits, const std::string& what) {
+  if (edits.values.empty() && edits.output_last_dim.empty()) return;
+  auto fill = [](onnx::TensorProto& p, const Tensor& t) {
+    p.set_data_type(dtype_to_onnx(t.dtype));
+    p.clear_dims();
+    for (int64_t d : t.dims) p.add_dims(d);
+    set_raw(p, t.bytes.data(), t.bytes.size());
+  };
+  std::set<std::string> done;
+  for (onnx::TensorProto& init : *g.mutable_initializer()) {
+    auto it = edits.values.find(init.name());
+    if (it == edits.values.end()) continue;
+    fill(init, it->second);
+    done.insert(init.name());
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    onnx::NodeProto& node = *g.mutable_node(i);
+    for (int k = 0; k < node.output_size(); ++k) {
+      auto it = edits.values.find(node.output(k));
+      if (it == edits.values.end() || done.count(it->first)) continue;
+      if (node.output_size() != 1)
+        fail(
+            "{}: the value '{}' a pass changed is output {} of node {}, which has other outputs; "
+            "it cannot become a constant",
+            what, it->first, k, node_label(node, i));
+      // A Constant node (a stored weight, or shape arithmetic folded at import) holds it now.
+      const std::string out = node.output(0), name = node.name();
+      node.Clear();
+      node.set_op_type("Constant");
+      node.set_name(name);
+      node.add_output(out);
+      onnx::AttributeProto* a = node.add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto::TENSOR);
+      fill(*a->mutable_t(), it->second);
+      done.insert(out);
+      break;
+    }
+  }
+  for (const auto& [name, t] : edits.values)
+    if (!done.count(name))
+      fail("{}: the model has no initializer or node output '{}' for the changed value", what,
+           name);
+  // Values downstream of the changed ones: their declared shapes may be stale.
+  std::set<std::string> down(done.begin(), done.end());
+  for (const onnx::NodeProto& n : g.node()) {
+    bool reached = false;
+    for (const std::string& in : n.input()) reached = reached || down.count(in);
+    if (reached)
+      for (const std::string& o : n.output()) down.insert(o);
+  }
+  auto* infos = g.mutable_value_info();
+  for (int i = infos->size() - 1; i >= 0; --i)
+    if (down.count(infos->Get(i).name())) infos->DeleteSubrange(i, 1);
+  for (onnx::ValueInfoProto& o : *g.mutable_output()) {
+    auto it = edits.output_last_dim.find(o.name());
+    if (it == edits.output_last_dim.end()) continue;
+    if (!o.type().tensor_type().has_shape() || o.type().tensor_type().shape().dim_size() == 0)
+      continue;  // no shape declared: nothing to change
+    auto* shape = o.mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->mutable_dim(shape->dim_size() - 1)->set_dim_value(it->second);
+  }
+}
+
 }  // namespace
 
 void to_inference_form(onnx::ModelProto& m, const std::string& what) {
@@ -151,7 +218,8 @@ void to_inference_form(onnx::ModelProto& m, const std::string& what) {
 }
 
 void export_trained(const std::string& original_model_path, const std::string& out_path,
-                    const std::map<std::string, Tensor>& trained, ExportForm form) {
+                    const std::map<std::string, Tensor>& trained, ExportForm form,
+                    const ExportEdits& edits) {
   std::ifstream f(original_model_path, std::ios::binary);
   if (!f) fail("{}: cannot open the original model to export from", original_model_path);
   std::stringstream ss;
@@ -165,6 +233,7 @@ void export_trained(const std::string& original_model_path, const std::string& o
 
   std::set<std::string> done;
   onnx::GraphProto* g = m.mutable_graph();
+  apply_edits(*g, edits, original_model_path);
   for (onnx::TensorProto& init : *g->mutable_initializer()) {
     auto it = trained.find(init.name());
     if (it == trained.end()) {

@@ -110,6 +110,13 @@ void SessionOptions::validate() const {
   if (loss != "auto" && loss != "cross-entropy" && loss != "mse" && loss != "model")
     fail("unknown --loss '{}' (choices: auto, cross-entropy, mse, model)", loss);
   if (threads < 0) fail("--threads must be positive, got {}", threads);
+  if (num_classes < 0 || num_classes == 1)
+    fail(
+        "--num-classes must be at least 2, got {} (for one output, a regression or a score, keep "
+        "the model's head and train it with --loss mse or bce; two classes are --num-classes 2)",
+        num_classes);
+  if (num_classes && loss == "model")
+    fail("--num-classes replaces a classifier; --loss model trains on the model's own loss output");
   if (!(collective_timeout > 0))
     fail("--collective-timeout must be positive, got {}", collective_timeout);
   const int ndev = count_devices(devices);

@@ -30,6 +30,7 @@ struct SessionOptions {
   std::string loss = "auto";                              // auto | cross-entropy | mse | model
   std::string output_name;          // the output the loss trains on; "" the one that fits
   std::vector<std::string> freeze;  // shell patterns of parameters kept fixed
+  int64_t num_classes = 0;          // > 0: a new classifier head of this many classes (fine-tuning)
 
   // The data.
   std::string data;          // --data: a folder or file, format detected from its content

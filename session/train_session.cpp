@@ -19,6 +19,7 @@
 #include "runtime/data/pipeline.h"
 #include "runtime/error.h"
 #include "runtime/passes.h"
+#include "runtime/replace_head.h"
 #include "runtime/thread_pool.h"
 #include "session/devices.h"
 #include "session/recorder.h"
@@ -115,6 +116,33 @@ ImportResult import_for(const SessionOptions& o, const Dataset& data) {
   return r;
 }
 
+// The data's classes against the model's: more is an error suggesting a new head, fewer a warning
+// (the other outputs are never a target). Checked before the trainer is built.
+void check_classes(const Graph& g, const LossSpec& spec, const Dataset& data, bool new_head,
+                   const std::string& program) {
+  if (spec.kind == LossKind::ModelOutput) return;
+  const auto v =
+      spec.output.empty() ? std::optional<ValueId>(g.outputs.at(0)) : g.find_value(spec.output);
+  if (!v || g.value(*v).shape.size() != 2 || !g.value(*v).shape[1].is_static()) return;
+  const int64_t model = g.value(*v).shape[1].value;
+  const int64_t have = !data.classes.empty()
+                           ? static_cast<int64_t>(data.classes.size())
+                           : std::max(data.train->label_max(), data.test->label_max()) + 1;
+  const std::string what =
+      new_head ? fmt::format("--num-classes {}", model)
+               : fmt::format("the model's output '{}' has {}", g.value(*v).name, model);
+  if (have > model)
+    fail("{} has {} classes but {}; to fine-tune {} on this data, {} --num-classes {}", data.dir,
+         have, what, new_head ? "the model" : "it",
+         new_head ? "give" : fmt::format("replace its classifier by a new {}-way one with", have),
+         have);
+  if (have >= 1 && have < model)
+    fmt::print(stderr,
+               "{}: warning: {} has {} classes but {} (the other {} are never a target); for a "
+               "{}-way classifier {} --num-classes {}\n",
+               program, data.dir, have, what, model - have, have, new_head ? "give" : "add", have);
+}
+
 std::string devices_text(const Trainer& t) {
   std::string text;
   for (int d = 0; d < t.devices(); ++d) {
@@ -200,11 +228,26 @@ int TrainSession::run_here() {
   if (!o.cache.empty() && data.format != DataFormat::Folder)
     fail("--cache packs an image folder; {} is {}", o.data, data.description);
   ImportResult r = import_for(o, data);
+  ExportEdits edits;  // what the file must take too: a new head's shapes
+  if (o.num_classes) {
+    std::string out = o.output_name;  // else the output the loss picks, else the first one
+    if (out.empty()) {
+      try {
+        out = choose_loss(r.graph, o.loss, "").output;
+      } catch (const Error&) {  // none fits yet (a [N,1] score, say): the new head makes it fit
+      }
+    }
+    const HeadReplacement h = replace_head(r.graph, out, o.num_classes, o.run.seed);
+    fmt::print("head     {}\n", h.describe());
+    edits.values = h.values;
+    edits.output_last_dim[h.output] = h.classes;
+  }
   if (!o.freeze.empty()) {
     const int64_t n = freeze_parameters(r.graph, o.freeze);
     fmt::print("freeze   {} parameter tensor{} kept fixed\n", n, n == 1 ? "" : "s");
   }
   const LossSpec spec = choose_loss(r.graph, o.loss, o.output_name);
+  check_classes(r.graph, spec, data, o.num_classes != 0, o.program);
   TrainerOptions topts = o.trainer;
   RunOptions ropts = o.run;
   if (topts.batch > data.train_size())
@@ -382,7 +425,7 @@ int TrainSession::run_here() {
   cbs.on_eval = [&, report = cbs.on_eval](const EvalReport& p) {
     report(p);
     if (!o.output.empty()) {
-      export_trained(o.model, o.output, trainer.trained_tensors(), form);
+      export_trained(o.model, o.output, trainer.trained_tensors(), form, edits);
       wrote = true;
     }
     std::fflush(stdout);
@@ -444,7 +487,7 @@ int TrainSession::run_here() {
   if (s.stopped) {
     const int sig = g_signal;
     if (!o.output.empty()) {
-      export_trained(o.model, o.output, trainer.trained_tensors(), form);
+      export_trained(o.model, o.output, trainer.trained_tensors(), form, edits);
       fmt::print("wrote    {} (the model at step {})\n", o.output, loop.step);
     }
     fmt::print(stderr, "{}: stopped by {} after step {}{}\n", o.program,

@@ -113,6 +113,9 @@ int main(int argc, char** argv) {
   app.add_option("--freeze", o.freeze,
                  "PATTERN: keep the parameters whose name matches this shell pattern (* ? [..]) "
                  "fixed; repeatable");
+  app.add_option("--num-classes", o.num_classes,
+                 "K: replace the classifier that computes the output by a new, freshly "
+                 "initialised K-way one before training (fine-tuning on a data set of K classes)");
   app.add_option("--output-name", o.output_name,
                  "the model output the loss trains on (default: the one that fits)");
   app.add_option("--threads", o.threads, "worker threads")
