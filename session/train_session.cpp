@@ -120,7 +120,7 @@ ImportResult import_for(const SessionOptions& o, const Dataset& data) {
 // (the other outputs are never a target). Checked before the trainer is built.
 void check_classes(const Graph& g, const LossSpec& spec, const Dataset& data, bool new_head,
                    const std::string& program) {
-  if (spec.kind == LossKind::ModelOutput) return;
+  if (spec.kind == LossKind::ModelOutput || data.tensors()) return;  // arrays: check_targets
   const auto v =
       spec.output.empty() ? std::optional<ValueId>(g.outputs.at(0)) : g.find_value(spec.output);
   if (!v || g.value(*v).shape.size() != 2 || !g.value(*v).shape[1].is_static()) return;

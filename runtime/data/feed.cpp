@@ -210,7 +210,7 @@ void check_targets(const Dataset& data, bool train, const FeedSpec& spec, const 
         if (v < 0 || (spec.classes > 0 && v >= spec.classes))
           fail(
               "{}: target '{}' of example {} (element {}) is class {}, outside the model's {} "
-              "classes [0, {}){}",
+              "classes [0, {}){}; --num-classes N gives a classifier a new N-way head",
               set.source(), c.name, i, k, v, spec.classes, spec.classes,
               spec.ignore_index
                   ? fmt::format(" (and not the ignore index {})", *spec.ignore_index)
