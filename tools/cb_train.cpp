@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
               memory_budget;
   std::string lr_scaling = lr_scaling_name(TrainerOptions{}.lr_scaling);
   std::vector<std::string> dim_opts, shape_opts;
-  bool no_shuffle = false, no_overlap = false;
+  bool no_shuffle = false, no_overlap = false, no_flip = false;
   app.add_option("model", o.model, "ONNX model file (exported in training mode)")->required();
   app.add_option("--data", o.data,
                  "data folder, format detected from its files: MNIST-style IDX "
@@ -52,9 +52,14 @@ int main(int argc, char** argv) {
                  "data pipeline threads that decode and transform ahead of the learners "
                  "(default: the cores --threads leaves free, at least 1)");
   app.add_option("--augment", augment,
-                 "training augmentation: auto (random-resized crop + flip for image folders and "
-                 "packs, none for IDX/CIFAR) | none | crop")
+                 "training augmentation: auto (for image folders and packs: CIFAR's pad + crop "
+                 "for small images, else a random-resized crop around the input's aspect, "
+                 "ImageNet's for square inputs >= 160; + flip unless the input is wide; none for "
+                 "IDX/CIFAR) | none | crop (ImageNet's RandomResizedCrop + flip)")
       ->capture_default_str();
+  app.add_flag("--no-flip", no_flip,
+               "no horizontal flip in the augmentation (labels that mirroring changes: text, "
+               "digits, left/right)");
   app.add_option("--mean", o.run.transforms.mean,
                  "per-channel mean subtracted after x/255 (default: ImageNet's for image folders "
                  "and packs, 0 for IDX/CIFAR); one value or one per channel")
@@ -206,6 +211,7 @@ int main(int argc, char** argv) {
     o.run.shuffle = !no_shuffle;
     o.run.schedule.kind = parse_lr_schedule(schedule);
     o.run.transforms.augment = parse_augment(augment);
+    o.run.transforms.flip = !no_flip;
     o.data_options.format = parse_data_format(data_format);
     o.trainer.optimizer = parse_optimizer(optimizer);
     o.trainer.lr_scaling = parse_lr_scaling(lr_scaling);

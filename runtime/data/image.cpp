@@ -434,6 +434,18 @@ std::pair<int, int> shorter_side_size(int rows, int cols, int s) {
   return rows <= cols ? std::pair{s, new_long} : std::pair{new_long, s};
 }
 
+std::pair<int, int> cover_size(int rows, int cols, int out_rows, int out_cols, double margin) {
+  CB_CHECK(rows > 0 && cols > 0 && out_rows > 0 && out_cols > 0 && margin >= 1.0);
+  const int64_t tr = std::lround(out_rows * margin), tc = std::lround(out_cols * margin);
+  // Rows limit when tr / rows >= tc / cols (in integers, so that equal aspects compare equal).
+  if (tr * cols >= tc * rows) {
+    const int c = static_cast<int>(static_cast<double>(tr * cols) / rows);
+    return {static_cast<int>(tr), std::max(c, out_cols)};
+  }
+  const int r = static_cast<int>(static_cast<double>(tc * rows) / cols);
+  return {std::max(r, out_rows), static_cast<int>(tc)};
+}
+
 Image crop_resize(const Image& src, const CropBox& box, int out_rows, int out_cols) {
   check_box(src, box);
   CB_CHECK(out_rows > 0 && out_cols > 0 && (src.channels == 1 || src.channels == 3));
@@ -497,6 +509,34 @@ Image crop(const Image& src, const CropBox& box) {
                          static_cast<size_t>(box.left)) *
                             C;
     copy_bytes(out.px.data() + static_cast<size_t>(y) * row_bytes, in, row_bytes);
+  }
+  return out;
+}
+
+Image crop_padded(const Image& src, const CropBox& box) {
+  CB_CHECK(box.height > 0 && box.width > 0);
+  if (box.top >= 0 && box.left >= 0 && box.top + box.height <= src.rows &&
+      box.left + box.width <= src.cols)
+    return crop(src, box);
+  Image out;
+  out.rows = box.height;
+  out.cols = box.width;
+  out.channels = src.channels;
+  const size_t C = static_cast<size_t>(src.channels);
+  out.px.assign(static_cast<size_t>(box.height) * static_cast<size_t>(box.width) * C, 0);
+  // The part of the box inside the image, in the box's and the image's coordinates.
+  const int x0 = std::max(0, -box.left), x1 = std::min(box.width, src.cols - box.left);
+  if (x1 <= x0) return out;
+  const size_t row_bytes = static_cast<size_t>(x1 - x0) * C;
+  for (int y = std::max(0, -box.top); y < std::min(box.height, src.rows - box.top); ++y) {
+    const uint8_t* in =
+        src.px.data() + (static_cast<size_t>(box.top + y) * static_cast<size_t>(src.cols) +
+                         static_cast<size_t>(box.left + x0)) *
+                            C;
+    copy_bytes(
+        out.px.data() +
+            (static_cast<size_t>(y) * static_cast<size_t>(box.width) + static_cast<size_t>(x0)) * C,
+        in, row_bytes);
   }
   return out;
 }

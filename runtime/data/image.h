@@ -88,6 +88,12 @@ CropBox center_crop_box(int rows, int cols, int out_rows, int out_cols);
 // torchvision's Resize(s) size for an int s: the shorter side becomes s, the longer
 // int(s * long / short). Returns {rows, cols}.
 std::pair<int, int> shorter_side_size(int rows, int cols, int s);
+// The size a rows x cols image is resized to, keeping its aspect, so that it covers
+// round(out_rows * margin) x round(out_cols * margin): the side that limits gets exactly its
+// target, the other int(side * scale) as torchvision's Resize, and at least its out_ size. For a
+// square output this is shorter_side_size(rows, cols, round(out * margin)); an image of the
+// output's aspect with margin 1 becomes exactly out_rows x out_cols. Returns {rows, cols}.
+std::pair<int, int> cover_size(int rows, int cols, int out_rows, int out_cols, double margin = 1.0);
 
 // PIL: img.crop(box).resize((out_cols, out_rows), Image.BILINEAR). The box must lie inside `src`.
 Image crop_resize(const Image& src, const CropBox& box, int out_rows, int out_cols);
@@ -95,6 +101,9 @@ Image crop_resize(const Image& src, const CropBox& box, int out_rows, int out_co
 Image resize(const Image& src, int out_rows, int out_cols);
 // PIL: img.crop(box) (no resampling).
 Image crop(const Image& src, const CropBox& box);
+// PIL: img.crop(box) for a box that may reach outside the image (negative top/left, or past the
+// far edges): what lies outside is 0, as torchvision's RandomCrop(size, padding) with fill 0.
+Image crop_padded(const Image& src, const CropBox& box);
 // PIL: ImageOps.mirror (left-right), in place.
 void flip_horizontal(Image& img);
 

@@ -1,13 +1,28 @@
 // From examples to batches: the transforms matched to the model's input, and a pipeline of
 // worker threads that decodes, transforms and batches ahead of the learners.
 //
-// Transforms (TransformSpec, from plan_transforms):
-//  - training with augmentation (image folders and packs by default, --augment): torchvision's
-//    RandomResizedCrop(scale 0.08-1, ratio 3/4-4/3) to the model's HxW, then a horizontal flip
-//    with probability 1/2;
-//  - evaluation, and training without augmentation: an image of exactly the model's HxW is used
-//    as it is; any other is resized so its shorter side is max(H, W) x 256/224 (torchvision's
-//    Resize(256) for 224) and centre-cropped to HxW;
+// Transforms (TransformSpec, from plan_transforms), for a model input of C x H x W:
+//  - training, --augment auto (the default; image folders and packs only, IDX and CIFAR are fed
+//    as they are), chosen to fit the input and the data, and printed with the reason:
+//    - small images (the input's longer side <= 64, or the data's images that small: the median
+//      of a few sampled): the CIFAR recipe, the image brought to HxW as for evaluation, padded
+//      with zeros by H/8 and W/8 (4 for 32) and cropped back to HxW at a random offset;
+//    - photos at ImageNet's size (the input roughly square, aspect 3/4-4/3, and >= 160): the
+//      ImageNet recipe, RandomResizedCrop(scale 0.08-1, ratio 3/4-4/3);
+//    - any other input (smaller, or not square, such as a 48x192 text line): a random-resized
+//      crop with the milder scale 0.25-1 (a quarter of the picture at least, about half of each
+//      side, so a text line keeps a good part of its text), its aspect-ratio range
+//      [3/4, 4/3] x W/H centred (in log space) on the input's aspect;
+//    then a horizontal flip with probability 1/2, except for wide inputs (W >= 2H: text lines,
+//    whose mirror image is no text; a 0/180-degree direction classifier must not see mirrored
+//    strips) and with --no-flip;
+//  - --augment crop: the ImageNet recipe whatever the input (RandomResizedCrop(scale 0.08-1,
+//    ratio 3/4-4/3) + flip unless --no-flip); --augment none: the evaluation transform;
+//  - evaluation, and training without augmentation: an image of exactly HxW is used as it is;
+//    any other is resized, keeping its aspect, to cover HxW and centre-cropped, so a 100x300
+//    strip for a 48x192 input loses only its ends and one of the input's aspect is resized to
+//    exactly HxW. ImageNet-size inputs (as above) keep torchvision's 256/224 margin
+//    (Resize(256) + CenterCrop(224)), the protocol their pretrained models were measured with;
 //  - ToTensor + Normalize: (x / 255 - mean[c]) / std[c]; ImageNet's mean and std for image
 //    folders and packs, 0 and 1 (plain x / 255, as before) for IDX and CIFAR, --mean/--std to
 //    override; a model whose input is uint8 gets the pixels as they are.
@@ -40,12 +55,23 @@ namespace cb {
 
 struct TransformSpec {
   int channels = 0, rows = 0, cols = 0;  // what each example becomes (the model's input)
-  bool augment = false;                  // training: random-resized crop + flip
-  std::vector<float> mean, std;          // per channel (f32 output)
-  DType dtype = DType::F32;              // F32 (normalised) or U8 (pixels as they are)
-  // The side the evaluation transform resizes the shorter side to (0: no resize needed).
+  bool augment = false;                  // training: the augmentation below
+  // The augmentation: pad_rows/pad_cols > 0: the CIFAR recipe (zero padding by that much, a
+  // random HxW crop); else a random-resized crop with these scale and aspect-ratio (W/H) ranges.
+  int pad_rows = 0, pad_cols = 0;
+  double scale_lo = 0.08, scale_hi = 1.0, ratio_lo = 3.0 / 4.0, ratio_hi = 4.0 / 3.0;
+  bool flip = true;              // then a horizontal flip with probability 1/2
+  std::string why;               // why the augmentation was chosen, for describe()
+  double eval_margin = 1.0;      // evaluation: cover HxW x this (256/224 for ImageNet-size inputs)
+  std::vector<float> mean, std;  // per channel (f32 output)
+  DType dtype = DType::F32;      // F32 (normalised) or U8 (pixels as they are)
+  // The shorter side an image may be shrunk to (decoding, packs) without losing what the
+  // transforms use: max(H, W) x eval_margin.
   int eval_resize() const;
-  std::string describe() const;  // for cb-train's start-up lines
+  // The size the evaluation transform resizes an img_rows x img_cols image to before its centre
+  // crop (cover_size with eval_margin).
+  std::pair<int, int> eval_size(int img_rows, int img_cols) const;
+  std::string describe() const;  // for cb-train's start-up lines: what, and why
 };
 
 enum class AugmentMode { Auto, None, Crop };  // --augment auto | none | crop
@@ -53,6 +79,7 @@ AugmentMode parse_augment(const std::string& s);
 
 struct TransformOptions {
   AugmentMode augment = AugmentMode::Auto;
+  bool flip = true;              // false: --no-flip
   std::vector<float> mean, std;  // empty: the data set's default
 };
 
@@ -72,6 +99,11 @@ TransformSpec plan_transforms(const Dataset& data, const ModelInput& in, const T
 // (spec.rows x spec.cols x spec.channels values of spec.dtype, CHW). `rng` draws the crop and flip.
 void transform_example(const Image& img, const TransformSpec& spec, bool augment,
                        std::mt19937_64& rng, void* out);
+// The training transform's geometry alone: the augmented image (spec.rows x spec.cols), the box
+// it was cut from (in `img`'s coordinates; for the padded crop, in those of `img` brought to HxW,
+// reaching outside it) and whether it was flipped.
+Image augment_image(const Image& img, const TransformSpec& spec, std::mt19937_64& rng,
+                    CropBox* box = nullptr, bool* flipped = nullptr);
 
 // The default number of pipeline workers: the cores the learners leave free, at least 1.
 int default_workers(int learner_threads);
