@@ -82,6 +82,9 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss)
   switch (tg_.loss_kind) {
     case LossKind::SoftmaxCrossEntropy:
     case LossKind::MeanSquaredError:
+    case LossKind::L1:
+    case LossKind::Huber:
+    case LossKind::BinaryCrossEntropy:
       if (!is_classifier_output(out))
         fail(
             "output '{}' is {}{}: training on labelled images needs a classifier output [N,C] "
