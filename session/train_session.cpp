@@ -189,7 +189,7 @@ int TrainSession::run_here() {
     const int64_t n = freeze_parameters(r.graph, o.freeze);
     fmt::print("freeze   {} parameter tensor{} kept fixed\n", n, n == 1 ? "" : "s");
   }
-  const LossSpec spec = choose_loss(r.graph, o.loss, o.output_name);
+  const LossSpec spec = choose_loss(r.graph, o.loss, o.output_name, o.loss_settings());
   TrainerOptions topts = o.trainer;
   RunOptions ropts = o.run;
   if (topts.batch > data.train->size())
