@@ -393,3 +393,37 @@ TEST_CASE("losses: the training graph records the resolved loss; the checkpoint 
   CHECK(test::contains(test::error_of([] { parse_loss_record("mse;bogus=1 y", "ck"); }),
                        "unknown setting 'bogus'"));
 }
+
+TEST_CASE("losses: a final Softmax over the class axis of [N,T,C] is read through; describe_loss") {
+  // y = Softmax(x + P, axis -1) over [2,3,4]: cross-entropy reads the logits under it, so the
+  // loss equals the one on a model without the Softmax.
+  Graph soft = model({2, 3, 4});
+  {
+    GraphBuilder b(soft, "m");
+    ValueId p = b.op("Softmax", {soft.outputs[0]}, {{"axis", int64_t{-1}}});
+    soft.value(soft.outputs[0]).name = "logits";
+    soft.value(p).name = "y";
+    soft.outputs = {p};
+  }
+  LossSpec s = spec(LossKind::SoftmaxCrossEntropy, 0.1);
+  const TrainingGraph t = build_training_graph(soft, s);
+  CHECK(t.output_form == OutputForm::Probabilities);
+  CHECK(soft.value(t.output).name == "y");
+  auto dev = make_cpu_device(1);
+  const Tensor y = uniform({2, 3, 4}, -2, 2), lab = labels({2, 3}, 4, 4);
+  auto loss_of = [&](const TrainingGraph& tg) {
+    Executor ex(tg.graph, *dev, 2);
+    ex.set_input(0, y);
+    ex.set_input(1, lab);
+    ex.run();
+    return ex.output(0).real_at(0);
+  };
+  CHECK(loss_of(t) == doctest::Approx(loss_of(build_training_graph(model({2, 3, 4}), s))));
+  const std::string d = describe_loss(soft, s);
+  CAPTURE(d);
+  CHECK(test::contains(d, "the logits under the model's final Softmax"));
+  CHECK(test::contains(d, "classes on axis 2"));
+  CHECK(test::contains(d, "label smoothing 0.1"));
+  CHECK(test::contains(describe_loss(model({2, 3}), spec(LossKind::Huber, 0, 0.5)),
+                       "Huber on 'y' (delta 0.5)"));
+}
