@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "autodiff/autodiff.h"
 #include "runtime/error.h"
 #include "session/devices.h"
 
@@ -99,6 +100,15 @@ std::pair<int64_t, int64_t> parse_image_size(const std::string& s) {
   return {h, w};
 }
 
+LossSpec SessionOptions::loss_settings() const {
+  LossSpec s;
+  s.class_axis = class_axis;
+  s.ignore_index = ignore_index;
+  s.label_smoothing = label_smoothing;
+  s.huber_delta = huber_delta;
+  return s;
+}
+
 void SessionOptions::validate() const {
   if (model.empty()) fail("no model given");
   if (data.empty()) fail("--data is required");
@@ -107,8 +117,12 @@ void SessionOptions::validate() const {
   r.validate();
   trainer.validate();
   checkpoint.validate();
-  if (loss != "auto" && loss != "cross-entropy" && loss != "mse" && loss != "model")
-    fail("unknown --loss '{}' (choices: auto, cross-entropy, mse, model)", loss);
+  if (!is_loss_choice(loss)) fail("unknown --loss '{}' (choices: {})", loss, kLossChoices);
+  if (!(label_smoothing >= 0 && label_smoothing < 1))
+    fail("--label-smoothing must be in [0, 1), got {}", label_smoothing);
+  if (!(huber_delta > 0)) fail("--huber-delta must be positive, got {}", huber_delta);
+  if (class_axis != -1 && class_axis < 1)
+    fail("--class-axis must be -1 (by the output's rank) or an axis >= 1, got {}", class_axis);
   if (threads < 0) fail("--threads must be positive, got {}", threads);
   if (num_classes < 0 || num_classes == 1)
     fail(

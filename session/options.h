@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "autodiff/autodiff.h"
 #include "importer/onnx_importer.h"
 #include "runtime/data/dataset.h"
 #include "sma/checkpoint.h"
@@ -27,8 +28,12 @@ struct SessionOptions {
   std::string model;     // the ONNX file (exported in training mode)
   ImportOptions import;  // --dim, --input-shape (dims, input_shapes)
   std::optional<std::pair<int64_t, int64_t>> image_size;  // --image-size: symbolic H and W
-  std::string loss = "auto";                              // auto | cross-entropy | mse | model
-  std::string output_name;          // the output the loss trains on; "" the one that fits
+  std::string loss = "auto";  // auto | cross-entropy | mse | l1 | huber | bce | model | output:NAME
+  std::string output_name;    // the output the loss trains on; "" the one that fits
+  int64_t class_axis = -1;    // --class-axis: cross-entropy's class axis; -1 by the output's rank
+  int64_t ignore_index = -100;      // --ignore-index: cross-entropy labels that count for nothing
+  double label_smoothing = 0;       // --label-smoothing, in [0, 1)
+  double huber_delta = 1.0;         // --huber-delta, > 0
   std::vector<std::string> freeze;  // shell patterns of parameters kept fixed
   int64_t num_classes = 0;          // > 0: a new classifier head of this many classes (fine-tuning)
 
@@ -53,6 +58,10 @@ struct SessionOptions {
   CheckpointOptions checkpoint;
   bool handle_signals = true;  // SIGINT/SIGTERM stop after the step (checkpoint and model written)
   std::string command_line;    // for the records
+
+  // The loss settings (--class-axis, --ignore-index, --label-smoothing, --huber-delta) for
+  // choose_loss.
+  LossSpec loss_settings() const;
 
   // Throws cb::Error naming the flag at fault. Reads nothing on disk; asks the driver how many
   // GPUs there are when `devices` names GPUs.

@@ -246,7 +246,7 @@ int TrainSession::run_here() {
     const int64_t n = freeze_parameters(r.graph, o.freeze);
     fmt::print("freeze   {} parameter tensor{} kept fixed\n", n, n == 1 ? "" : "s");
   }
-  const LossSpec spec = choose_loss(r.graph, o.loss, o.output_name);
+  const LossSpec spec = choose_loss(r.graph, o.loss, o.output_name, o.loss_settings());
   check_classes(r.graph, spec, data, o.num_classes != 0, o.program);
   TrainerOptions topts = o.trainer;
   RunOptions ropts = o.run;

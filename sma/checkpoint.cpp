@@ -11,7 +11,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <utility>
 
 #include "runtime/checksum.h"
 #include "runtime/copy_bytes.h"
@@ -313,25 +316,67 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
 
 }  // namespace
 
+namespace {
+constexpr std::pair<LossKind, const char*> kLossNames[] = {
+    {LossKind::SoftmaxCrossEntropy, "cross-entropy"},
+    {LossKind::MeanSquaredError, "mse"},
+    {LossKind::L1, "l1"},
+    {LossKind::Huber, "huber"},
+    {LossKind::BinaryCrossEntropy, "bce"},
+    {LossKind::ModelOutput, "model"},
+};
+}  // namespace
+
 std::string loss_record(const LossSpec& l) {
-  const char* kind = l.kind == LossKind::SoftmaxCrossEntropy ? "cross-entropy"
-                     : l.kind == LossKind::MeanSquaredError  ? "mse"
-                                                             : "model";
+  std::string kind;
+  for (const auto& [k, name] : kLossNames)
+    if (k == l.kind) kind = name;
+  const LossSpec d;
+  if (l.class_axis != d.class_axis) kind += fmt::format(";class_axis={}", l.class_axis);
+  if (l.ignore_index != d.ignore_index)
+    kind +=
+        l.ignore_index ? fmt::format(";ignore_index={}", *l.ignore_index) : ";ignore_index=none";
+  // {} prints the shortest form that reads back exactly.
+  if (l.label_smoothing != d.label_smoothing)
+    kind += fmt::format(";label_smoothing={}", l.label_smoothing);
+  if (l.huber_delta != d.huber_delta) kind += fmt::format(";huber_delta={}", l.huber_delta);
   return l.output.empty() ? kind : fmt::format("{} {}", kind, l.output);
 }
 
 LossSpec parse_loss_record(const std::string& s, const std::string& where) {
   const size_t sp = s.find(' ');
-  const std::string kind = s.substr(0, sp);
+  const std::string head = s.substr(0, sp);
+  const std::string kind = head.substr(0, head.find(';'));
   LossSpec l;
-  if (kind == "cross-entropy")
-    l.kind = LossKind::SoftmaxCrossEntropy;
-  else if (kind == "mse")
-    l.kind = LossKind::MeanSquaredError;
-  else if (kind == "model")
-    l.kind = LossKind::ModelOutput;
-  else
-    fail("{}: loss '{}': expected cross-entropy, mse or model", where, s);
+  bool known = false;
+  for (const auto& [k, name] : kLossNames)
+    if (kind == name) {
+      l.kind = k;
+      known = true;
+    }
+  if (!known) fail("{}: loss '{}': expected cross-entropy, mse, l1, huber, bce or model", where, s);
+  for (size_t at = head.find(';'); at != std::string::npos;) {
+    const size_t next = head.find(';', at + 1);
+    const std::string kv = head.substr(at + 1, next == std::string::npos ? next : next - at - 1);
+    at = next;
+    const size_t eq = kv.find('=');
+    const std::string key = kv.substr(0, eq),
+                      value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    try {
+      if (key == "class_axis")
+        l.class_axis = std::stoll(value);
+      else if (key == "ignore_index")
+        l.ignore_index = value == "none" ? std::nullopt : std::optional<int64_t>(std::stoll(value));
+      else if (key == "label_smoothing")
+        l.label_smoothing = std::stod(value);
+      else if (key == "huber_delta")
+        l.huber_delta = std::stod(value);
+      else
+        fail("{}: loss '{}': unknown setting '{}'", where, s, key);
+    } catch (const std::logic_error&) {  // std::stoll / std::stod: not a number
+      fail("{}: loss '{}': setting '{}' is not a number", where, s, kv);
+    }
+  }
   if (sp != std::string::npos) l.output = s.substr(sp + 1);
   return l;
 }

@@ -33,8 +33,11 @@ struct CheckpointMeta {
   std::string loss;        // "KIND OUTPUT" (loss_kind_name, the output's name); "" unknown
 };
 
-// The loss as a checkpoint records it: "cross-entropy|mse|model OUTPUT" (cb-train's --loss names
-// and the output it reads), and back (throws cb::Error naming `where` when it cannot be read).
+// The loss as a checkpoint records it: "KIND[;key=value...] OUTPUT", KIND one of cb-train's
+// --loss names cross-entropy|mse|l1|huber|bce|model, the keys the settings that differ from
+// LossSpec's defaults (class_axis, ignore_index (none: no ignored label), label_smoothing,
+// huber_delta), then the output it reads; and back (throws cb::Error naming `where` when it
+// cannot be read). Records without settings read as before.
 std::string loss_record(const LossSpec& l);
 LossSpec parse_loss_record(const std::string& s, const std::string& where);
 

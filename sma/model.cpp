@@ -90,8 +90,8 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss)
       CB_CHECK(c.is_static());
       classes_ = c.value;
       feeds_.ignore_index = tg_.spec.ignore_index;
-    } else if (tg_.loss_kind == LossKind::MeanSquaredError && is_classifier_output(out)) {
-      classes_ = out.shape[1].value;  // one-hot targets from class labels
+    } else if (is_classifier_output(out)) {
+      classes_ = out.shape[1].value;  // mse, l1, huber, bce: one-hot targets from class labels
     }
     feeds_.classes = classes_;
   }

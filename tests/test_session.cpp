@@ -70,6 +70,11 @@ TEST_CASE("session: every setting is validated in one place, named by its flag")
           o.auto_learners = false;
         }) == "(no error)");
   CHECK(contains(invalid([](auto& o) { o.loss = "hinge"; }), "unknown --loss 'hinge'"));
+  for (const char* loss : {"l1", "huber", "bce", "output:loss"})
+    CHECK(invalid([&](auto& o) { o.loss = loss; }) == "(no error)");
+  CHECK(contains(invalid([](auto& o) { o.label_smoothing = 1; }), "--label-smoothing"));
+  CHECK(contains(invalid([](auto& o) { o.huber_delta = 0; }), "--huber-delta"));
+  CHECK(contains(invalid([](auto& o) { o.class_axis = 0; }), "--class-axis"));
   CHECK(contains(invalid([](auto& o) { o.devices = "tpu"; }), "--devices 'tpu'"));
   CHECK(contains(invalid([](auto& o) { o.output_training = true; }),
                  "--output-training needs --output"));

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   app.add_option("--input-shape", shape_opts,
                  "NAME=AxBxC: the shape of input NAME (fixes its symbolic sizes; repeatable)");
   app.add_option("--loss", loss_kind,
-                 "with --train: auto | cross-entropy | mse | model, as cb-train")
+                 "with --train: auto | cross-entropy | mse | l1 | huber | bce | model | "
+                 "output:NAME, as cb-train")
       ->capture_default_str();
   app.add_option("--output-name", output_name,
                  "with --train: the output the loss trains on, as cb-train");

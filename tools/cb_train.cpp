@@ -105,8 +105,24 @@ int main(int argc, char** argv) {
                  "evaluate every N steps (default: at the end of each epoch)");
   app.add_option("--test-limit", o.run.test_limit, "evaluate on the first N test examples only");
   app.add_option("--loss", o.loss,
-                 "auto | cross-entropy | mse | model (cross-entropy on a model ending in "
-                 "Softmax/LogSoftmax reads the logits under it)")
+                 "auto | cross-entropy | mse | l1 | huber | bce | model | output:NAME. "
+                 "cross-entropy: scores with a class axis ([N,C], [N,T,C], [N,C,H,W]) vs integer "
+                 "labels (on a model ending in Softmax/LogSoftmax it reads the logits under it); "
+                 "mse, l1, huber: float targets of the output's shape; bce: logits vs targets in "
+                 "[0,1] (BCEWithLogits); model: the model's own scalar loss output; output:NAME: "
+                 "that scalar output; auto: a scalar output, else cross-entropy on the [N,C] one")
+      ->capture_default_str();
+  app.add_option("--class-axis", o.class_axis,
+                 "cross-entropy: the output's class axis (-1: [N,C] 1, [N,T,C] 2, rank >= 4 1)")
+      ->capture_default_str();
+  app.add_option("--ignore-index", o.ignore_index,
+                 "cross-entropy: labels equal to N add nothing to the loss or the accuracy")
+      ->capture_default_str();
+  app.add_option("--label-smoothing", o.label_smoothing,
+                 "cross-entropy: PyTorch's label smoothing, in [0,1)")
+      ->capture_default_str();
+  app.add_option("--huber-delta", o.huber_delta,
+                 "huber: where the loss turns from quadratic to linear")
       ->capture_default_str();
   app.add_option("--image-size", image_size,
                  "HxW: the size of a model input with symbolic height and width (image data are "

@@ -8,6 +8,9 @@
 // Gradient: dscores[i,c,j] = (softmax(x_ij)[c] - [c == label_ij]) * w[label_ij] * g_ij with
 // g = dloss (sum), dloss / divisor (mean), dloss[i,j] (none).
 // Elements labelled ignore_index add nothing: loss 0, gradient 0, not counted by the mean.
+// Label smoothing e (no weights; PyTorch's): loss = shift - (1 - e) * x[label] - e * mean(x)
+// (= (1 - e) * nll + e * mean of -lp), dscores = (softmax - (1 - e) * [c == label] - e / C) * g.
+// With e = 0 the arithmetic is the unsmoothed one, bit for bit.
 // Labels are user data: one outside [0, C) (and not ignore_index) is a cb::Error naming it and C,
 // raised before any work (never a read out of bounds). Elements are independent and go to the
 // thread pool; mean and sum add the per-element losses in order afterwards, so the result does
@@ -80,6 +83,14 @@ double log_sum_exp(const T* x, int64_t c, T& mx) {
   return std::log(sum);
 }
 
+// The mean of c values `stride` apart, in double (label smoothing's uniform target).
+template <class T>
+double row_mean(const T* x, int64_t c, int64_t stride = 1) {
+  double sum = 0;
+  for (int64_t k = 0; k < c; ++k) sum += static_cast<double>(x[k * stride]);
+  return sum / static_cast<double>(c);
+}
+
 // The fast path: scores [N,C], labels [N], no weights -> loss ([] for mean/sum, [N] for none),
 // log_prob? [N,C]
 void sce_rows(const KernelArgs& a) {
@@ -89,6 +100,7 @@ void sce_rows(const KernelArgs& a) {
   const int64_t n = scores.dims[0], c = scores.dims[1];
   const Reduction red = reduction_of(a);
   const std::optional<int64_t> ignore = a.p<ops::SoftmaxCrossEntropyLossParams>().ignore_index;
+  const double eps = a.p<ops::SoftmaxCrossEntropyLossParams>().label_smoothing;
   dispatch_label(labels.dtype, [&]<class L>(Tag<L>) {
     const L* lab = labels.ptr<const L>();
     const int64_t counted = check_labels(lab, n, c, ignore);
@@ -104,8 +116,11 @@ void sce_rows(const KernelArgs& a) {
           const double lse = log_sum_exp(xi, c, mx);
           const double shift = static_cast<double>(mx) + lse;  // lp = x - shift
           const auto label = static_cast<int64_t>(lab[i]);
-          const double li =
-              ignore && label == *ignore ? 0.0 : shift - static_cast<double>(xi[label]);
+          double li = 0;
+          if (!(ignore && label == *ignore))
+            li = eps > 0
+                     ? shift - (1 - eps) * static_cast<double>(xi[label]) - eps * row_mean(xi, c)
+                     : shift - static_cast<double>(xi[label]);
           if (red == Reduction::None)
             y[i] = static_cast<T>(li);
           else
@@ -130,6 +145,7 @@ void sce_rows_grad(const KernelArgs& a) {
   const int64_t n = scores.dims[0], c = scores.dims[1];
   const Reduction red = reduction_of(a);
   const std::optional<int64_t> ignore = a.p<ops::SoftmaxCrossEntropyLossParams>().ignore_index;
+  const double eps = a.p<ops::SoftmaxCrossEntropyLossParams>().label_smoothing;
   dispatch_label(labels.dtype, [&]<class L>(Tag<L>) {
     const L* lab = labels.ptr<const L>();
     const int64_t counted = check_labels(lab, n, c, ignore);
@@ -156,9 +172,16 @@ void sce_rows_grad(const KernelArgs& a) {
             gi[k] = ek;
             sum += ek;
           }
+          const double p = static_cast<double>(math::m_exp(static_cast<T>(xi[label] - mx))) / sum;
+          if (eps > 0) {
+            const double u = eps / static_cast<double>(c);  // the uniform part of the target
+            for (int64_t k = 0; k < c; ++k)
+              gi[k] = static_cast<T>((static_cast<double>(gi[k]) / sum - u) * gr);
+            gi[label] = static_cast<T>((p - (1 - eps) - u) * gr);
+            continue;
+          }
           const double f = gr / sum;  // softmax_k * g = e_k * (g / sum)
           for (int64_t k = 0; k < c; ++k) gi[k] = static_cast<T>(static_cast<double>(gi[k]) * f);
-          const double p = static_cast<double>(math::m_exp(static_cast<T>(xi[label] - mx))) / sum;
           gi[label] = static_cast<T>((p - 1.0) * gr);
         }
       });
@@ -217,6 +240,8 @@ void sce_general(const KernelArgs& a) {
   const int64_t c = s.c, d = s.d;
   const Reduction red = reduction_of(a);
   const std::optional<int64_t> ignore = a.p<ops::SoftmaxCrossEntropyLossParams>().ignore_index;
+  const double eps = a.p<ops::SoftmaxCrossEntropyLossParams>().label_smoothing;
+  CB_CHECK(!(eps > 0 && weights));
   dispatch_label(labels.dtype, [&]<class L>(Tag<L>) {
     const L* lab = labels.ptr<const L>();
     dispatch_float(scores.dtype, [&]<class T>(Tag<T>) {
@@ -236,8 +261,10 @@ void sce_general(const KernelArgs& a) {
           const auto label = static_cast<int64_t>(lab[p]);
           double li = 0;
           if (!(ignore && label == *ignore))
-            li = (shift - static_cast<double>(xp[label * d])) *
-                 (w ? static_cast<double>(w[label]) : 1.0);
+            li = eps > 0 ? shift - (1 - eps) * static_cast<double>(xp[label * d]) -
+                               eps * row_mean(xp, c, d)
+                         : (shift - static_cast<double>(xp[label * d])) *
+                               (w ? static_cast<double>(w[label]) : 1.0);
           if (red == Reduction::None)
             y[p] = static_cast<T>(li);
           else
@@ -264,6 +291,8 @@ void sce_general_grad(const KernelArgs& a) {
   const int64_t c = s.c, d = s.d;
   const Reduction red = reduction_of(a);
   const std::optional<int64_t> ignore = a.p<ops::SoftmaxCrossEntropyLossParams>().ignore_index;
+  const double eps = a.p<ops::SoftmaxCrossEntropyLossParams>().label_smoothing;
+  CB_CHECK(!(eps > 0 && weights));
   dispatch_label(labels.dtype, [&]<class L>(Tag<L>) {
     const L* lab = labels.ptr<const L>();
     dispatch_float(scores.dtype, [&]<class T>(Tag<T>) {
@@ -293,11 +322,18 @@ void sce_general_grad(const KernelArgs& a) {
             gp[k * d] = ek;
             sum += ek;
           }
+          const double pl =
+              static_cast<double>(math::m_exp(static_cast<T>(xp[label * d] - mx))) / sum;
+          if (eps > 0) {
+            const double u = eps / static_cast<double>(c);
+            for (int64_t k = 0; k < c; ++k)
+              gp[k * d] = static_cast<T>((static_cast<double>(gp[k * d]) / sum - u) * gr);
+            gp[label * d] = static_cast<T>((pl - (1 - eps) - u) * gr);
+            continue;
+          }
           const double f = gr / sum;
           for (int64_t k = 0; k < c; ++k)
             gp[k * d] = static_cast<T>(static_cast<double>(gp[k * d]) * f);
-          const double pl =
-              static_cast<double>(math::m_exp(static_cast<T>(xp[label * d] - mx))) / sum;
           gp[label * d] = static_cast<T>((pl - 1.0) * gr);
         }
       });

@@ -14,7 +14,10 @@
 //    mean's divisor is computed on the device) and log_prob, or the gradient (the mean's scale
 //    reduced into the workspace first). A label outside [0, C) that is not ignore_index cannot
 //    be reported without a host read: its loss, the mean and its gradient row are NaN (the CPU
-//    raises a cb::Error).
+//    raises a cb::Error). Label smoothing e (no weights): the forward also reduces each
+//    element's mean score into the workspace (loss = shift - (1 - e) x[label] - e mean(x)); the
+//    gradient subtracts (1 - e) at the label and e / C everywhere (e = 0: the unsmoothed
+//    arithmetic).
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -414,6 +417,7 @@ struct SceGeom {
   bool has_ignore = false;
   int64_t ignore = 0;
   Reduction red = Reduction::Mean;
+  double eps = 0;  // label smoothing
 };
 SceGeom sce_geom(const KernelArgs& a, const TensorView& scores) {
   if (scores.rank() < 2) fail("SoftmaxCrossEntropyLoss: scores must have rank >= 2");
@@ -426,14 +430,15 @@ SceGeom sce_geom(const KernelArgs& a, const TensorView& scores) {
   g.has_ignore = p.ignore_index.has_value();
   g.ignore = p.ignore_index.value_or(0);
   g.red = p.reduction;
+  g.eps = p.label_smoothing;
   return g;
 }
 
 // Workspace: per element its max and (forward) its shift max + log(sum) or (gradient) its sum,
-// then the mean's scale (gradient), all doubles.
+// then (forward, label smoothing) its mean score or (gradient) the mean's scale, all doubles.
 size_t sce_ws(const KernelArgs& a, const GpuCtx&) {
   const SceGeom g = sce_geom(a, a.in[0]);
-  return static_cast<size_t>(g.m) * 2 * sizeof(double);
+  return static_cast<size_t>(g.m) * (g.eps > 0 ? 3 : 2) * sizeof(double);
 }
 size_t sce_grad_ws(const KernelArgs& a, const GpuCtx&) {
   const SceGeom g = sce_geom(a, a.in[1]);
@@ -481,18 +486,23 @@ void sce_rows(const GpuCtx& c, const SceGeom& g, const T* x, double* mx, double*
       [=] CB_HOST_DEVICE(int64_t p, double s) { sum[p] = shift ? mx[p] + math::m_log(s) : s; });
 }
 
-// Element p's loss: (shift - x[label]) * w[label]; 0 where ignored, NaN out of range.
+// Element p's loss: (shift - x[label]) * w[label], or with label smoothing e (no weights)
+// shift - (1 - e) x[label] - e mean[p]; 0 where ignored, NaN out of range.
 template <class T, class L>
 struct SceLoss {
   Labels<T, L> lb;
   const T* x;
   const double* shift;
+  const double* mean;  // per element mean score (label smoothing only)
+  double eps;
   int64_t c, d;
   CB_HOST_DEVICE double operator()(int64_t p) const {
     const int64_t l = lb.label(p);
     if (lb.ignored(l)) return 0.0;
     if (lb.bad(l)) return quiet_nan();
-    return (shift[p] - double(x[(p / d) * c * d + p % d + l * d])) * lb.weight_of(l);
+    const double xl = double(x[(p / d) * c * d + p % d + l * d]);
+    if (eps > 0) return shift[p] - (1 - eps) * xl - eps * mean[p];
+    return (shift[p] - xl) * lb.weight_of(l);
   }
 };
 
@@ -511,7 +521,18 @@ void sce_fwd(const KernelArgs& a, const GpuCtx& c, const SceGeom& g) {
   double* shift = mx + g.m;
   sce_rows<T>(c, g, x, mx, shift, true);
   const int64_t cc = g.c, d = g.d;
-  const SceLoss<T, L> loss{lb, x, shift, cc, d};
+  double* mean = nullptr;
+  if (g.eps > 0) {
+    mean = shift + g.m;
+    segmented_reduce(
+        c, g.m, cc, 0.0,
+        [=] CB_HOST_DEVICE(int64_t p, int64_t k) -> double {
+          return double(x[(p / d) * cc * d + p % d + k * d]);
+        },
+        [=] CB_HOST_DEVICE(double u, double w) -> double { return u + w; },
+        [=] CB_HOST_DEVICE(int64_t p, double s) { mean[p] = s / double(cc); });
+  }
+  const SceLoss<T, L> loss{lb, x, shift, mean, g.eps, cc, d};
   if (g.red == Reduction::None) {
     parallel_for(c, g.m, [=] CB_HOST_DEVICE(int64_t p) { y[p] = static_cast<T>(loss(p)); });
   } else {
@@ -554,6 +575,7 @@ void sce_bwd(const KernelArgs& a, const GpuCtx& c, const SceGeom& g) {
         [=] CB_HOST_DEVICE(double u, double v) -> double { return u + v; },
         [=] CB_HOST_DEVICE(int64_t, double s) { scale[0] = 1.0 / s; });
   const int64_t cc = g.c, d = g.d;
+  const double eps = g.eps, u = g.eps / double(g.c);  // u: the uniform part of the target
   parallel_for(c, g.n * cc * d, [=] CB_HOST_DEVICE(int64_t i) {
     const int64_t q = i / (cc * d), rem = i % (cc * d), k = rem / d;
     const int64_t p = q * d + rem % d;
@@ -568,7 +590,9 @@ void sce_bwd(const KernelArgs& a, const GpuCtx& c, const SceGeom& g) {
     }
     const double gr = double(dl[none ? p : 0]) * (mean ? scale[0] : 1.0) * lb.weight_of(l);
     const T e = math::m_exp(static_cast<T>(x[i] - T(mx[p])));
-    if (k == l)
+    if (eps > 0)
+      dx[i] = static_cast<T>((double(e) / sum[p] - (k == l ? 1 - eps : 0.0) - u) * gr);
+    else if (k == l)
       dx[i] = static_cast<T>((double(e) / sum[p] - 1.0) * gr);
     else
       dx[i] = static_cast<T>(double(e) * (gr / sum[p]));

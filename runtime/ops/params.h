@@ -202,6 +202,10 @@ struct TransposeParams {
 struct SoftmaxCrossEntropyLossParams {
   enum class Reduction : uint8_t { Mean, Sum, None } reduction = Reduction::Mean;
   std::optional<int64_t> ignore_index;  // samples with this label add nothing (PyTorch: -100)
+  // Not an ONNX attribute (the trainer's losses set it): PyTorch's CrossEntropyLoss
+  // label_smoothing e in [0, 1], per element loss (1 - e) * nll + e * mean over the classes of
+  // -log_softmax; not with class weights.
+  double label_smoothing = 0;
 };
 
 // optimizer.cpp: steps over flat buffers (PyTorch's semantics); all fields plain scalars

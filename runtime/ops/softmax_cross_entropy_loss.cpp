@@ -7,6 +7,10 @@
 // Its gradient op: SoftmaxCrossEntropyLossGrad(dloss, scores, labels, weights?) -> dscores =
 // (softmax(scores) - onehot(label)) * weights[label] * dloss (/ the mean's divisor). A gradient
 // flowing into log_prob adds LogSoftmaxGrad along axis 1. Weights are not differentiable.
+// Label smoothing e (params only, not an ONNX attribute; PyTorch's CrossEntropyLoss): per
+// element loss = (1 - e) * nll + e * mean_c(-log_softmax_c), the mean's divisor unchanged (the
+// count of elements not ignored); dscores = softmax - (1 - e) * onehot(label) - e / C, times
+// dloss (/ divisor). Not with class weights.
 #include "runtime/ops/op_util.h"
 #include "runtime/vjp.h"
 
@@ -42,6 +46,9 @@ Shape check_inputs(const InferCtx& c, size_t s) {
       c.fail("weights {} must be [C] = {} for scores {}", to_string(c.shape(s + 2)),
              to_string(Shape{x[1]}), to_string(x));
   }
+  const double e = c.p<SoftmaxCrossEntropyLossParams>().label_smoothing;
+  if (!(e >= 0 && e <= 1)) c.fail("label smoothing {} is outside [0, 1]", e);
+  if (e > 0 && c.has_input(s + 2)) c.fail("label smoothing with class weights is not supported");
   return want;
 }
 void infer(InferCtx& c) {

@@ -112,7 +112,31 @@ inline std::vector<Case> softmax_grad(OpKind op, DType) {
 void ref_sce(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out);
 void ref_sce_grad(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out);
 
+// Label smoothing is no ONNX attribute: these cases give SoftmaxCrossEntropyLossParams directly
+// (e = 0.1). Scores [n, cls, d...], labels [n, d...].
+using SceR = ops::SoftmaxCrossEntropyLossParams::Reduction;
+inline Case sce_smoothed(std::string name, std::vector<int64_t> dims, SceR red,
+                         std::optional<int64_t> ignore, std::optional<Fill> fill, bool grad) {
+  const int64_t cls = dims[1];
+  std::vector<int64_t> ld = dims;
+  ld.erase(ld.begin() + 1);
+  Fill labels = fill ? *fill : ints(0, double(cls - 1));
+  Case k{.name = std::move(name),
+         .in = {x(dims, uniform(-5, 5)), fixed(DType::I64, ld, labels)},
+         .outputs = grad ? 1u : 2u,
+         .params = ops::SoftmaxCrossEntropyLossParams{red, ignore, 0.1},
+         .ref = grad ? ref_sce_grad : ref_sce};
+  // The gradient's dloss: a scalar, or one per element (reduction none).
+  if (grad) k.in.insert(k.in.begin(), x(red == SceR::None ? ld : std::vector<int64_t>{}));
+  return k;
+}
+
 inline std::vector<Case> sce_loss(OpKind, DType) {
+  using R = SceR;
+  auto smoothed = [](std::string name, std::vector<int64_t> dims, R red,
+                     std::optional<int64_t> ignore, std::optional<Fill> fill = {}) {
+    return sce_smoothed(std::move(name), std::move(dims), red, ignore, fill, false);
+  };
   // scores [n, cls, d...], labels [n, d...] drawn from `labels`, weights [cls] when `weighted`.
   auto c = [](std::string name, std::vector<int64_t> dims, std::string red, size_t outputs,
               DType label = DType::I64, std::optional<int64_t> ignore = {}, bool weighted = false,
@@ -146,6 +170,10 @@ inline std::vector<Case> sce_loss(OpKind, DType) {
         ints(0, 3)),
       c("N-D, mean, d = 1", {5, 4, 1, 1}, "mean", 2, DType::U8),
       c("N-D, large", {8, 33, 17, 9}, "mean", 1),
+      smoothed("label smoothing, mean, ignore_index", {16, 5}, R::Mean, 2),
+      smoothed("label smoothing, none", {9, 4}, R::None, {}),
+      smoothed("label smoothing, N-D, sum, ignore_index", {3, 5, 2, 4}, R::Sum, -1, ints(-1, 4)),
+      smoothed("label smoothing, N-D, large", {8, 33, 17, 9}, R::Mean, {}),
   };
 }
 
@@ -179,7 +207,12 @@ inline std::vector<Case> sce_loss_grad(OpKind, DType) {
           c("N-D, none, negative ignore_index", {3, 5, 2, 4}, "none", -1, false, ints(-1, 4)),
           c("N-D weights, mean, ignore_index", {2, 6, 3, 5}, "mean", 3, true),
           c("N-D weights, sum", {4, 3, 7}, "sum", {}, true),
-          c("N-D, large", {8, 33, 17, 9}, "mean")};
+          c("N-D, large", {8, 33, 17, 9}, "mean"),
+          sce_smoothed("label smoothing, mean, ignore_index", {16, 5}, SceR::Mean, 2, {}, true),
+          sce_smoothed("label smoothing, none", {9, 4}, SceR::None, {}, {}, true),
+          sce_smoothed("label smoothing, N-D, mean, ignore_index", {2, 6, 3, 5}, SceR::Mean, 3,
+                       ints(0, 5), true),
+          sce_smoothed("label smoothing, N-D, large", {8, 33, 17, 9}, SceR::Mean, {}, {}, true)};
 }
 
 }  // namespace cb::test::bops

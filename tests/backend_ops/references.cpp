@@ -126,7 +126,8 @@ void ref_sma_row_sum(const std::any& params, std::vector<Tensor>& in, std::vecto
 
 // SoftmaxCrossEntropyLoss, the ONNX definition element by element: scores [N,C,d..], labels
 // [N,d..], weights? [C]; loss = -w[l] * log_softmax(scores, axis 1)[l], 0 where l is ignored;
-// mean divides by the sum of w[l] over the elements not ignored.
+// mean divides by the sum of w[l] over the elements not ignored. Label smoothing e (PyTorch's
+// definition, no weights): loss = (1 - e) * (-lp[l]) + e * mean_c(-lp[c]).
 namespace {
 struct SceRef {
   int64_t n = 0, c = 0, d = 1;
@@ -172,8 +173,14 @@ void ref_sce(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor
   for (int64_t e = 0; e < r.n * r.d; ++e) {
     const auto ue = static_cast<size_t>(e);
     const int64_t i = e / r.d, j = e % r.d;
-    const double li =
+    double li =
         r.w[ue] == 0 ? 0 : -r.w[ue] * r.lp[static_cast<size_t>((i * r.c + r.labels[ue]) * r.d + j)];
+    if (p.label_smoothing > 0 && r.w[ue] != 0) {
+      double smooth = 0;
+      for (int64_t k = 0; k < r.c; ++k)
+        smooth -= r.lp[static_cast<size_t>((i * r.c + k) * r.d + j)];
+      li = (1 - p.label_smoothing) * li + p.label_smoothing * smooth / static_cast<double>(r.c);
+    }
     if (p.reduction == ops::SoftmaxCrossEntropyLossParams::Reduction::None)
       out.at(0).data<double>()[e] = li;
     total += li;
@@ -187,7 +194,8 @@ void ref_sce(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor
 }
 
 // SoftmaxCrossEntropyLossGrad: in dloss, scores, labels, weights?; out dscores =
-// (softmax - onehot(label)) * w[label] * dloss (/ divisor for mean).
+// (softmax - onehot(label)) * w[label] * dloss (/ divisor for mean); with label smoothing e the
+// target is (1 - e) * onehot(label) + e / C.
 void ref_sce_grad(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const auto& p = std::any_cast<const ops::SoftmaxCrossEntropyLossParams&>(params);
   const SceRef r = sce_ref(p, in.at(1), in.at(2), optional_in(in, 3));
@@ -199,8 +207,9 @@ void ref_sce_grad(const std::any& params, std::vector<Tensor>& in, std::vector<T
     if (p.reduction == R::Mean) g /= r.divisor;
     for (int64_t k = 0; k < r.c; ++k) {
       const int64_t at = (i * r.c + k) * r.d + j;
-      out.at(0).data<double>()[at] =
-          (std::exp(r.lp[static_cast<size_t>(at)]) - (k == r.labels[ue] ? 1.0 : 0.0)) * g;
+      const double e = p.label_smoothing;
+      const double target = (k == r.labels[ue] ? 1.0 - e : 0.0) + e / static_cast<double>(r.c);
+      out.at(0).data<double>()[at] = (std::exp(r.lp[static_cast<size_t>(at)]) - target) * g;
     }
   }
 }
