@@ -253,8 +253,10 @@ class DictReader {
 
  private:
   [[noreturn]] void bad(const std::string& why) const {
+    std::string_view text = s_;  // without the padding
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\n')) text.remove_suffix(1);
     fail("{}: bad .npy header ({} at character {}): {}; not a file np.save wrote?", what_, why, i_,
-         printable(s_, 160));
+         printable(text, 160));
   }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void ws() {
