@@ -14,6 +14,7 @@ int fuzz_importer(const uint8_t* data, size_t size);
 int fuzz_image(const uint8_t* data, size_t size);
 int fuzz_data(const uint8_t* data, size_t size);
 int fuzz_checkpoint(const uint8_t* data, size_t size);
+int fuzz_npy(const uint8_t* data, size_t size);
 
 namespace fs = std::filesystem;
 
@@ -23,7 +24,8 @@ TEST_CASE("fuzz regressions: each saved input ends in a clear error, never a cra
       {"importer", fuzz_importer},
       {"image", fuzz_image},
       {"data", fuzz_data},
-      {"checkpoint", fuzz_checkpoint}};
+      {"checkpoint", fuzz_checkpoint},
+      {"npy", fuzz_npy}};
   int inputs = 0;
   for (const auto& [name, fn] : targets) {
     if (!fs::is_directory(root / name)) continue;

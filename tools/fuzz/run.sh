@@ -3,12 +3,12 @@
 # each for SECONDS (default 60) on its corpus in build-fuzz/corpus/<target>/, seeded from the
 # repository and from files made here. Crashes land in build-fuzz/crashes/<target>/; the script
 # exits non-zero if any target found one.
-#   tools/fuzz/run.sh [SECONDS] [TARGET...]     (targets: importer image data checkpoint)
+#   tools/fuzz/run.sh [SECONDS] [TARGET...]     (targets: importer image data checkpoint npy)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs="${1:-60}"
 [ $# -gt 0 ] && shift
-if [ $# -gt 0 ]; then targets=("$@"); else targets=(importer image data checkpoint); fi
+if [ $# -gt 0 ]; then targets=("$@"); else targets=(importer image data checkpoint npy); fi
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target "${targets[@]/#/cb-fuzz-}" cb-train cb-pack
 B=build-fuzz
@@ -61,6 +61,30 @@ PY
       > $B/corpus/checkpoint/"$(basename "$c")"
   done
   rm -rf "$ck"
+fi
+# NumPy: small .npy and .npz files of each dtype, order and container NumPy writes (its own
+# folder, so an existing corpus gains it).
+if [ ! -d $B/corpus/npy ]; then
+  mkdir -p $B/corpus/npy
+  /usr/bin/python3 - "$B/corpus/npy" <<'PY' || true
+import sys
+import numpy as np
+d = sys.argv[1]
+a = np.arange(12).reshape(3, 4)
+arrs = {"f4": a.astype("<f4"), "f8be": a.astype(">f8"), "f2": a.astype("<f2"),
+        "i2": a.astype("<i2"), "u8": a.astype("<u8"), "b": a % 2 == 0, "u1": a.astype("u1"),
+        "fort": np.asfortranarray(a.astype("<i4")), "s": np.float32(3), "e": np.zeros((0, 3))}
+for k, v in arrs.items():
+    np.save(f"{d}/{k}.npy", v)
+np.savez(f"{d}/stored.npz", x=arrs["f4"], y=arrs["i2"], ab=arrs["fort"])
+np.savez_compressed(f"{d}/deflated.npz", x=arrs["f8be"], y=arrs["b"], e=arrs["e"])
+with open(f"{d}/v2.npy", "wb") as f:
+    np.lib.format.write_array(f, arrs["f4"], version=(2, 0))
+import zipfile  # zip64 records everywhere (sizes, offsets, end record)
+zipfile.ZIP64_LIMIT = zipfile.ZIP_FILECOUNT_LIMIT = 0
+np.savez(f"{d}/zip64.npz", x=arrs["u1"], y=arrs["s"])
+np.savez_compressed(f"{d}/zip64c.npz", x=arrs["f2"], y=arrs["e"])
+PY
 fi
 status=0
 for t in "${targets[@]}"; do
