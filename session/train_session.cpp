@@ -143,6 +143,26 @@ void check_classes(const Graph& g, const LossSpec& spec, const Dataset& data, bo
                program, data.dir, have, what, model - have, have, new_head ? "give" : "add", have);
 }
 
+// The loss cb-train trains with. --loss auto on NumPy data follows the target array: integers are
+// classes (cross-entropy over the output's class axis), floats are values (mse); a model's own
+// scalar loss output is taken whatever the data. *why says which.
+LossSpec pick_loss(const Graph& g, const SessionOptions& o, const Dataset& data,
+                   std::string* why) {
+  *why = o.loss == "auto" ? " (auto-detected)" : "";
+  if (o.loss != "auto" || !data.tensors()) return choose_loss(g, o.loss, o.output_name, o.loss_settings());
+  const TensorColumn* y = data.train_tensors->find(o.run.target);
+  try {
+    LossSpec s = choose_loss(g, "auto", o.output_name, o.loss_settings());
+    if (s.kind == LossKind::ModelOutput || !y) return s;
+  } catch (const Error&) {
+    if (!y) throw;
+  }
+  const bool classes = dtype_is_int(y->dtype) || y->dtype == DType::Bool;
+  *why = fmt::format(" (auto: the target array '{}' is {}: {})", y->name, dtype_name(y->dtype),
+                     classes ? "class indices" : "values");
+  return choose_loss(g, classes ? "cross-entropy" : "mse", o.output_name, o.loss_settings());
+}
+
 std::string devices_text(const Trainer& t) {
   std::string text;
   for (int d = 0; d < t.devices(); ++d) {
@@ -246,7 +266,8 @@ int TrainSession::run_here() {
     const int64_t n = freeze_parameters(r.graph, o.freeze);
     fmt::print("freeze   {} parameter tensor{} kept fixed\n", n, n == 1 ? "" : "s");
   }
-  const LossSpec spec = choose_loss(r.graph, o.loss, o.output_name, o.loss_settings());
+  std::string loss_why;
+  const LossSpec spec = pick_loss(r.graph, o, data, &loss_why);
   check_classes(r.graph, spec, data, o.num_classes != 0, o.program);
   TrainerOptions topts = o.trainer;
   RunOptions ropts = o.run;
@@ -280,7 +301,7 @@ int TrainSession::run_here() {
   RunRecorder rec(o.metrics, o.report, o.tensorboard);
   if (data.tensors()) rec.set_unit("examples");
   fmt::print("loss     {}{}\n", describe_loss(r.graph, spec),
-             o.loss == "auto" ? " (auto-detected)" : "");
+             loss_why);
   if (data.tensors())
     fmt::print("data     {}: {}, {} training, {} test examples: {}\n", data.dir, data.description,
                data.train_size(), data.test_size(), data.train_tensors->describe());

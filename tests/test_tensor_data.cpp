@@ -305,13 +305,14 @@ TEST_CASE("cb-train on NumPy data: a GRU tagger over int64 tokens learns a shift
   test::TempDir d("npz_tagger");
   make_fixture("tagger", d.str());
   const auto [rc, text] = cb_train(
-      fmt::format("{} --data {} --ignore-index -100 --optimizer adamw --lr 0.01 --epochs 3 "
+      fmt::format("{} --data {} --ignore-index -100 --optimizer adamw --lr 0.01 --epochs 2 "
                   "--batch-size 16 --threads 2 --output {} --metrics {}",
                   d / "model.onnx", d.str(), d / "trained.onnx", d / "m.jsonl"),
       d);
   INFO(text);
   REQUIRE(rc == 0);
   CHECK(contains(text, "'tokens' i64 [N,12] <- tokens, target i64 [N,12] <- y"));
+  CHECK(contains(text, "classes on axis 2 (auto: the target array 'y' is i64: class indices)"));
   const auto recs = viz::read_metrics(d / "m.jsonl");
   const double acc = recs.back()["test_accuracy"].get<double>();
   MESSAGE("tagger: token accuracy " << acc);
@@ -342,7 +343,7 @@ TEST_CASE("cb-train on NumPy data: a model exported with its own loss trains on 
   test::TempDir d("npz_ownloss");
   make_fixture("ownloss", d.str());
   const auto [rc, text] = cb_train(
-      fmt::format("{} --data {} --loss output:loss --optimizer adamw --lr 0.003 --epochs 6 "
+      fmt::format("{} --data {} --loss output:loss --optimizer adamw --lr 0.003 --epochs 12 "
                   "--batch-size 16 --threads 2 --output {} --metrics {}",
                   d / "model.onnx", d.str(), d / "trained.onnx", d / "m.jsonl"),
       d);
@@ -359,7 +360,7 @@ TEST_CASE("cb-train on NumPy data: a model exported with its own loss trains on 
   const Tensor pred = cb_run(d / "trained.onnx", d / "val.npz", {{"x", "x"}, {"y", "y"}}, "pred", d);
   const double r2 = r2_of(pred, npz_tensor(d / "val.npz", "y"));
   MESSAGE("own loss: held-out R² " << r2);
-  CHECK(r2 >= 0.9);
+  CHECK(r2 >= 0.95);
 }
 
 TEST_CASE("cb-train on NumPy data: PaddleOCR's classifier (a Paddle export) on f16 features") {
@@ -369,7 +370,8 @@ TEST_CASE("cb-train on NumPy data: PaddleOCR's classifier (a Paddle export) on f
   test::TempDir d("npz_paddle");
   make_fixture("features", d.str());
   const auto [rc, text] = cb_train(
-      fmt::format("{} --data {} --lr 0.01 --epochs 2 --batch-size 16 --threads 2 --output {} "
+      // 4 epochs: the pretrained BatchNorm statistics take about 3 to follow these features.
+      fmt::format("{} --data {} --lr 0.01 --epochs 4 --batch-size 16 --threads 2 --output {} "
                   "--metrics {}",
                   model, d.str(), d / "trained.onnx", d / "m.jsonl"),
       d);
