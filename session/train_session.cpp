@@ -249,6 +249,7 @@ int TrainSession::run_here() {
     fail("--cache packs an image folder; {} is {}", o.data, data.description);
   ImportResult r = import_for(o, data);
   ExportEdits edits;  // what the file must take too: a new head's shapes
+  std::string head_record;
   if (o.num_classes) {
     std::string out = o.output_name;  // else the output the loss picks, else the first one
     if (out.empty()) {
@@ -258,6 +259,7 @@ int TrainSession::run_here() {
       }
     }
     const HeadReplacement h = replace_head(r.graph, out, o.num_classes, o.run.seed);
+    head_record = fmt::format("{} {} {}", o.num_classes, o.run.seed, out);
     fmt::print("head     {}\n", h.describe());
     edits.values = h.values;
     edits.output_last_dim[h.output] = h.classes;
@@ -315,8 +317,10 @@ int TrainSession::run_here() {
                       : is_cuda_spec(o.devices)
                           ? default_workers(std::max(1, ThreadPool::hardware_threads() / 2))
                           : default_workers(o.threads);
-  fmt::print("inputs   {}; {} pipeline worker{}\n", plan.text, workers,
-             workers == 1 ? "" : "s");
+  if (ropts.workers == 0 && batches_inline(plan, topts.batch))
+    fmt::print("inputs   {}; batched on the training thread (small rows)\n", plan.text);
+  else
+    fmt::print("inputs   {}; {} pipeline worker{}\n", plan.text, workers, workers == 1 ? "" : "s");
   const int64_t spe = data.train_size() / topts.batch;
   const double lr = ropts.schedule.lr;
   const std::string opt_text =
@@ -454,12 +458,15 @@ int TrainSession::run_here() {
   // Checkpoints, resume and signals.
   CheckpointMeta meta;
   meta.model_hash = model_hash;
-  meta.data = fmt::format("{} ({}): {} training, {} test examples", data.dir, data.description,
-                          data.train_size(), data.test_size());
+  meta.data = fmt::format("{} ({}): {} training, {} test {}", data.dir, data.description,
+                          data.train_size(), data.test_size(),
+                          data.tensors() ? "examples" : "images");
   meta.batch = topts.batch;
   meta.command = o.command_line;
   meta.model_path = std::filesystem::absolute(o.model).string();
   meta.loss = loss_record(spec);
+  meta.head = head_record;
+  meta.freeze = o.freeze;
   LoopState loop;
   if (!o.checkpoint.resume.empty()) {
     LoadedCheckpoint ck = load_for_resume(o.checkpoint.resume, meta);

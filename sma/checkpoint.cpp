@@ -189,6 +189,10 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
       meta.model_path = rest;
     } else if (key == "loss") {
       meta.loss = rest;
+    } else if (key == "head") {
+      meta.head = rest;
+    } else if (key == "freeze") {
+      meta.freeze.push_back(rest);
     } else if (key == "model_is") {
       const std::string& w = r.next("mean or z");
       if (w != "mean" && w != "z") fail("{}: model_is '{}': expected mean or z", mf.string(), w);
@@ -411,6 +415,8 @@ std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
                       one_line(meta.data), meta.batch, one_line(meta.command));
   if (!meta.model_path.empty()) text += fmt::format("model_path {}\n", one_line(meta.model_path));
   if (!meta.loss.empty()) text += fmt::format("loss {}\n", one_line(meta.loss));
+  if (!meta.head.empty()) text += fmt::format("head {}\n", one_line(meta.head));
+  for (const std::string& f : meta.freeze) text += fmt::format("freeze {}\n", one_line(f));
   text += fmt::format("model_is {}\n", m.model_is_mean ? "mean" : "z");
   text += fmt::format("learners_per_device {}\nmodel_steps {}\n", m.learners_per_device, m.steps);
   text += fmt::format("loop {} {} {} {} {} {} {}\n", lp.step, lp.consumed, lp.decays,

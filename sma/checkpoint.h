@@ -31,6 +31,11 @@ struct CheckpointMeta {
   std::string command;     // the command line, for the record
   std::string model_path;  // the model file, absolute (cb-export finds it there); "" unknown
   std::string loss;        // "KIND OUTPUT" (loss_kind_name, the output's name); "" unknown
+  // A classifier replaced before training (cb-train --num-classes, runtime/replace_head.h):
+  // "CLASSES SEED OUTPUT" (OUTPUT "" for the graph's first); "" none. cb-export replaces it the
+  // same way (the draw of the new head follows from the seed), so the checkpoint's tensors fit.
+  std::string head;
+  std::vector<std::string> freeze;  // --freeze patterns (their parameters are not in the state)
 };
 
 // The loss as a checkpoint records it: "KIND[;key=value...] OUTPUT", KIND one of cb-train's

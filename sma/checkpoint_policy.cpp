@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cerrno>
 #include <chrono>
@@ -97,6 +98,12 @@ LoadedCheckpoint load_for_resume(const std::string& path, const CheckpointMeta& 
     diff += fmt::format("\n  data: {} (checkpoint: {})", now.data, ck.meta.data);
   if (ck.meta.batch != now.batch)
     diff += fmt::format("\n  --batch-size: {} (checkpoint: {})", now.batch, ck.meta.batch);
+  if (ck.meta.freeze != now.freeze)
+    diff += fmt::format("\n  --freeze: {} (checkpoint: {})", fmt::join(now.freeze, " "),
+                        fmt::join(ck.meta.freeze, " "));
+  if (ck.meta.head != now.head)
+    diff += fmt::format("\n  --num-classes and --seed: a new head \"{}\" (checkpoint: \"{}\")",
+                        now.head, ck.meta.head);
   if (!diff.empty())
     fail("--resume {}: this run differs from the checkpoint's:{}\n(the checkpoint's command: {})",
          ck.path, diff, ck.meta.command);

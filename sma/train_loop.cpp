@@ -46,7 +46,11 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   const int64_t eval_batch = t.options().eval_batch > 0 ? t.options().eval_batch : batch;
   int cores = 0;
   for (int d = 0; d < t.devices(); ++d) cores += t.device(d).caps().cores;
-  const int workers = o.workers > 0 ? o.workers : default_workers(cores);
+  // Arrays whose batches are cheaper to copy than to hand between threads are batched on the
+  // loop's thread (batches_inline); everything else on the pipeline's workers.
+  const int workers = o.workers > 0                  ? o.workers
+                      : batches_inline(plan, batch) ? 0
+                                                    : default_workers(cores);
   const int64_t spe = BatchOrder::epoch_batches(data.train_size(), batch);
   const int64_t total_batches = o.steps > 0 ? 0 : o.epochs * spe;
   size_t skip_cursor = 0;

@@ -489,9 +489,18 @@ TEST_CASE("cb-train --num-classes: LeNet-5 fine-tuned on a 5-class PNG folder of
   const std::string head = d / "head.onnx", tuned = d / "tuned.onnx";
   REQUIRE_MESSAGE(
       run(common + " '" + lenet + "' --lr 0.02 --num-classes 5 --freeze 'features.*' --epochs 1 " +
-              "--output '" + head + "'",
+              "--output '" + head + "' --checkpoint-dir '" + d / "ck" + "'",
           text) == 0,
       text);
+  // The checkpoint records the new head: cb-export draws it again and writes the same bytes.
+  {
+    std::string log;
+    REQUIRE_MESSAGE(run(fmt::format("'{}/cb-export' '{}' --out '{}'", CB_BINARY_DIR, d / "ck",
+                                    d / "exported.onnx"),
+                        log) == 0,
+                    log);
+    CHECK(test::read_text(d / "exported.onnx") == test::read_text(head));
+  }
   MESSAGE(text);
   CHECK(contains(text,
                  "head     classifier 'classifier.5' (Gemm 84->10) replaced by a new 84->5 "

@@ -9,10 +9,13 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
+#include <sstream>
 #include <new>
 
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
+#include "runtime/passes.h"
+#include "runtime/replace_head.h"
 #include "runtime/error.h"
 #include "sma/checkpoint.h"
 #include "sma/model.h"
@@ -62,11 +65,24 @@ int main(int argc, char** argv) {
           "give that model with --model FILE",
           model, hash, ck.meta.model_hash);
     ImportResult r = import_model(model);
+    ExportEdits edits;
+    if (!ck.meta.head.empty()) {  // the run's new head, drawn again from its seed
+      std::istringstream in(ck.meta.head);
+      int64_t classes = 0;
+      uint64_t seed = 0;
+      std::string output;
+      if (!(in >> classes >> seed)) fail("{}: head '{}': expected CLASSES SEED OUTPUT", ck.path, ck.meta.head);
+      in >> output;
+      const HeadReplacement h = replace_head(r.graph, output, classes, seed);
+      edits.values = h.values;
+      edits.output_last_dim[h.output] = h.classes;
+    }
+    if (!ck.meta.freeze.empty()) freeze_parameters(r.graph, ck.meta.freeze);
     const LossSpec loss =
         ck.meta.loss.empty() ? detect_loss(r.graph) : parse_loss_record(ck.meta.loss, ck.path);
     const TrainModel m(r.graph, loss);
     export_trained(model, out, model_tensors(m, ck.state.model),
-                   training ? ExportForm::Training : ExportForm::Inference);
+                   training ? ExportForm::Training : ExportForm::Inference, edits);
     fmt::print("wrote    {} ({} form) from {} (step {}, model {})\n", out,
                training ? "training" : "inference", ck.path, ck.state.loop.step, model);
     return 0;

@@ -74,6 +74,18 @@ const TensorColumn& find_array(const TensorSet& set, const std::string& name,
 
 }  // namespace
 
+int64_t FeedPlan::example_bytes() const {
+  if (!tensors) return 0;
+  int64_t b = 0;
+  for (const ColumnFeed& f : inputs) b += numel(f.dims) * static_cast<int64_t>(dtype_size(f.dtype));
+  if (target) b += numel(target->dims) * static_cast<int64_t>(dtype_size(target->dtype));
+  return b;
+}
+
+bool batches_inline(const FeedPlan& plan, int64_t batch) {
+  return plan.tensors && plan.example_bytes() * batch <= (int64_t{64} << 10);
+}
+
 FeedPlan plan_feed(const Dataset& data, const FeedSpec& spec, const FeedOptions& o) {
   FeedPlan plan;
   plan.inputs.resize(spec.inputs.size());

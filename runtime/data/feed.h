@@ -52,12 +52,19 @@ struct FeedPlan {
   TransformSpec images;            // image data: the transforms
   std::vector<ColumnFeed> inputs;  // one per FeedSpec::inputs
   std::optional<ColumnFeed> target;
+  // Bytes of one example as batches hold it (tensor data; 0 for images).
+  int64_t example_bytes() const;
   std::string text;  // for cb-train's `inputs` line: "'x' f32 [N,8] <- x, target f32 [N,1] <- y"
 };
 
 // Matches `data` to `spec`. Throws cb::Error naming the input or array, the axis and both sizes
 // when they do not fit, and the arrays a data set has when one is missing.
 FeedPlan plan_feed(const Dataset& data, const FeedSpec& spec, const FeedOptions& o);
+
+// Whether batches of `batch` examples are better made on the training thread than on pipeline
+// workers: tensor data whose batch is under 64 KiB (copying it costs less than a hand-over
+// between threads).
+bool batches_inline(const FeedPlan& plan, int64_t batch);
 
 // Checks the targets of a split against the spec (class range, finite values), naming the first
 // bad example. `what`: "training" or "test".

@@ -358,7 +358,7 @@ BatchPipeline::BatchPipeline(std::shared_ptr<const Examples> examples, const Tra
 
 BatchPipeline::BatchPipeline(int64_t count, MakeBatch make, const PipelineOptions& o)
     : count_(count), make_(std::move(make)), o_(o) {
-  CB_CHECK(make_ && o.workers >= 1 && o.batch >= 1);
+  CB_CHECK(make_ && o.workers >= 0 && o.batch >= 1);
   if (o.train) {
     order_ = std::make_unique<BatchOrder>(count_, o.batch, o.shuffle, o.seed);
     order_->seek(o.start);
@@ -366,6 +366,7 @@ BatchPipeline::BatchPipeline(int64_t count, MakeBatch make, const PipelineOption
     eval_count_ = o.limit > 0 ? std::min(o.limit, count_) : count_;
     end_ = (eval_count_ + o.batch - 1) / o.batch;
   }
+  if (o.workers == 0) return;  // made in next(), on the caller's thread
   const int depth = o.depth > 0 ? o.depth : 2 * o.workers + 2;
   slots_.resize(static_cast<size_t>(depth));
   threads_.reserve(static_cast<size_t>(o.workers));
@@ -442,6 +443,25 @@ bool BatchPipeline::next(Tensor& images, Tensor& labels) {
 }
 
 bool BatchPipeline::next(Batch& out) {
+  if (o_.workers == 0) {
+    if (end_ >= 0 && head_ >= end_) return false;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<int64_t>& idx = inline_idx_;
+    int64_t epoch = 0;
+    if (order_) {
+      epoch = order_->epoch();
+      idx.resize(static_cast<size_t>(o_.batch));
+      order_->next(idx.data());
+    } else {
+      const int64_t begin = head_ * o_.batch, n = std::min(o_.batch, eval_count_ - begin);
+      idx.resize(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k) idx[static_cast<size_t>(k)] = begin + k;
+    }
+    ++head_;
+    make_(idx, epoch, out);
+    wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return true;
+  }
   std::unique_lock lock(m_);
   if (end_ >= 0 && head_ >= end_) return false;
   Slot& s = slots_[static_cast<size_t>(head_ % static_cast<int64_t>(slots_.size()))];

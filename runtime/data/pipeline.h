@@ -136,7 +136,8 @@ struct PipelineOptions {
   uint64_t seed = 0;    // order (and, for image examples, augmentation)
   int64_t start = 0;    // train: the batch the sequence starts at (a resumed run's position)
   int64_t limit = 0;    // evaluation: > 0 passes over the first `limit` examples only
-  int workers = 1;      // threads (>= 1)
+  int workers = 1;      // threads; 0: each batch is made in next(), on the caller's thread (for
+                        // batches cheaper to copy than to hand between threads)
   int depth = 0;        // ready batches kept ahead; 0: 2 x workers + 2
 };
 
@@ -181,6 +182,7 @@ class BatchPipeline {
   bool stop_ = false;
   double wait_s_ = 0;
   std::vector<std::thread> threads_;
+  std::vector<int64_t> inline_idx_;  // workers 0: the batch's indices
 };
 
 }  // namespace cb
