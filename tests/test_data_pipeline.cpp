@@ -251,7 +251,7 @@ TEST_CASE("pipeline: augmented batches are the same with 1, 2 or 3 workers, and 
   write_fashion_folder(d / "fm", 64, 16);
   Dataset data = load_dataset((d / "fm").string());
   const TransformSpec spec = plan_transforms(data, {"x", {3, 20, 24}, DType::F32}, {});
-  CHECK(spec.augment);  // image folders: augmented by default (20x24: small, pad + crop + flip)
+  CHECK(spec.augment);  // image folders: augmented by default (20x24 grey: the mild pad + crop)
   CHECK(spec.channels == 3);
   CHECK(spec.mean[0] == doctest::Approx(0.485));
   std::vector<int64_t> l1, l2, l3;
@@ -533,10 +533,16 @@ void write_idx_subset(const fs::path& dir, int64_t n, int64_t m) {
 }  // namespace
 
 TEST_CASE("cb-train --augment auto: a Fashion-MNIST PNG folder reaches the IDX files' accuracy") {
-  // The default augmentation of a folder of 28x28 images is CIFAR's pad + crop + flip (ImageNet's
-  // random-resized crop cost 11 points here: 74% against 85% after one epoch of the full set).
+  // The default augmentation of a folder of 28x28 grey images is a milder CIFAR recipe: pad 2 +
+  // random crop on half the examples, no flip (on the full set, one epoch, CIFAR's pad 3 + flip
+  // cost 4.5 points against the IDX files and ImageNet's random-resized crop 11; README, Data).
   // One epoch of LeNet-5 on the same 12,000 + 2,000 images, as IDX files (fed as they are) and
-  // as a PNG folder with every default, must end within 2 points of each other.
+  // as a PNG folder with every default: the folder must reach the IDX accuracy less 2 points.
+  // One-sided: on this subset the folder's ImageNet normalisation alone puts it 5.9 points above
+  // the IDX files' x/255 (--augment none, 20 seeds), so the folder may end well above (seed 3:
+  // 77.6% against 74.8%). CIFAR's pad 3 + flip ended within 0.3 points at seed 3 only because
+  // its cost cancelled that gain: over 20 seeds 7 ended more than 2 points under; this recipe
+  // none (worst 1.55 under).
   if (!need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) return;
   TempDir d("augment_auto");
   write_idx_subset(d / "idx", 12000, 2000);
@@ -548,8 +554,10 @@ TEST_CASE("cb-train --augment auto: a Fashion-MNIST PNG folder reaches the IDX f
   REQUIRE(run(common + "--data " + (d / "idx").string(), a) == 0);
   REQUIRE(run(common + "--data " + (d / "fm").string(), b) == 0);
   MESSAGE("IDX: " << accuracy_of(a) << ", PNG folder with --augment auto: " << accuracy_of(b));
-  CHECK(contains(b, "training pad 3 + random crop 28x28 + flip (small images"));
-  CHECK(std::abs(accuracy_of(a) - accuracy_of(b)) <= 0.02);
+  CHECK(contains(b,
+                 "training pad 2 + random crop 28x28 on half the examples, no flip (small "
+                 "grey images"));
+  CHECK(accuracy_of(b) >= accuracy_of(a) - 0.02);
 }
 
 TEST_CASE("cb-train: ResNet-18 trains on an ImageNet-style folder of JPEGs with no other flag") {

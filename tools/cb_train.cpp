@@ -53,9 +53,10 @@ int main(int argc, char** argv) {
                  "(default: the cores --threads leaves free, at least 1)");
   app.add_option("--augment", augment,
                  "training augmentation: auto (for image folders and packs: CIFAR's pad + crop "
-                 "for small images, else a random-resized crop around the input's aspect, "
-                 "ImageNet's for square inputs >= 160; + flip unless the input is wide; none for "
-                 "IDX/CIFAR) | none | crop (ImageNet's RandomResizedCrop + flip)")
+                 "for small images, milder and unflipped for grey ones, else a random-resized "
+                 "crop around the input's aspect, ImageNet's for square inputs >= 160; + flip "
+                 "unless the input is wide; none for IDX/CIFAR) | none | crop (ImageNet's "
+                 "RandomResizedCrop + flip)")
       ->capture_default_str();
   app.add_flag("--no-flip", no_flip,
                "no horizontal flip in the augmentation (labels that mirroring changes: text, "

@@ -57,23 +57,38 @@ void write_chw(const Image& img, const TransformSpec& s, void* out) {
   to_chw_f32(img, s.mean.data(), s.std.data(), static_cast<float*>(out));
 }
 
-// The median longer side of up to 9 training images spread over the set (0 when none loads):
-// what "the data's images" are for the choice of augmentation, at the cost of a few decodes.
-int sampled_image_side(const Examples& ex, int channels) {
+// What a few training images (up to 9, spread over the set) say about the data, for the choice
+// of augmentation, at the cost of a few decodes: their median longer side (0 when none loads)
+// and whether they are all grey (R = G = B everywhere, or decoded to the model's one channel).
+struct SampledImages {
+  int side = 0;
+  bool grey = false;
+};
+
+SampledImages sample_images(const Examples& ex, int channels) {
   const ExampleDims dd = ex.dims();
-  if (dd.fixed()) return std::max(dd.rows, dd.cols);
-  const int64_t n = ex.size();
+  const int64_t n = std::min<int64_t>(ex.size(), 9);
   std::vector<int> sides;
+  bool grey = true;
   DecodeOptions o;
   o.channels = channels;
   Image img;
   std::string why;
-  for (int64_t k = 0; k < std::min<int64_t>(n, 9); ++k)
-    if (ex.load(k * n / std::min<int64_t>(n, 9), o, img, why))
-      sides.push_back(std::max(img.rows, img.cols));
-  if (sides.empty()) return 0;
-  std::nth_element(sides.begin(), sides.begin() + sides.size() / 2, sides.end());
-  return sides[sides.size() / 2];
+  for (int64_t k = 0; k < n; ++k) {
+    if (!ex.load(k * ex.size() / n, o, img, why)) continue;
+    sides.push_back(std::max(img.rows, img.cols));
+    for (size_t p = 0; grey && img.channels == 3 && p + 2 < img.px.size(); p += 3)
+      grey = img.px[p] == img.px[p + 1] && img.px[p] == img.px[p + 2];
+  }
+  SampledImages out;
+  out.grey = !sides.empty() && grey;
+  if (dd.fixed()) {
+    out.side = std::max(dd.rows, dd.cols);
+  } else if (!sides.empty()) {
+    std::nth_element(sides.begin(), sides.begin() + sides.size() / 2, sides.end());
+    out.side = sides[sides.size() / 2];
+  }
+  return out;
 }
 
 // --augment auto (and crop): which augmentation, and the evaluation margin (see pipeline.h).
@@ -88,20 +103,33 @@ void choose_augmentation(TransformSpec& s, const Dataset& data, const TransformO
   if (!s.augment) return;
   const bool wide = W >= 2 * H;
   s.flip = o.flip && !(o.augment == AugmentMode::Auto && wide);
-  const char* no_flip = !o.flip ? "--no-flip" : "wide input: mirrored text is no text";
+  std::string no_flip = !o.flip ? "--no-flip" : "wide input: mirrored text is no text";
   if (o.augment == AugmentMode::Crop) {  // the ImageNet recipe, as asked
     s.why = !s.flip ? fmt::format("--augment crop: ImageNet's recipe; {}", no_flip)
                     : std::string("--augment crop: ImageNet's recipe");
     return;
   }
-  const int data_side = sampled_image_side(*data.train, s.channels);
+  const SampledImages sampled = sample_images(*data.train, s.channels);
+  const int data_side = sampled.side;
   std::vector<std::string> why;
   if (std::max(H, W) <= kSmallSide || (data_side > 0 && data_side <= kSmallSide)) {
-    s.pad_rows = std::max(1, H / 8);
-    s.pad_cols = std::max(1, W / 8);
-    why.push_back(std::max(H, W) <= kSmallSide
-                      ? std::string("small images: CIFAR's recipe")
-                      : fmt::format("small images (about {} px): CIFAR's recipe", data_side));
+    const std::string small = std::max(H, W) <= kSmallSide
+                                  ? std::string("small")
+                                  : fmt::format("small (about {} px)", data_side);
+    if (sampled.grey) {
+      // Grey scans (digits, garments), centred by construction: a milder shift on half the
+      // examples, no flip (see pipeline.h for the measurements).
+      s.pad_rows = std::max(1, static_cast<int>(std::lround(H / 16.0)));
+      s.pad_cols = std::max(1, static_cast<int>(std::lround(W / 16.0)));
+      s.pad_prob = 0.5;
+      s.flip = false;
+      why.push_back(fmt::format("{} grey images: CIFAR's recipe, milder", small));
+      if (o.flip) no_flip = "grey scans (digits, garments): a flip costs accuracy";
+    } else {
+      s.pad_rows = std::max(1, H / 8);
+      s.pad_cols = std::max(1, W / 8);
+      why.push_back(fmt::format("{} images: CIFAR's recipe", small));
+    }
   } else {
     s.scale_lo = imagenet_size ? 0.08 : kMildScale;
     s.ratio_lo = 3.0 / 4.0 * aspect;
@@ -133,6 +161,9 @@ std::string TransformSpec::describe() const {
       aug = pad_rows == pad_cols ? fmt::format("pad {}", pad_rows)
                                  : fmt::format("pad {}x{}", pad_rows, pad_cols);
       aug += fmt::format(" + random crop {}x{}", rows, cols);
+      if (pad_prob < 1.0)
+        aug += pad_prob == 0.5 ? std::string(" on half the examples")
+                               : fmt::format(" with probability {:.3g}", pad_prob);
     } else {
       const double aspect = static_cast<double>(cols) / rows;
       aug = fmt::format("random-resized crop scale {:.3g}-{:.3g}, ratio {:.3g}-{:.3g}", scale_lo,
@@ -254,8 +285,11 @@ Image augment_image(const Image& img, const TransformSpec& s, std::mt19937_64& r
     const Image fit = eval_image(img, s);
     b.height = s.rows;
     b.width = s.cols;
-    b.top = std::uniform_int_distribution<int>(0, 2 * s.pad_rows)(rng) - s.pad_rows;
-    b.left = std::uniform_int_distribution<int>(0, 2 * s.pad_cols)(rng) - s.pad_cols;
+    // With pad_prob < 1, first whether the example is moved at all (else the centre, as is).
+    if (s.pad_prob >= 1.0 || std::uniform_real_distribution<double>(0.0, 1.0)(rng) < s.pad_prob) {
+      b.top = std::uniform_int_distribution<int>(0, 2 * s.pad_rows)(rng) - s.pad_rows;
+      b.left = std::uniform_int_distribution<int>(0, 2 * s.pad_cols)(rng) - s.pad_cols;
+    }
     t = crop_padded(fit, b);
   } else {
     b = random_resized_crop_box(img.rows, img.cols, rng, s.scale_lo, s.scale_hi, s.ratio_lo,
