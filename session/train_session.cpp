@@ -66,8 +66,7 @@ ImportResult import_for(const SessionOptions& o, const Dataset& data) {
   if (data.tensors()) {
     // NumPy data: a symbolic size of an input is the size of the array of its name (or of `x`).
     std::shared_ptr<const TensorSet> set = data.train_tensors;
-    iopts.size_of = [set](const std::string& name, size_t axis,
-                          size_t) -> std::optional<int64_t> {
+    iopts.size_of = [set](const std::string& name, size_t axis, size_t) -> std::optional<int64_t> {
       const TensorColumn* c = set->find(name);
       if (!c) c = set->find("x");
       if (!c || axis == 0 || axis > c->dims.size()) return std::nullopt;
@@ -146,10 +145,10 @@ void check_classes(const Graph& g, const LossSpec& spec, const Dataset& data, bo
 // The loss cb-train trains with. --loss auto on NumPy data follows the target array: integers are
 // classes (cross-entropy over the output's class axis), floats are values (mse); a model's own
 // scalar loss output is taken whatever the data. *why says which.
-LossSpec pick_loss(const Graph& g, const SessionOptions& o, const Dataset& data,
-                   std::string* why) {
+LossSpec pick_loss(const Graph& g, const SessionOptions& o, const Dataset& data, std::string* why) {
   *why = o.loss == "auto" ? " (auto-detected)" : "";
-  if (o.loss != "auto" || !data.tensors()) return choose_loss(g, o.loss, o.output_name, o.loss_settings());
+  if (o.loss != "auto" || !data.tensors())
+    return choose_loss(g, o.loss, o.output_name, o.loss_settings());
   const TensorColumn* y = data.train_tensors->find(o.run.target);
   try {
     LossSpec s = choose_loss(g, "auto", o.output_name, o.loss_settings());
@@ -274,8 +273,7 @@ int TrainSession::run_here() {
   TrainerOptions topts = o.trainer;
   RunOptions ropts = o.run;
   if (topts.batch > data.train_size())
-    fail("--batch-size {} is larger than the {} training examples", topts.batch,
-         data.train_size());
+    fail("--batch-size {} is larger than the {} training examples", topts.batch, data.train_size());
   // The data against the model's inputs and target, before any learner is built.
   const FeedSpec feeds = feed_spec(r.graph, spec);
   const FeedOptions fopts{ropts.target, ropts.transforms};
@@ -302,8 +300,7 @@ int TrainSession::run_here() {
   const bool sma = topts.optimizer == OptimizerKind::Sgd;
   RunRecorder rec(o.metrics, o.report, o.tensorboard);
   if (data.tensors()) rec.set_unit("examples");
-  fmt::print("loss     {}{}\n", describe_loss(r.graph, spec),
-             loss_why);
+  fmt::print("loss     {}{}\n", describe_loss(r.graph, spec), loss_why);
   if (data.tensors())
     fmt::print("data     {}: {}, {} training, {} test examples: {}\n", data.dir, data.description,
                data.train_size(), data.test_size(), data.train_tensors->describe());
@@ -458,9 +455,9 @@ int TrainSession::run_here() {
   // Checkpoints, resume and signals.
   CheckpointMeta meta;
   meta.model_hash = model_hash;
-  meta.data = fmt::format("{} ({}): {} training, {} test {}", data.dir, data.description,
-                          data.train_size(), data.test_size(),
-                          data.tensors() ? "examples" : "images");
+  meta.data =
+      fmt::format("{} ({}): {} training, {} test {}", data.dir, data.description, data.train_size(),
+                  data.test_size(), data.tensors() ? "examples" : "images");
   meta.batch = topts.batch;
   meta.command = o.command_line;
   meta.model_path = std::filesystem::absolute(o.model).string();

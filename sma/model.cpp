@@ -246,7 +246,8 @@ const Tensor* TrainModel::feed(Executor& ex, bool train, const Batch& b, InputSt
     st.target.dtype = DType::F32;
     st.target.dims = {n, classes_};
     st.target.bytes.assign(static_cast<size_t>(n * classes_) * sizeof(float), std::byte{0});
-    for (int64_t k = 0; k < n; ++k) st.target.data<float>()[k * classes_ + t.data<int64_t>()[k]] = 1;
+    for (int64_t k = 0; k < n; ++k)
+      st.target.data<float>()[k * classes_ + t.data<int64_t>()[k]] = 1;
     ex.set_input(static_cast<size_t>(ti), st.target);
     return &st.target;
   }

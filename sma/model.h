@@ -1,7 +1,7 @@
 // What the trainer and its learners know about a model: the training graph and what its inputs
-// take from the data (a FeedSpec, runtime/data/feed.h), the flat layout of the parameters and of the BatchNorm running
-// statistics, feeding one batch to an executor, reading the loss, and evaluating a (parameters,
-// state) pair of flat buffers on a test set.
+// take from the data (a FeedSpec, runtime/data/feed.h), the flat layout of the parameters and of
+// the BatchNorm running statistics, feeding one batch to an executor, reading the loss, and
+// evaluating a (parameters, state) pair of flat buffers on a test set.
 //
 // Flat layout: every f32 tensor at a 64-byte-aligned element offset (kAlignElems) with zero
 // padding between them, which every optimizer leaves at zero (zero gradient, zero parameter).
@@ -11,8 +11,8 @@
 
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,9 +28,9 @@ namespace cb {
 
 // An evaluation pass: the loss, and the metrics that fit it (sma/metrics.h).
 struct EvalResult {
-  int64_t count = 0;     // examples
-  int64_t counted = 0;   // elements scored: labels (one per example for [N,C]; tokens, pixels),
-                         // or target values (regression)
+  int64_t count = 0;    // examples
+  int64_t counted = 0;  // elements scored: labels (one per example for [N,C]; tokens, pixels),
+                        // or target values (regression)
   int64_t correct = 0;
   double loss = 0;       // mean over the counted elements (the loss's own reduction)
   double accuracy = -1;  // top-1 (classes), or of (logit > 0) for bce; -1 when nothing to score

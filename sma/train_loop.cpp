@@ -48,7 +48,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   for (int d = 0; d < t.devices(); ++d) cores += t.device(d).caps().cores;
   // Arrays whose batches are cheaper to copy than to hand between threads are batched on the
   // loop's thread (batches_inline); everything else on the pipeline's workers.
-  const int workers = o.workers > 0                  ? o.workers
+  const int workers = o.workers > 0                 ? o.workers
                       : batches_inline(plan, batch) ? 0
                                                     : default_workers(cores);
   const int64_t spe = BatchOrder::epoch_batches(data.train_size(), batch);

@@ -25,10 +25,10 @@
 
 using namespace cb;
 namespace fs = std::filesystem;
-using test::TempDir;
-using test::read_text;
 using test::contains;
 using test::error_of;
+using test::read_text;
+using test::TempDir;
 
 namespace {
 

@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "kernels/cpu/cpu_device.h"
+#include "runtime/collective.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
-#include "runtime/collective.h"
 #include "sma/trainer.h"
 #include "tests/sma_util.h"
 #include "tests/test_util.h"

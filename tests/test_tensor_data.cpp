@@ -40,7 +40,8 @@ void python(const std::string& code, const test::TempDir& d) {
 }
 
 bool have_python() {
-  return test::need(kPython, "Debian's python3 with numpy and torch (apt-get install python3-torch)");
+  return test::need(kPython,
+                    "Debian's python3 with numpy and torch (apt-get install python3-torch)");
 }
 
 // A model's fixtures from tests/tensor_models.py (model.onnx, train.npz, val.npz) into `dir`.
@@ -161,8 +162,7 @@ np.savez('one.npz', x=np.arange(40, dtype=np.float32).reshape(20, 2), y=np.arang
   }
   std::sort(seen.begin(), seen.end());
   for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == static_cast<float>(i));
-  CHECK(load_dataset(d / "one.npz", o).test_tensors->describe() ==
-        one.test_tensors->describe());
+  CHECK(load_dataset(d / "one.npz", o).test_tensors->describe() == one.test_tensors->describe());
 }
 
 TEST_CASE("tensor data: bad data is named before training") {
@@ -260,9 +260,9 @@ Tensor cb_run(const std::string& model, const std::string& npz,
     write_tensor_file(pb, npz_tensor(npz, array), in);
     args += fmt::format(" --input {}={}", in, pb);
   }
-  const auto [rc, text] = run(fmt::format("{}/cb-run {}{} --output-dir {}", CB_BINARY_DIR, model,
-                                          args, d / "run"),
-                              d / "run.log");
+  const auto [rc, text] =
+      run(fmt::format("{}/cb-run {}{} --output-dir {}", CB_BINARY_DIR, model, args, d / "run"),
+          d / "run.log");
   INFO(text);
   REQUIRE(rc == 0);
   return *read_tensor_file(d / ("run/" + output + ".pb"));
@@ -278,11 +278,11 @@ TEST_CASE("cb-train on NumPy data: an MLP regressor reaches R² >= 0.95 (checked
   if (!have_python()) return;
   test::TempDir d("npz_regressor");
   make_fixture("regressor", d.str());
-  const auto [rc, text] = cb_train(
-      fmt::format("{} --data {} --loss mse --optimizer adamw --lr 0.003 --epochs 12 "
-                  "--batch-size 16 --threads 2 --output {} --metrics {}",
-                  d / "model.onnx", d.str(), d / "trained.onnx", d / "m.jsonl"),
-      d);
+  const auto [rc, text] =
+      cb_train(fmt::format("{} --data {} --loss mse --optimizer adamw --lr 0.003 --epochs 12 "
+                           "--batch-size 16 --threads 2 --output {} --metrics {}",
+                           d / "model.onnx", d.str(), d / "trained.onnx", d / "m.jsonl"),
+               d);
   INFO(text);
   REQUIRE(rc == 0);
   CHECK(contains(text, "'x' f32 [N,4] <- x, target f32 [N,1] <- y"));
@@ -318,8 +318,8 @@ TEST_CASE("cb-train on NumPy data: a GRU tagger over int64 tokens learns a shift
   MESSAGE("tagger: token accuracy " << acc);
   CHECK(acc >= 0.95);
   // cb-run on the held-out tokens: the exported model's argmax over the vocabulary.
-  const Tensor logits = cb_run(d / "trained.onnx", d / "val.npz", {{"tokens", "tokens"}},
-                               "logits", d);
+  const Tensor logits =
+      cb_run(d / "trained.onnx", d / "val.npz", {{"tokens", "tokens"}}, "logits", d);
   const Tensor y = npz_tensor(d / "val.npz", "y");
   REQUIRE(logits.dims.size() == 3);
   const int64_t v = logits.dims[2];
@@ -357,7 +357,8 @@ TEST_CASE("cb-train on NumPy data: a model exported with its own loss trains on 
   const ImportResult back = import_model(d / "trained.onnx");
   CHECK(back.graph.inputs.size() == 2);
   CHECK(back.graph.outputs.size() == 2);
-  const Tensor pred = cb_run(d / "trained.onnx", d / "val.npz", {{"x", "x"}, {"y", "y"}}, "pred", d);
+  const Tensor pred =
+      cb_run(d / "trained.onnx", d / "val.npz", {{"x", "x"}, {"y", "y"}}, "pred", d);
   const double r2 = r2_of(pred, npz_tensor(d / "val.npz", "y"));
   MESSAGE("own loss: held-out R² " << r2);
   CHECK(r2 >= 0.95);
@@ -381,4 +382,29 @@ TEST_CASE("cb-train on NumPy data: PaddleOCR's classifier (a Paddle export) on f
   const double acc = viz::read_metrics(d / "m.jsonl").back()["test_accuracy"].get<double>();
   MESSAGE("paddle on features: accuracy " << acc);
   CHECK(acc >= 0.95);
+}
+
+TEST_CASE("cb-train on NumPy data: 2 learners, a checkpoint, --resume: the same bytes") {
+  if (!have_python()) return;
+  test::TempDir d("npz_resume");
+  make_fixture("regressor", d.str());
+  const std::string common = fmt::format(
+      "{} --data {} --loss mse --lr 0.01 --learners 2 --batch-size 16 --threads 2 --steps 60 "
+      "--eval-every 30",
+      d / "model.onnx", d.str());
+  auto [rc, text] = cb_train(fmt::format("{} --checkpoint-dir {} --checkpoint-every 30 --output {}",
+                                         common, d / "ck", d / "whole.onnx"),
+                             d);
+  INFO(text);
+  REQUIRE(rc == 0);
+  std::string first;  // the checkpoint at step 30
+  for (const auto& e : fs::directory_iterator(d / "ck"))
+    if (first.empty() || e.path().string() < first) first = e.path().string();
+  REQUIRE(contains(first, "30"));
+  std::tie(rc, text) =
+      cb_train(fmt::format("{} --resume {} --output {}", common, first, d / "resumed.onnx"), d);
+  INFO(text);
+  REQUIRE(rc == 0);
+  CHECK(contains(text, "resume   " + first + ": step 30"));
+  CHECK(test::read_text(d / "resumed.onnx") == test::read_text(d / "whole.onnx"));
 }

@@ -9,14 +9,14 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
-#include <sstream>
 #include <new>
+#include <sstream>
 
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
+#include "runtime/error.h"
 #include "runtime/passes.h"
 #include "runtime/replace_head.h"
-#include "runtime/error.h"
 #include "sma/checkpoint.h"
 #include "sma/model.h"
 #include "sma/trainer.h"
@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
       int64_t classes = 0;
       uint64_t seed = 0;
       std::string output;
-      if (!(in >> classes >> seed)) fail("{}: head '{}': expected CLASSES SEED OUTPUT", ck.path, ck.meta.head);
+      if (!(in >> classes >> seed))
+        fail("{}: head '{}': expected CLASSES SEED OUTPUT", ck.path, ck.meta.head);
       in >> output;
       const HeadReplacement h = replace_head(r.graph, output, classes, seed);
       edits.values = h.values;

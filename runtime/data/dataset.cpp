@@ -186,8 +186,7 @@ Dataset load_dataset(const std::string& path, const DataOptions& o) {
   std::error_code ec;
   const bool npz_file = p.extension() == ".npz" && fs::is_regular_file(p, ec);
   if (o.format == DataFormat::Npz ||
-      (o.format == DataFormat::Auto &&
-       (npz_file || has_file(p, "train.npz"))))
+      (o.format == DataFormat::Auto && (npz_file || has_file(p, "train.npz"))))
     return load_npz_dataset(path, o);
   if (o.format == DataFormat::Pack || (o.format == DataFormat::Auto && fs::is_regular_file(p, ec)))
     return load_pack_dataset(path);

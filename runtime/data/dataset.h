@@ -1,7 +1,8 @@
 // Data sets, whatever their files: image-classification sets through the Examples interface every
-// image reader implements, and tensor sets of named arrays (runtime/data/tensor_set.h); the detection of a --data path's format, and the order in which an epoch visits
-// the examples. Batches are made from them by runtime/data/pipeline.h (decoding, transforms and
-// prefetching on worker threads); nothing here holds a data set in memory as f32.
+// image reader implements, and tensor sets of named arrays (runtime/data/tensor_set.h); the
+// detection of a --data path's format, and the order in which an epoch visits the examples. Batches
+// are made from them by runtime/data/pipeline.h (decoding, transforms and prefetching on worker
+// threads); nothing here holds a data set in memory as f32.
 //
 // Readers:
 //  - IDX (MNIST, Fashion-MNIST; runtime/data/idx_dataset.h) and CIFAR-10/100 binaries
@@ -114,7 +115,7 @@ const char* data_format_name(DataFormat f);
 struct Dataset {
   std::string dir;  // the --data path
   DataFormat format = DataFormat::Auto;
-  std::string description;  // "IDX files", "image folder (train/, val/)", ...
+  std::string description;                      // "IDX files", "image folder (train/, val/)", ...
   std::shared_ptr<const Examples> train, test;  // image data sets
   // Tensor data sets (NumPy files): arrays fed to the model's inputs by name (runtime/data/feed.h).
   std::shared_ptr<const TensorSet> train_tensors, test_tensors;

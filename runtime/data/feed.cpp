@@ -46,7 +46,9 @@ void check_array(const TensorSet& set, const TensorColumn& col, const ModelInput
         "array as {} (e.g. x.astype(np.{}))",
         set.source(), col.name, dtype_name(col.dtype), what, dtype_name(want.dtype),
         dtype_name(col.dtype), dtype_name(want.dtype),
-        want.dtype == DType::I64 ? "int64" : want.dtype == DType::I32 ? "int32" : "float32");
+        want.dtype == DType::I64   ? "int64"
+        : want.dtype == DType::I32 ? "int32"
+                                   : "float32");
   if (col.dims == want.dims || numel(col.dims) == numel(want.dims)) return;
   std::string axis;
   for (size_t a = 0; a < std::max(col.dims.size(), want.dims.size()); ++a) {
@@ -147,10 +149,10 @@ FeedPlan plan_feed(const Dataset& data, const FeedSpec& spec, const FeedOptions&
     f.dims = in.dims;
     for (const TensorSet* set : sets) {
       if (!set) continue;
-      const TensorColumn& c = find_array(
-          *set, name, fmt::format("model input '{}'", in.name),
-          spec.inputs.size() == 1 ? "; name the array as the input, or 'x'"
-                                  : "; name each array as the model input it feeds");
+      const TensorColumn& c =
+          find_array(*set, name, fmt::format("model input '{}'", in.name),
+                     spec.inputs.size() == 1 ? "; name the array as the input, or 'x'"
+                                             : "; name each array as the model input it feeds");
       check_array(*set, c, in, fmt::format("model input '{}'", in.name));
     }
     text += fmt::format("{}'{}' {} {} <- {}", text.empty() ? "" : ", ", in.name,
@@ -224,9 +226,8 @@ void check_targets(const Dataset& data, bool train, const FeedSpec& spec, const 
               "{}: target '{}' of example {} (element {}) is class {}, outside the model's {} "
               "classes [0, {}){}; --num-classes N gives a classifier a new N-way head",
               set.source(), c.name, i, k, v, spec.classes, spec.classes,
-              spec.ignore_index
-                  ? fmt::format(" (and not the ignore index {})", *spec.ignore_index)
-                  : std::string());
+              spec.ignore_index ? fmt::format(" (and not the ignore index {})", *spec.ignore_index)
+                                : std::string());
       } else {
         const double v = load_real(c.dtype, p);
         if (!std::isfinite(v))
@@ -267,8 +268,8 @@ MakeBatch make_batches(const Dataset& data, bool train, const FeedPlan& plan, ui
   };
 }
 
-void fill_tensor_batch(const TensorSet& set, const FeedPlan& plan,
-                       const std::vector<int64_t>& idx, Batch& out) {
+void fill_tensor_batch(const TensorSet& set, const FeedPlan& plan, const std::vector<int64_t>& idx,
+                       Batch& out) {
   const auto n = static_cast<int64_t>(idx.size());
   auto fill = [&](const ColumnFeed& f, Tensor& t) {
     const TensorColumn* c = set.find(f.array);

@@ -26,9 +26,9 @@
 namespace cb {
 
 struct FeedSpec {
-  std::vector<ModelInput> inputs;    // the model's data inputs, in the order batches hold them
-  std::optional<ModelInput> target;  // the loss's target (name "target"); none: the model's own
-  int64_t classes = 0;               // a target of class indices: their number (else 0)
+  std::vector<ModelInput> inputs;       // the model's data inputs, in the order batches hold them
+  std::optional<ModelInput> target;     // the loss's target (name "target"); none: the model's own
+  int64_t classes = 0;                  // a target of class indices: their number (else 0)
   std::optional<int64_t> ignore_index;  // a class target's value that counts for nothing
   // A model with its own loss fed from image data: the input that takes the labels (else -1).
   int labels_input = -1;
@@ -76,7 +76,7 @@ void check_targets(const Dataset& data, bool train, const FeedSpec& spec, const 
 MakeBatch make_batches(const Dataset& data, bool train, const FeedPlan& plan, uint64_t seed);
 
 // Fills `out` (one tensor per plan input, then the target) with the examples idx of a tensor set.
-void fill_tensor_batch(const TensorSet& set, const FeedPlan& plan,
-                       const std::vector<int64_t>& idx, Batch& out);
+void fill_tensor_batch(const TensorSet& set, const FeedPlan& plan, const std::vector<int64_t>& idx,
+                       Batch& out);
 
 }  // namespace cb

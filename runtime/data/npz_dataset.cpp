@@ -22,7 +22,8 @@ std::shared_ptr<TensorSet> read_set(const std::string& file, const DataOptions& 
   no.temp_dir = o.temp_dir;
   no.unaligned_ok = true;  // batches copy rows out with memcpy
   std::vector<NpyArray> arrays = read_npz(file, no);
-  if (arrays.empty()) fail("{} holds no arrays; save the data with np.savez(file, x=..., y=...)", file);
+  if (arrays.empty())
+    fail("{} holds no arrays; save the data with np.savez(file, x=..., y=...)", file);
   std::vector<TensorColumn> cols;
   for (NpyArray& a : arrays) {
     if (a.shape.empty())
@@ -59,8 +60,7 @@ Dataset load_npz_dataset(const std::string& path, const DataOptions& o) {
     fs::path test = p / "val.npz";
     if (!fs::exists(test, ec)) test = p / "test.npz";
     if (!fs::exists(train, ec))
-      fail("data folder {}: no train.npz (NumPy data is train.npz with val.npz or test.npz)",
-           path);
+      fail("data folder {}: no train.npz (NumPy data is train.npz with val.npz or test.npz)", path);
     if (!fs::exists(test, ec))
       fail(
           "data folder {}: train.npz but no val.npz or test.npz to evaluate on; add one, or pass "
@@ -68,8 +68,8 @@ Dataset load_npz_dataset(const std::string& path, const DataOptions& o) {
           path, train.string());
     d.train_tensors = read_set(train.string(), o);
     d.test_tensors = read_set(test.string(), o);
-    d.description = fmt::format("NumPy arrays ({}, {})", train.filename().string(),
-                                test.filename().string());
+    d.description =
+        fmt::format("NumPy arrays ({}, {})", train.filename().string(), test.filename().string());
     return d;
   }
   if (!fs::is_regular_file(p, ec)) fail("data file {} does not exist", path);
@@ -97,10 +97,10 @@ Dataset load_npz_dataset(const std::string& path, const DataOptions& o) {
   std::sort(train.begin(), train.end());
   d.train_tensors = std::make_shared<TensorSet>(
       all->subset(std::move(train), fmt::format("{} (training rows)", path)));
-  d.test_tensors =
-      std::make_shared<TensorSet>(all->subset(std::move(test), fmt::format("{} (held-out rows)", path)));
-  d.description = fmt::format("NumPy arrays, {:.0f}% of the rows held out for testing (--val-split)",
-                              100 * o.val_split);
+  d.test_tensors = std::make_shared<TensorSet>(
+      all->subset(std::move(test), fmt::format("{} (held-out rows)", path)));
+  d.description = fmt::format(
+      "NumPy arrays, {:.0f}% of the rows held out for testing (--val-split)", 100 * o.val_split);
   return d;
 }
 

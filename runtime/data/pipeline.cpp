@@ -360,7 +360,8 @@ MakeBatch image_batches(std::shared_ptr<const Examples> examples, const Transfor
           auto* f = static_cast<float*>(dst);
           const int64_t plane = static_cast<int64_t>(spec.rows) * spec.cols;
           for (int64_t c = 0; c < spec.channels; ++c) {
-            const float m = spec.mean[static_cast<size_t>(c)], sd = spec.std[static_cast<size_t>(c)];
+            const float m = spec.mean[static_cast<size_t>(c)],
+                        sd = spec.std[static_cast<size_t>(c)];
             for (int64_t q = 0; q < plane; ++q)
               f[c * plane + q] = (static_cast<float>(p[c * plane + q]) / 255.0f - m) / sd;
           }
@@ -385,10 +386,9 @@ MakeBatch image_batches(std::shared_ptr<const Examples> examples, const Transfor
 
 BatchPipeline::BatchPipeline(std::shared_ptr<const Examples> examples, const TransformSpec& spec,
                              const PipelineOptions& o, std::shared_ptr<SkipLog> skipped)
-    : BatchPipeline(examples ? examples->size() : 0,
-                    image_batches(examples, spec, o.train && spec.augment, o.seed,
-                                  std::move(skipped)),
-                    o) {}
+    : BatchPipeline(
+          examples ? examples->size() : 0,
+          image_batches(examples, spec, o.train && spec.augment, o.seed, std::move(skipped)), o) {}
 
 BatchPipeline::BatchPipeline(int64_t count, MakeBatch make, const PipelineOptions& o)
     : count_(count), make_(std::move(make)), o_(o) {

@@ -121,13 +121,14 @@ int default_workers(int learner_threads);
 struct Batch {
   std::vector<Tensor> inputs;
   Tensor target;
-  int64_t size() const { return inputs.empty() ? 0 : inputs[0].dims.empty() ? 0 : inputs[0].dims[0]; }
+  int64_t size() const {
+    return inputs.empty() ? 0 : inputs[0].dims.empty() ? 0 : inputs[0].dims[0];
+  }
 };
 
 // Makes the batch of examples `idx` (drawn in `epoch`, which seeds the augmentation) into `out`.
 // Called from several worker threads at once; throws cb::Error for data that cannot be made.
-using MakeBatch =
-    std::function<void(const std::vector<int64_t>& idx, int64_t epoch, Batch& out)>;
+using MakeBatch = std::function<void(const std::vector<int64_t>& idx, int64_t epoch, Batch& out)>;
 
 // Image examples with their transforms: out.inputs = {images [n, C, H, W] of spec.dtype},
 // out.target = labels (i64 [n]). With `augment`, the training transform (drawn from seed, epoch

@@ -16,8 +16,8 @@ namespace cb {
 
 // One array: [count, dims...] of dtype, rows of row_bytes each at data.
 struct TensorColumn {
-  std::string name;           // the array's name (an .npz member without ".npy")
-  std::string source;         // where it came from, for messages ("train.npz: 'x'")
+  std::string name;    // the array's name (an .npz member without ".npy")
+  std::string source;  // where it came from, for messages ("train.npz: 'x'")
   DType dtype = DType::F32;
   int64_t count = 0;          // rows: the array's first axis
   std::vector<int64_t> dims;  // per example (the array's shape after the first axis)
