@@ -154,7 +154,11 @@ LossSpec pick_loss(const Graph& g, const SessionOptions& o, const Dataset& data,
     LossSpec s = choose_loss(g, "auto", o.output_name, o.loss_settings());
     if (s.kind == LossKind::ModelOutput || !y) return s;
   } catch (const Error&) {
-    if (!y) throw;
+    if (!y)
+      fail(
+          "{}: no array '{}' for the target (the arrays: {}); name it 'y', or pass --target NAME "
+          "(--loss auto then trains integers as classes, floats as values)",
+          data.train_tensors->source(), o.run.target, data.train_tensors->describe());
   }
   const bool classes = dtype_is_int(y->dtype) || y->dtype == DType::Bool;
   *why = fmt::format(" (auto: the target array '{}' is {}: {})", y->name, dtype_name(y->dtype),

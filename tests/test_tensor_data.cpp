@@ -408,3 +408,34 @@ TEST_CASE("cb-train on NumPy data: 2 learners, a checkpoint, --resume: the same 
   CHECK(contains(text, "resume   " + first + ": step 30"));
   CHECK(test::read_text(d / "resumed.onnx") == test::read_text(d / "whole.onnx"));
 }
+
+TEST_CASE("cb-train on NumPy data: bad data stops before the first step, named") {
+  if (!have_python()) return;
+  test::TempDir d("npz_cli_bad");
+  make_fixture("regressor", d.str());
+  python(R"(
+d = dict(np.load('train.npz'))
+d['y'][17, 0] = np.inf
+np.savez('nan/train.npz', **d)
+np.savez('nan/val.npz', **dict(np.load('val.npz')))
+np.savez('noy/train.npz', x=d['x'])
+np.savez('noy/val.npz', x=d['x'][:10])
+)",
+         [&]() -> const test::TempDir& {
+           fs::create_directories(d / "nan");
+           fs::create_directories(d / "noy");
+           return d;
+         }());
+  auto [rc, text] = cb_train(fmt::format("{} --data {} --steps 5", d / "model.onnx", d / "nan"), d);
+  CHECK(rc == 1);
+  CHECK(contains(text, "target 'y' of example 17 (element 0) is inf"));
+  CHECK(!contains(text, "epoch "));
+  std::tie(rc, text) =
+      cb_train(fmt::format("{} --data {} --steps 5", d / "model.onnx", d / "noy"), d);
+  CHECK(rc == 1);
+  CHECK(contains(text, "no array 'y' for the target"));
+  std::tie(rc, text) = cb_train(
+      fmt::format("{} --data {} --steps 5 --target z", d / "model.onnx", d.str()), d);
+  CHECK(rc == 1);
+  CHECK(contains(text, "no array 'z' for the target"));
+}

@@ -441,15 +441,7 @@ void BatchPipeline::work() {
       seq = claim_++;
       // The sequence's indices are drawn in claim order, so the order is the same with any
       // number of workers.
-      if (order_) {
-        epoch = order_->epoch();
-        idx.resize(static_cast<size_t>(o_.batch));
-        order_->next(idx.data());
-      } else {
-        const int64_t begin = seq * o_.batch, n = std::min(o_.batch, eval_count_ - begin);
-        idx.resize(static_cast<size_t>(n));
-        for (int64_t k = 0; k < n; ++k) idx[static_cast<size_t>(k)] = begin + k;
-      }
+      epoch = draw(seq, idx);
     }
     Slot& s = slots_[static_cast<size_t>(seq % static_cast<int64_t>(slots_.size()))];
     try {
@@ -467,6 +459,19 @@ void BatchPipeline::work() {
   }
 }
 
+int64_t BatchPipeline::draw(int64_t seq, std::vector<int64_t>& idx) {
+  if (order_) {
+    const int64_t epoch = order_->epoch();
+    idx.resize(static_cast<size_t>(o_.batch));
+    order_->next(idx.data());
+    return epoch;
+  }
+  const int64_t begin = seq * o_.batch, n = std::min(o_.batch, eval_count_ - begin);
+  idx.resize(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) idx[static_cast<size_t>(k)] = begin + k;
+  return 0;
+}
+
 bool BatchPipeline::next(Tensor& images, Tensor& labels) {
   Batch b;
   if (!next(b)) return false;
@@ -480,19 +485,8 @@ bool BatchPipeline::next(Batch& out) {
   if (o_.workers == 0) {
     if (end_ >= 0 && head_ >= end_) return false;
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<int64_t>& idx = inline_idx_;
-    int64_t epoch = 0;
-    if (order_) {
-      epoch = order_->epoch();
-      idx.resize(static_cast<size_t>(o_.batch));
-      order_->next(idx.data());
-    } else {
-      const int64_t begin = head_ * o_.batch, n = std::min(o_.batch, eval_count_ - begin);
-      idx.resize(static_cast<size_t>(n));
-      for (int64_t k = 0; k < n; ++k) idx[static_cast<size_t>(k)] = begin + k;
-    }
-    ++head_;
-    make_(idx, epoch, out);
+    const int64_t epoch = draw(head_++, inline_idx_);
+    make_(inline_idx_, epoch, out);
     wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return true;
   }

@@ -177,6 +177,9 @@ class BatchPipeline {
     std::exception_ptr error;
   };
   void work();
+  // The example indices of batch `seq` of the sequence (the training order's next batch, or the
+  // evaluation pass's batch seq) into idx; returns the epoch it belongs to.
+  int64_t draw(int64_t seq, std::vector<int64_t>& idx);
 
   int64_t count_;
   MakeBatch make_;
