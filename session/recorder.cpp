@@ -41,15 +41,14 @@ std::string accuracy_text(const EvalResult& r) {
 }
 
 std::string scores_text(const EvalResult& r) {
-  if (r.mae || r.r2) {
-    std::string s;
-    if (r.mae) s += fmt::format("test MAE {:.4g}", *r.mae);
-    if (r.r2) s += fmt::format("{}R² {:.4f}", s.empty() ? "test " : "  ", *r.r2);
-    return s;
+  std::string s;
+  if (r.accuracy >= 0 || !(r.mae || r.r2)) {
+    s = fmt::format("test accuracy {}", accuracy_text(r));
+    if (r.accuracy >= 0 && r.counted > r.count) s += fmt::format(" (of {} labels)", r.counted);
+    if (r.top5) s += fmt::format("  top-5 {:.2f}%", 100 * *r.top5);
   }
-  std::string s = fmt::format("test accuracy {}", accuracy_text(r));
-  if (r.accuracy >= 0 && r.counted > r.count) s += fmt::format(" (of {} labels)", r.counted);
-  if (r.top5) s += fmt::format("  top-5 {:.2f}%", 100 * *r.top5);
+  if (r.mae) s += fmt::format("{}MAE {:.4g}", s.empty() ? "test " : "  ", *r.mae);
+  if (r.r2) s += fmt::format("{}R² {:.4f}", s.empty() ? "test " : "  ", *r.r2);
   return s;
 }
 

@@ -60,7 +60,8 @@ class RunRecorder {
 // Text helpers the session's lines share (and mib(), sma/trainer.h).
 std::string accuracy_text(const EvalResult& r);  // "85.12%", or "n/a" without labels
 // The test metrics for the console: "test accuracy 85.12%" (with " (of N labels)" for sequences
-// and pixels, "  top-5 97.10%" with 100 classes or more), or "test MAE 0.031  R² 0.987".
+// and pixels, "  top-5 97.10%" with 100 classes or more), then "MAE 0.031  R² 0.987" for a
+// regression loss ("test MAE 0.031  R² 0.987" alone when there are no labels to score).
 std::string scores_text(const EvalResult& r);
 
 }  // namespace cb
