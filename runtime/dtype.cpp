@@ -130,7 +130,8 @@ int64_t load_int(DType t, const void* p) {
     default:
       break;
   }
-  throw InternalError(fmt::format("load_int of a {} element", dtype_name(t)));
+  throw InternalError(
+      fmt::format("load_int of a non-integer element (dtype {})", static_cast<int>(t)));
 }
 
 bool dtype_converts(DType from, DType to) {

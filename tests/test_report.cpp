@@ -24,8 +24,8 @@ using namespace cb;
 using test::contains;
 using test::error_of;
 namespace fs = std::filesystem;
-using test::TempDir;
 using test::read_text;
+using test::TempDir;
 using json = nlohmann::ordered_json;
 
 namespace {
@@ -128,6 +128,24 @@ TEST_CASE("report: records drawn as charts and tables; a bad metrics line is nam
   CHECK(viz::read_metrics(d / "m.jsonl").size() == 2);  // the cut last line is a run writing it
   std::ofstream(d / "bad.jsonl") << r[0].dump() << "\nnot json\n";
   CHECK(contains(error_of([&] { viz::read_metrics(d / "bad.jsonl"); }), "bad.jsonl:2"));
+
+  // A regression run (no accuracy; R² and MAE): its cards and charts are R²'s.
+  std::vector<json> reg = {{{"type", "config"}, {"model", "mlp.onnx"}}};
+  for (int i = 1; i <= 3; ++i)
+    reg.push_back({{"type", "eval"},
+                   {"time", 1.0 * i},
+                   {"epoch", 1.0 * i},
+                   {"loss", 0.3 / i},
+                   {"test_loss", 0.3 / i},
+                   {"accuracy", nullptr},
+                   {"test_mae", 0.1 / i},
+                   {"test_r2", 0.9 + 0.03 * i}});
+  const std::string hr = viz::render_report(reg);
+  CHECK(contains(hr, "test R²"));
+  CHECK(contains(hr, "0.9900"));  // the last R²
+  CHECK(contains(hr, "R² against epochs"));
+  CHECK(!contains(hr, "Accuracy against epochs"));
+  CHECK(count(hr, "<svg class=\"chart\"") == 8);
 }
 
 TEST_CASE("report: the graph view has a box per node and an edge per tensor, with shapes") {

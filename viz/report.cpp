@@ -128,7 +128,16 @@ std::string render_report(const std::vector<json>& records) {
   const double target = num(config, "target_accuracy", 0);
   std::vector<std::pair<std::string, std::string>> cards;
   const double acc = num(last, "accuracy");
-  cards.emplace_back("test accuracy", std::isfinite(acc) ? fmt::format("{:.2f}%", 100 * acc) : "–");
+  // A regression run has R² and MAE instead of an accuracy.
+  const bool regression = last.contains("test_r2") && !std::isfinite(acc);
+  if (regression) {
+    cards.emplace_back("test R²", fmt::format("{:.4f}", num(last, "test_r2")));
+    const double mae = num(last, "test_mae");
+    cards.emplace_back("test MAE", std::isfinite(mae) ? fmt::format("{:.4g}", mae) : "–");
+  } else {
+    cards.emplace_back("test accuracy",
+                       std::isfinite(acc) ? fmt::format("{:.2f}%", 100 * acc) : "–");
+  }
   const double tl = num(last, "test_loss");
   cards.emplace_back("test loss", std::isfinite(tl) ? fmt::format("{:.4f}", tl) : "–");
   cards.emplace_back("epochs", std::isfinite(num(last, "epoch"))
@@ -195,12 +204,23 @@ std::string render_report(const std::vector<json>& records) {
     a.h_line = target;
     a.h_line_label = fmt::format("target {:.2f}%", 100 * target);
   }
-  a.title = "Accuracy against time";
-  a.x_label = "seconds";
-  h += line_chart({series("test accuracy", "time", "accuracy", "#2ca02c")}, a);
-  a.title = "Accuracy against epochs";
-  a.x_label = "epoch";
-  h += line_chart({series("test accuracy", "epoch", "accuracy", "#2ca02c")}, a);
+  if (regression) {
+    a.percent = false;
+    a.y_label = "test R²";
+    a.title = "R² against time";
+    a.x_label = "seconds";
+    h += line_chart({series("test R²", "time", "test_r2", "#2ca02c")}, a);
+    a.title = "R² against epochs";
+    a.x_label = "epoch";
+    h += line_chart({series("test R²", "epoch", "test_r2", "#2ca02c")}, a);
+  } else {
+    a.title = "Accuracy against time";
+    a.x_label = "seconds";
+    h += line_chart({series("test accuracy", "time", "accuracy", "#2ca02c")}, a);
+    a.title = "Accuracy against epochs";
+    a.x_label = "epoch";
+    h += line_chart({series("test accuracy", "epoch", "accuracy", "#2ca02c")}, a);
+  }
   ChartOptions t;
   t.title = "Throughput (tuner decisions marked)";
   t.x_label = "seconds";
