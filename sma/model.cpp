@@ -60,7 +60,7 @@ FeedSpec feed_spec(const Graph& forward, const LossSpec& loss) {
 }
 
 TrainModel::TrainModel(const Graph& forward, const LossSpec& loss)
-    : tg_(build_training_graph(forward, loss)), loss_(loss) {
+    : tg_(build_training_graph(forward, loss)) {
   feeds_ = inputs_of(forward, tg_.loss_kind);
   label_input_ = feeds_.labels_input;
   LossNodes nodes;
@@ -232,6 +232,17 @@ const Tensor* TrainModel::feed(Executor& ex, bool train, const Batch& b, InputSt
     set_input(ex, g, i, b.inputs[i], st.inputs[i], "model input");
   const int64_t ti = train ? target_input_ : eval_target_input_;
   if (ti < 0) return nullptr;
+  if (!train && b.target.bytes.empty()) {
+    // Outputs without a target (a prediction): the loss reads zeros, and nothing reads the loss.
+    const std::vector<int64_t>& dims = ex.view(g.inputs[static_cast<size_t>(ti)]).dims;
+    st.target.dtype = g.value(g.inputs[static_cast<size_t>(ti)]).dtype;
+    st.target.dims = dims;
+    int64_t numel = 1;
+    for (int64_t d : dims) numel *= d;
+    st.target.bytes.assign(static_cast<size_t>(numel) * dtype_size(st.target.dtype), std::byte{0});
+    ex.set_input(static_cast<size_t>(ti), st.target);
+    return nullptr;
+  }
   const Tensor& t = b.target;
   if (t.dtype == DType::I64 && classes_ > 0) {
     const int64_t* l = t.data<int64_t>();
@@ -345,6 +356,8 @@ EvalResult Evaluator::evaluate(const NextBatch& next) {
       }
     } else {
       const Tensor out = ex.output(static_cast<size_t>(m_.eval_output_));
+      if (!target)
+        fail("an evaluation batch without targets: the loss has nothing to compare with");
       metrics->add(out, *target, batch_loss);
       if (target != &b.target && b.target.dtype == DType::I64) {
         score_labels(out, b.target.data<int64_t>(), n);

@@ -90,8 +90,9 @@ class TrainModel {
 
   // Feeds a batch to an executor of the training graph (train) or of the eval graph: each input
   // (reshaped to the model's dims when the data has them flat, with the same number of values),
-  // and the target (class labels become one-hot rows for an mse over [N,C]). Returns the target
-  // as fed (null when the graph takes none). Throws cb::Error for a class label out of range.
+  // and the target (class labels become one-hot rows for an mse over [N,C]; an evaluation batch
+  // without one, a prediction, feeds zeros). Returns the target as fed (null when the graph takes
+  // none, or none was given). Throws cb::Error for a class label out of range.
   const Tensor* feed(Executor& ex, bool train, const Batch& b, InputStaging& st) const;
   // The loss of the last run of a training-graph executor.
   double read_loss(Device& dev, const Executor& train) const;
@@ -103,7 +104,6 @@ class TrainModel {
  private:
   TrainingGraph tg_;
   Graph eval_graph_;
-  LossSpec loss_;
   FeedSpec feeds_;
   int64_t classes_ = 0;
   size_t forward_outputs_ = 0;      // the eval graph's first outputs are the forward graph's
