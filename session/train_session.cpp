@@ -244,7 +244,9 @@ int TrainSession::run_here() {
   if (!o.output.empty()) check_writable_folder(o.output, "--output");
   if (!o.report.empty()) check_writable_folder(o.report, "--report");
   const ExportForm form = o.output_training ? ExportForm::Training : ExportForm::Inference;
-  CheckpointPolicy checkpoints(o.checkpoint);
+  // Locks the checkpoint folder for the whole run: before the data is read and before --resume
+  // reads the folder, so that a second run on it is refused at once.
+  CheckpointPolicy checkpoints(o.checkpoint, o.command_line);
 
   // Data first: a missing folder is the commonest mistake and costs nothing to find.
   Dataset data = load_dataset(o.data, o.data_options);

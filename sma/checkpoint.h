@@ -15,8 +15,13 @@
 // ignored and replaced). Reading checks every checksum and size; a checkpoint that fails is
 // refused with the reason, and load_checkpoint() on a --checkpoint-dir falls back to the newest
 // one that passes.
+//
+// One run writes a folder at a time: CheckpointPolicy holds a CheckpointLock on DIR/.lock for the
+// whole run. The lock file is not a checkpoint (only ckpt-NNNNNNNNNN/ folders are), and reading a
+// folder (load_checkpoint, cb-export, --resume into another folder) takes no lock.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +85,34 @@ struct CheckpointEvery {
   static CheckpointEvery parse(const std::string& s);
 };
 
+// One run per checkpoint folder: an advisory flock(LOCK_EX | LOCK_NB) on DIR/.lock, held while
+// this object lives. Without it two runs on one folder interleave their checkpoints, prune each
+// other's (--keep) and --resume takes whichever wrote last. The kernel drops the lock when the
+// process ends, however it ends (a crash, SIGKILL): a lock is never stale. The file stays (its
+// text names the last holder; only the kernel's lock says whether one is alive). Advisory: it
+// stops other CheckpointLocks, not a process that writes the folder without one, and on a network
+// folder it holds across machines only where the filesystem's locks work across them.
+class CheckpointLock {
+ public:
+  static constexpr const char* kFileName = ".lock";
+  // Creates dir and DIR/.lock when missing, takes the lock without waiting and writes "pid PID on
+  // HOST since TIME, command: COMMAND" into the file. Throws cb::Error naming the folder and, from
+  // the file, the process and host that hold it; or, on a filesystem without working locks
+  // (ENOLCK, EOPNOTSUPP: a network folder without a lock service), naming it and the system's
+  // reason: such a folder is refused rather than written unguarded.
+  CheckpointLock(const std::string& dir, const std::string& command);
+  ~CheckpointLock();
+  CheckpointLock(CheckpointLock&& o) noexcept;
+  CheckpointLock& operator=(CheckpointLock&& o) noexcept;
+  CheckpointLock(const CheckpointLock&) = delete;
+  CheckpointLock& operator=(const CheckpointLock&) = delete;
+  const std::string& path() const { return path_; }  // DIR/.lock
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
 // A run's checkpoint settings, as cb-train's flags give them.
 struct CheckpointOptions {
   std::string dir;     // --checkpoint-dir; "" writes none
@@ -94,8 +127,10 @@ struct CheckpointOptions {
 // (counted from the position the run starts or resumes at), keeping the newest `keep`.
 class CheckpointPolicy {
  public:
-  // Creates dir (when set) and checks that it is writable; throws cb::Error naming it.
-  explicit CheckpointPolicy(const CheckpointOptions& o);
+  // Creates dir (when set), checks that it is writable and locks it for as long as the policy
+  // lives (CheckpointLock, its file naming `command`); throws cb::Error naming it. Construct it
+  // before anything expensive, and before --resume reads the folder.
+  explicit CheckpointPolicy(const CheckpointOptions& o, const std::string& command = "");
   bool enabled() const { return !o_.dir.empty(); }
   // Counts from `loop` (a fresh or a resumed position) with epochs of `batches_per_epoch`; the
   // checkpoints record `meta`. Call once before training.
@@ -109,7 +144,8 @@ class CheckpointPolicy {
   CheckpointOptions o_;
   CheckpointEvery every_;
   CheckpointMeta meta_;
-  int64_t per_epoch_ = 1;    // batches
+  std::optional<CheckpointLock> lock_;  // with a dir
+  int64_t per_epoch_ = 1;               // batches
   int64_t last_epochs_ = 0;  // the last whole `every` of epochs a checkpoint was written at
   double last_time_s_ = 0;   // steady clock, seconds
 };

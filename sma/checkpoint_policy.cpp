@@ -46,7 +46,7 @@ void CheckpointOptions::validate() const {
   if (!every.empty() && dir.empty()) fail("--checkpoint-every needs --checkpoint-dir");
 }
 
-CheckpointPolicy::CheckpointPolicy(const CheckpointOptions& o)
+CheckpointPolicy::CheckpointPolicy(const CheckpointOptions& o, const std::string& command)
     : o_(o), every_(CheckpointEvery::parse(o.every.empty() ? "1e" : o.every)) {
   o_.validate();
   if (o_.dir.empty()) return;
@@ -55,6 +55,7 @@ CheckpointPolicy::CheckpointPolicy(const CheckpointOptions& o)
   if (ec) fail("--checkpoint-dir {}: cannot create it: {}", o_.dir, ec.message());
   if (access(o_.dir.c_str(), W_OK) != 0)
     fail("--checkpoint-dir {}: the folder is not writable ({})", o_.dir, std::strerror(errno));
+  lock_.emplace(o_.dir, command);
 }
 
 void CheckpointPolicy::start(const LoopState& loop, int64_t batches_per_epoch,

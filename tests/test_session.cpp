@@ -112,6 +112,7 @@ TEST_CASE("session: when checkpoints are due") {
   // Every half epoch of 10 batches, counted from a resumed position (batch 12): due when the
   // batches consumed cross 15 and 20, not at once.
   co.every = "0.5e";
+  co.dir = (dir.path / "ck2").string();  // `steps` holds the lock on the first folder
   CheckpointPolicy epochs(co);
   loop.consumed = 12;
   epochs.start(loop, 10, {});
