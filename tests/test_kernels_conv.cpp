@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/cuda/cuda_device.h"
 #include "runtime/device.h"
 #include "runtime/ops/params.h"
 #include "tests/device_util.h"
@@ -350,6 +351,133 @@ TEST_CASE("averagepool: count_include_pad and ceil_mode divisors") {
   a.out = {view(y3, {1, 1, 1, 3})};
   launch(OpKind::AveragePool, a, *one, &params);
   CHECK(y3[2] == doctest::Approx(10));
+}
+
+// ---- pooling windows far larger than the input ----------------------------------------------
+// A hostile-input probe: kernel 2^40 per axis with SAME padding looped over the padding without
+// end. Every window then covers the whole input, so the results are the clipped window's by hand:
+// MaxPool the plane's maximum (its gradient all on the first maximum), AveragePool the plane's
+// mean (count_include_pad=0) or its sum over the window's size product (count_include_pad=1:
+// every window lies inside the padded input). Run on the CPU and on the CUDA kernels' host build.
+namespace {
+
+struct HugePool {
+  std::vector<int64_t> x;              // [N,C,D...]
+  std::vector<int64_t> k, s, pads, y;  // window, strides, pads (begins, ends), Y's dims
+  double window;                       // count_include_pad=1's divisor
+};
+
+std::vector<HugePool> huge_pools() {
+  constexpr int64_t K = int64_t{1} << 40, S = int64_t{1} << 62;
+  const int64_t b = (K - 1) / 2, e = K - 1 - b;  // SAME_UPPER with stride 1
+  const double k = std::ldexp(1.0, 40);
+  return {
+      {{1, 2, 8, 8}, {K, K}, {1, 1}, {b, b, e, e}, {1, 2, 8, 8}, k * k},
+      {{2, 1, 11}, {K}, {1}, {b, e}, {2, 1, 11}, k},
+      {{1, 1, 2, 3, 4}, {K, K, K}, {1, 1, 1}, {b, b, b, e, e, e}, {1, 1, 2, 3, 4}, k * k * k},
+      // two windows per row, 2^38 apart, each covering the row: the rows far wider than the input
+      // that MaxPool's row loop would walk column by column
+      {{1, 2, 3, 8},
+       {K, K},
+       {1, int64_t{1} << 38},
+       {b, int64_t{1} << 39, e, (int64_t{1} << 39) + (int64_t{1} << 38)},
+       {1, 2, 3, 2},
+       k * k},
+      // one window per plane at stride 2^62: rows and columns -1..1 of an 8x8 input, so x[0..1]
+      {{1, 2, 2, 2}, {3, 3}, {S, S}, {1, 1, 1, 1}, {1, 2, 1, 1}, 9},
+  };
+}
+
+std::vector<std::pair<const char*, std::unique_ptr<Device>>> pool_devices() {
+  std::vector<std::pair<const char*, std::unique_ptr<Device>>> d;
+  d.emplace_back("cpu", make_cpu_device(2));
+  d.emplace_back("cuda-host", make_cuda_host_run_device());
+  return d;
+}
+
+ops::PoolParams huge_params(const HugePool& h, bool include_pad) {
+  ops::PoolParams p;
+  p.window.kernel_shape = h.k;
+  p.window.strides = h.s;
+  p.window.dilations.assign(h.k.size(), 1);
+  p.window.pads = h.pads;
+  p.count_include_pad = include_pad;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("pooling: windows far larger than the input are clipped to it, forward and backward") {
+  for (auto& [name, dev] : pool_devices())
+    for (const HugePool& h : huge_pools()) {
+      CAPTURE(name);
+      CAPTURE(h.x.size());
+      const int64_t planes = h.x[0] * h.x[1], vol = numel(h.x) / planes;
+      const int64_t ovol = numel(h.y) / planes;
+      auto x = random_vec<float>(numel(h.x), 21), dy = random_vec<float>(numel(h.y), 22);
+      // The plane's maximum, its first position, its sum, and dy's sum per plane.
+      std::vector<float> best(planes);
+      std::vector<int64_t> at(planes);
+      std::vector<double> sum(planes), dsum(planes);
+      for (int64_t pc = 0; pc < planes; ++pc) {
+        at[pc] = pc * vol;
+        for (int64_t q = pc * vol; q < (pc + 1) * vol; ++q) {
+          if (x[q] > x[at[pc]]) at[pc] = q;
+          sum[pc] += x[q];
+        }
+        best[pc] = x[at[pc]];
+        for (int64_t o = pc * ovol; o < (pc + 1) * ovol; ++o) dsum[pc] += dy[o];
+      }
+      for (bool include : {false, true}) {
+        std::any params = huge_params(h, include);
+        const double div = include ? h.window : static_cast<double>(vol);
+        {  // MaxPool with row-major indices, then without indices
+          std::vector<float> y(numel(h.y));
+          std::vector<int64_t> ind(y.size(), -1);
+          KernelArgs a;
+          a.in = {view(x, h.x)};
+          a.out = {view(y, h.y), TensorView{ind.data(), DType::I64, h.y}};
+          launch(OpKind::MaxPool, a, *dev, &params);
+          for (size_t o = 0; o < y.size(); ++o) {
+            CHECK(y[o] == best[o / ovol]);
+            CHECK(ind[o] == at[o / ovol]);
+          }
+          std::fill(y.begin(), y.end(), 0.f);
+          a.out.resize(1);
+          launch(OpKind::MaxPool, a, *dev, &params);
+          for (size_t o = 0; o < y.size(); ++o) CHECK(y[o] == best[o / ovol]);
+        }
+        {  // AveragePool
+          std::vector<float> y(numel(h.y));
+          KernelArgs a;
+          a.in = {view(x, h.x)};
+          a.out = {view(y, h.y)};
+          launch(OpKind::AveragePool, a, *dev, &params);
+          for (size_t o = 0; o < y.size(); ++o)
+            CHECK(y[o] == doctest::Approx(sum[o / ovol] / div).epsilon(1e-5));
+        }
+        {  // MaxPoolGrad: every window's dy lands on the plane's first maximum
+          std::vector<float> dx(numel(h.x), -1.f);
+          KernelArgs a;
+          a.in = {view(dy, h.y), view(x, h.x)};
+          a.out = {view(dx, h.x)};
+          launch(OpKind::MaxPoolGrad, a, *dev, &params);
+          for (int64_t q = 0; q < numel(h.x); ++q)
+            CHECK(dx[q] == doctest::Approx(q == at[q / vol] ? dsum[q / vol] : 0.0).epsilon(1e-5));
+        }
+        {  // AveragePoolGrad: every input position is in every window
+          std::vector<float> dx(numel(h.x), -1.f);
+          std::vector<int64_t> shape = h.x;
+          KernelArgs a;
+          a.in = {view(dy, h.y),
+                  TensorView{shape.data(), DType::I64, {static_cast<int64_t>(shape.size())}}};
+          a.out = {view(dx, h.x)};
+          launch(OpKind::AveragePoolGrad, a, *dev, &params);
+          for (int64_t q = 0; q < numel(h.x); ++q)
+            CHECK(dx[q] == doctest::Approx(dsum[q / vol] / div).epsilon(1e-5));
+        }
+      }
+    }
 }
 
 TEST_CASE("batchnorm: training-mode statistics and running updates by hand") {

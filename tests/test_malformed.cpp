@@ -12,14 +12,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "importer/onnx_importer.h"
+#include "importer/tensor_io.h"
+#include "importer/tensor_proto.h"
 #include "kernels/cpu/cpu_device.h"
 #include "runtime/error.h"
 #include "runtime/executor.h"
@@ -107,17 +112,32 @@ const std::vector<Case> kCorpus = {
   {"conv_same_stride0.onnx", {"[Conv node 'c0'] strides must be positive, got 0"}},
   {"maxpool_same_stride0.onnx", {"[MaxPool node 'p0'] strides must be positive, got 0"}},
   {"avgpool_same_stride0.onnx", {"[AveragePool node 'p1'] strides must be positive, got 0"}},
+  // a window whose extent overflows int64 (UB in shape inference before)
+  {"maxpool_window_overflow.onnx", {"[MaxPool node 'p_over']", "kernel_shape", "dilations"}},
   // ranks above what the kernels index, named where they appear
   {"input_rank20.onnx", {"graph input 'x' has rank 20; crossbow supports tensors of rank up to 8"}},
   {"initializer_rank12.onnx", {"initializer 'c' has rank 12"}},
   {"reshape_rank12.onnx", {"[Reshape node 'to_rank12'] output 'y' has rank 12"}},
   {"transpose_perm20.onnx", {"[Transpose node 't0'] 20 values where crossbow supports at most 8"}},
 };
+// Hostile but valid models, also in tests/malformed/: cb-run must run them promptly and right.
+// Input x [1,1,8,8] holds 0..63; every element of output y must be `want`.
+struct RunCase {
+  const char* file;
+  double want;
+};
+const std::vector<RunCase> kRuns = {
+  // windows of 2^40 per axis, SAME_UPPER: each covers the whole input (it looped over the padding
+  // without end): the maximum, the mean, and the sum over the window's 2^80 positions
+  {"maxpool_huge_window.onnx", 63},
+  {"avgpool_huge_window.onnx", 31.5},
+  {"avgpool_huge_window_pad.onnx", 2016 / 0x1p80},
+};
 // clang-format on
 
 // The rows of kCorpus and the files of tests/malformed/ as measured: a corpus that shrinks or goes
 // missing fails instead of checking less.
-constexpr size_t kCorpusFloor = 46;
+constexpr size_t kCorpusFloor = 47;
 
 std::string corpus_dir() { return std::string(CB_SOURCE_DIR) + "/tests/malformed"; }
 
@@ -141,7 +161,7 @@ struct Run {
 };
 
 // Runs `argv` with stdout and stderr captured in files (no pipes: nothing can block).
-Run run_child(const std::vector<std::string>& argv) {
+Run run_child(const std::vector<std::string>& argv, int timeout_s = 120) {
   Run r;
   fs::path tmp = fs::temp_directory_path() / fmt::format("cb-malformed-{}", ::getpid());
   fs::create_directories(tmp);
@@ -157,8 +177,18 @@ Run run_child(const std::vector<std::string>& argv) {
   int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   REQUIRE_MESSAGE(rc == 0, "cannot start ", argv[0]);
+  // A child past its deadline is killed and the test fails: a hang is a failure, not a stall.
   int ws = 0;
-  REQUIRE(waitpid(pid, &ws, 0) == pid);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  pid_t got = 0;
+  while ((got = waitpid(pid, &ws, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (got == 0) {
+    kill(pid, SIGKILL);
+    got = waitpid(pid, &ws, 0);
+    FAIL_CHECK(argv[0], " ran past its ", timeout_s, " s deadline and was killed");
+  }
+  REQUIRE(got == pid);
   r.signaled = WIFSIGNALED(ws);
   if (r.signaled) r.signal = WTERMSIG(ws);
   if (WIFEXITED(ws)) r.status = WEXITSTATUS(ws);
@@ -175,12 +205,18 @@ TEST_SUITE("malformed") {
     std::set<std::string> listed;
     for (const auto& c : kCorpus) listed.insert(c.file);
     CHECK(listed.size() == kCorpus.size());
+    for (const auto& c : kRuns) {
+      CHECK_MESSAGE(fs::exists(corpus_dir() + "/" + c.file), c.file,
+                    " is missing: run tests/malformed/make_corpus.py");
+      listed.insert(c.file);
+    }
+    CHECK(listed.size() == kCorpus.size() + kRuns.size());
     CHECK(kCorpus.size() >= kCorpusFloor);  // at least 15 faults, and no fewer than today
     size_t files = 0;
     for (const auto& e : fs::directory_iterator(corpus_dir())) {
       if (e.path().extension() != ".onnx") continue;
       CHECK_MESSAGE(listed.count(e.path().filename().string()), e.path().filename().string(),
-                    " has no row in kCorpus");
+                    " has no row in kCorpus or kRuns");
       ++files;
     }
     CHECK(files >= kCorpusFloor);
@@ -227,6 +263,40 @@ TEST_SUITE("malformed") {
       ++checked;
     }
     CHECK(checked >= kCorpusFloor);
+  }
+
+  TEST_CASE("cb-run runs the hostile but valid models promptly, with the right output") {
+    std::string exe = std::string(CB_BINARY_DIR) + "/cb-run";
+    REQUIRE_MESSAGE(fs::exists(exe), exe, " is not built");
+    const fs::path d = fs::temp_directory_path() / fmt::format("cb_malformed_runs_{}", getpid());
+    fs::remove_all(d);
+    fs::create_directories(d);
+    cb::Tensor x;
+    x.dtype = cb::DType::F32;
+    x.dims = {1, 1, 8, 8};
+    x.bytes.resize(64 * sizeof(float));
+    for (int i = 0; i < 64; ++i) x.data<float>()[i] = static_cast<float>(i);
+    const std::string in = (d / "x.pb").string();
+    cb::write_tensor_file(in, x, "x");
+    for (const auto& c : kRuns) {
+      CAPTURE(c.file);
+      const fs::path out = d / "out";
+      fs::remove_all(out);
+      // Milliseconds of work: the deadline only turns a hang into a failure.
+      Run r = run_child(
+          {exe, corpus_dir() + "/" + c.file, "--input", "x=" + in, "--output-dir", out.string()},
+          60);
+      CHECK_MESSAGE(!r.signaled, "cb-run died from signal ", r.signal);
+      REQUIRE_MESSAGE(r.status == 0, r.err);
+      onnx::TensorProto t;
+      std::ifstream f(out / "y.pb", std::ios::binary);
+      REQUIRE(t.ParseFromIstream(&f));
+      cb::Tensor y = *cb::tensor_from_proto(t, "y.pb", "");
+      REQUIRE(y.dims == std::vector<int64_t>{1, 1, 8, 8});
+      for (int i = 0; i < 64; ++i)
+        CHECK(y.data<float>()[i] == doctest::Approx(c.want).epsilon(1e-6));
+    }
+    fs::remove_all(d);
   }
 
   // IR versions 3-9 and default-domain opsets 7-18 are read; outside, the error names the version.

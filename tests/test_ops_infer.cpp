@@ -143,6 +143,70 @@ TEST_CASE("pooling ceil_mode drops a window that starts in the end padding") {
   CHECK(pool({0, 0, 1, 1}) == "f32[1,1,3,3]");
 }
 
+TEST_CASE(
+    "pooling with huge windows, strides and pads: the shape, or an error naming the attribute") {
+  // A hostile-input probe: every window attribute near the int64 limit. Shapes that fit come out
+  // right; sizes whose arithmetic would overflow int64 are an error naming node and attribute.
+  using V = std::vector<int64_t>;
+  constexpr int64_t k40 = int64_t{1} << 40, k62 = int64_t{1} << 62;
+  auto pool = [](const std::string& op) {
+    OneNode n(op, 13);
+    n.in("x", TP::FLOAT, {1, 1, 8, 8}).out("y");
+    return n;
+  };
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    CAPTURE(op);
+    const std::string node = fmt::format("[{} node 'n']", op);
+    // SAME padding keeps 8x8 whatever the window
+    for (const char* pad : {"SAME_UPPER", "SAME_LOWER"})
+      CHECK(pool(op).attr("auto_pad", pad).attr("kernel_shape", V{k40, k40}).infer() ==
+            "f32[1,1,8,8]");
+    // one window per axis, whatever the stride (ceil_mode too: no int64 overflow on the way)
+    CHECK(pool(op)
+              .attr("kernel_shape", V{3, 3})
+              .attr("strides", V{k62, kMax})
+              .attr("pads", V{1, 1, 1, 1})
+              .infer() == "f32[1,1,1,1]");
+    CHECK(pool(op)
+              .attr("kernel_shape", V{3, 3})
+              .attr("strides", V{kMax, kMax})
+              .attr("ceil_mode", 1)
+              .infer() == "f32[1,1,1,1]");
+    CHECK(pool(op)
+              .attr("auto_pad", "SAME_UPPER")
+              .attr("kernel_shape", V{3, 3})
+              .attr("strides", V{kMax, k62})
+              .infer() == "f32[1,1,1,1]");
+    // pads beyond any input
+    const std::string pads = pool(op)
+                                 .attr("kernel_shape", V{3, 3})
+                                 .attr("strides", V{k62, k62})
+                                 .attr("pads", V{k62, 0, k62, 0})
+                                 .error();
+    CHECK(contains(pads, node));
+    CHECK(contains(pads, "pads"));
+    // a window whose span overflows int64: kernel_shape * dilations (MaxPool), or SAME pads
+    // derived from a window too large
+    if (std::string_view(op) == "MaxPool") {
+      const std::string span =
+          pool(op).attr("kernel_shape", V{k40, 3}).attr("dilations", V{k40, 1}).error();
+      CHECK(contains(span, node));
+      CHECK(contains(span, "kernel_shape"));
+      CHECK(contains(span, "dilations"));
+      const std::string same = pool(op)
+                                   .attr("auto_pad", "SAME_UPPER")
+                                   .attr("kernel_shape", V{kMax, 3})
+                                   .attr("dilations", V{kMax, 1})
+                                   .error();
+      CHECK(contains(same, node));
+      CHECK(contains(same, "kernel_shape"));
+    }
+    const std::string kernel = pool(op).attr("kernel_shape", V{kMax, kMax}).error();
+    CHECK(contains(kernel, node));
+    CHECK(contains(kernel, "kernel_shape"));
+  }
+}
+
 TEST_CASE("MaxPool takes int8/uint8 from opset 12") {
   auto pool = [](int64_t opset, int32_t elem) {
     return OneNode("MaxPool", opset)

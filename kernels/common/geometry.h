@@ -222,7 +222,10 @@ struct WindowGeom {
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
   int64_t s[3] = {1, 1, 1}, d[3] = {1, 1, 1};   // strides, dilations
   int64_t p[3] = {0, 0, 0}, pe[3] = {0, 0, 0};  // pads at the beginning, at the end
-  int64_t in_vol = 1, out_vol = 1, k_vol = 1;
+  // k_vol saturates at INT64_MAX: pooling windows may be far larger than the input (ONNX allows
+  // it; the kernels clip them), Conv's never are (they are its weights). clip_vol: the most input
+  // positions one window can cover, the work estimate of a pooling window.
+  int64_t in_vol = 1, out_vol = 1, k_vol = 1, clip_vol = 1;
   bool pointwise = false;  // 1x1, stride 1, no padding: X is its own im2col
 };
 
@@ -265,29 +268,50 @@ inline WindowGeom window_geom(const char* op, const ops::WindowAttrs& w,
   }
   g.in_vol = g.in[0] * g.in[1] * g.in[2];
   g.out_vol = g.out[0] * g.out[1] * g.out[2];
-  g.k_vol = g.k[0] * g.k[1] * g.k[2];
+  for (int j = 0; j < 3; ++j) {
+    constexpr int64_t kSat = INT64_MAX;
+    g.k_vol = g.k_vol > kSat / g.k[j] ? kSat : g.k_vol * g.k[j];
+    g.clip_vol *= g.k[j] < g.in[j] ? g.k[j] : g.in[j];
+  }
   // Pads one by one: ConvTranspose's Conv geometry may hold negative end pads.
-  g.pointwise = g.k_vol == 1 && g.s[0] * g.s[1] * g.s[2] == 1 && g.p[0] == 0 && g.p[1] == 0 &&
-                g.p[2] == 0 && g.pe[0] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
+  g.pointwise = g.k_vol == 1 && g.s[0] == 1 && g.s[1] == 1 && g.s[2] == 1 && g.p[0] == 0 &&
+                g.p[1] == 0 && g.p[2] == 0 && g.pe[0] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
   return g;
+}
+
+// ceil(a / b) for b > 0, and 0 for a <= 0; no a + b - 1 to overflow with strides near 2^63.
+CB_HOST_DEVICE inline int64_t ceil_div_pos(int64_t a, int64_t b) {
+  return a > 0 ? (a - 1) / b + 1 : 0;
 }
 
 // Output positions [lo, hi) along an axis of `out` whose input column o*s + off lies inside
 // [0, in); the others read padding.
 CB_HOST_DEVICE inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t& lo,
                                        int64_t& hi) {
-  lo = off >= 0 ? 0 : (-off + s - 1) / s;
-  hi = in - off > 0 ? (in - off + s - 1) / s : 0;
+  lo = ceil_div_pos(-off, s);
+  hi = ceil_div_pos(in - off, s);
   lo = lo < out ? lo : out;
   hi = hi < lo ? lo : hi > out ? out : hi;
+}
+
+// The window positions [t0, t1) of [0, k) whose coordinate start + t*dil lies inside [lo, hi):
+// a window clipped by arithmetic, so that no loop runs over the positions outside. Windows may be
+// far larger than the input (kernel_shape 2^40 with SAME padding is valid ONNX); every pooling
+// loop walks [t0, t1) only, as ONNX Runtime does.
+CB_HOST_DEVICE inline void window_taps(int64_t start, int64_t k, int64_t dil, int64_t lo,
+                                       int64_t hi, int64_t& t0, int64_t& t1) {
+  t1 = ceil_div_pos(hi - start, dil);
+  t1 = t1 < k ? t1 : k;
+  t0 = ceil_div_pos(lo - start, dil);
+  t0 = t0 < t1 ? t0 : t1;
 }
 
 // Window positions t in [0, k) with start + t*dil inside [lo, hi) (AveragePool's divisor).
 CB_HOST_DEVICE inline int64_t count_in(int64_t start, int64_t k, int64_t dil, int64_t lo,
                                        int64_t hi) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < k; ++i) n += start + i * dil >= lo && start + i * dil < hi;
-  return n;
+  int64_t t0, t1;
+  window_taps(start, k, dil, lo, hi, t0, t1);
+  return t1 - t0;
 }
 
 // Output position o of a plane -> its window's start along each axis.
@@ -303,7 +327,7 @@ CB_HOST_DEVICE inline void window_start(const WindowGeom& g, int64_t o, int64_t 
 CB_HOST_DEVICE inline void covering(const WindowGeom& g, int ax, int64_t i, int64_t& lo,
                                     int64_t& hi) {
   const int64_t t = i + g.p[ax] - (g.k[ax] - 1) * g.d[ax];
-  lo = t <= 0 ? 0 : (t + g.s[ax] - 1) / g.s[ax];
+  lo = ceil_div_pos(t, g.s[ax]);
   hi = (i + g.p[ax]) / g.s[ax] + 1;
   hi = hi < g.out[ax] ? hi : g.out[ax];
 }
@@ -312,36 +336,34 @@ CB_HOST_DEVICE inline bool covers(const WindowGeom& g, int ax, int64_t i, int64_
 }
 
 // Calls f(at) with the plane offset `at` of every position of the window starting at st that lies
-// inside the input, in window order (kd, kh, kw).
+// inside the input, in window order (kd, kh, kw); positions outside are never visited.
 template <class F>
 CB_HOST_DEVICE inline void for_each_in_window(const WindowGeom& g, const int64_t st[3], F&& f) {
-  for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+  int64_t t0[3], t1[3];
+  for (int ax = 0; ax < 3; ++ax) window_taps(st[ax], g.k[ax], g.d[ax], 0, g.in[ax], t0[ax], t1[ax]);
+  for (int64_t kd = t0[0]; kd < t1[0]; ++kd) {
     const int64_t id = st[0] + kd * g.d[0];
-    if (id < 0 || id >= g.in[0]) continue;
-    for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-      const int64_t ih = st[1] + kh * g.d[1];
-      if (ih < 0 || ih >= g.in[1]) continue;
-      const int64_t row = (id * g.in[1] + ih) * g.in[2];
-      for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-        const int64_t iw = st[2] + kw * g.d[2];
-        if (iw >= 0 && iw < g.in[2]) f(row + iw);
-      }
+    for (int64_t kh = t0[1]; kh < t1[1]; ++kh) {
+      const int64_t row = (id * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2];
+      for (int64_t kw = t0[2]; kw < t1[2]; ++kw) f(row + kw * g.d[2]);
     }
   }
 }
 
 // AveragePool's divisor, separable: along axis ax, the positions of the window starting at
 // `start` inside the input, or with count_include_pad inside the padded input; a window's divisor
-// is the product over the three axes (avg_pool_divisor).
+// is the product over the three axes (avg_pool_divisor), a double: windows of 2^40 per axis with
+// count_include_pad have 2^80 or more positions (exact below 2^53, as the int64 product was).
 CB_HOST_DEVICE inline int64_t avg_pool_factor(const WindowGeom& g, int ax, int64_t start,
                                               bool include_pad) {
   return include_pad ? count_in(start, g.k[ax], g.d[ax], -g.p[ax], g.in[ax] + g.pe[ax])
                      : count_in(start, g.k[ax], g.d[ax], 0, g.in[ax]);
 }
-CB_HOST_DEVICE inline int64_t avg_pool_divisor(const WindowGeom& g, const int64_t st[3],
-                                               bool include_pad) {
-  return avg_pool_factor(g, 0, st[0], include_pad) * avg_pool_factor(g, 1, st[1], include_pad) *
-         avg_pool_factor(g, 2, st[2], include_pad);
+CB_HOST_DEVICE inline double avg_pool_divisor(const WindowGeom& g, const int64_t st[3],
+                                              bool include_pad) {
+  return static_cast<double>(avg_pool_factor(g, 0, st[0], include_pad)) *
+         static_cast<double>(avg_pool_factor(g, 1, st[1], include_pad)) *
+         static_cast<double>(avg_pool_factor(g, 2, st[2], include_pad));
 }
 
 // MaxPool's order: v replaces the maximum so far when greater; NaN propagates, as in PyTorch.

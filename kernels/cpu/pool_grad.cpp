@@ -7,6 +7,7 @@
 //   AveragePoolGrad(dY [N,C,D'...], x_shape [rank]) -> dX [N,C,D...]
 //     every valid input position of a window gets dy / divisor, with the forward's divisor: the
 //     valid count, or with count_include_pad the window's positions inside the padded input.
+// Windows are clipped to the input by arithmetic (geom::window_taps), never walked over padding.
 // dX is assigned (zeroed, then accumulated per plane). Planes [n, c] run across the pool.
 #include <algorithm>
 #include <cmath>
@@ -57,13 +58,10 @@ void average_pool_grad_plane(const WindowGeom& g, bool count_include_pad, const 
     int64_t lo[3], hi[3], start[3] = {sd, sh, sw};
     int64_t valid = 1;
     for (int i = 0; i < 3; ++i) {
-      lo[i] = 0;
-      while (lo[i] < g.k[i] && start[i] + lo[i] * g.d[i] < 0) ++lo[i];
-      hi[i] = g.k[i];
-      while (hi[i] > lo[i] && start[i] + (hi[i] - 1) * g.d[i] >= g.in[i]) --hi[i];
+      geom::window_taps(start[i], g.k[i], g.d[i], 0, g.in[i], lo[i], hi[i]);
       valid *= hi[i] - lo[i];
     }
-    const int64_t div = geom::avg_pool_divisor(g, start, count_include_pad);
+    const double div = geom::avg_pool_divisor(g, start, count_include_pad);
     if (div <= 0 || valid <= 0) return;
     const T v = dy[o] / static_cast<T>(div);
     for (int64_t kd = lo[0]; kd < hi[0]; ++kd) {
@@ -81,7 +79,7 @@ template <typename T, typename F>
 void over_planes(const KernelArgs& a, const WindowGeom& g, F&& plane) {
   const T* dy = a.in[0].ptr<T>();
   T* dx = a.out[0].ptr<T>();
-  parallel(g.n * g.c, g.out_vol * g.k_vol + g.in_vol, [&](int64_t c0, int64_t c1) {
+  parallel(g.n * g.c, g.out_vol * g.clip_vol + g.in_vol, [&](int64_t c0, int64_t c1) {
     for (int64_t pc = c0; pc < c1; ++pc) {
       T* dxp = dx + pc * g.in_vol;
       std::fill(dxp, dxp + g.in_vol, T(0));

@@ -4,6 +4,8 @@
 // positions (each sums the windows covering it in ascending output order, as the CPU's += does), so
 // no atomics and no zero fill. MaxPoolGrad first records each window's argmax (workspace) with the
 // forward's rule: window order (kd, kh, kw), the first maximum wins, NaN wins, padding never wins.
+// Windows are clipped to the input by arithmetic (geom::window_taps, for_each_in_window): a thread
+// never walks padding, however large the window (kernel_shape 2^40 with SAME padding is valid).
 #include <limits>
 #include <vector>
 
@@ -106,7 +108,7 @@ void average_pool(const KernelArgs& a, const GpuCtx& c) {
     window_start(g, o, st);
     T sum = 0;
     geom::for_each_in_window(g, st, [&](int64_t q) { sum += xp[q]; });
-    const int64_t div = geom::avg_pool_divisor(g, st, include_pad);
+    const double div = geom::avg_pool_divisor(g, st, include_pad);
     y[i] = div > 0 ? sum / static_cast<T>(div) : T(0);
   });
 }
@@ -197,13 +199,13 @@ void average_pool_grad(const KernelArgs& a, const GpuCtx& c) {
     T sum = T(0);
     for (int64_t od = lo[0]; od < hi[0]; ++od) {
       if (!covers(g, 0, at[0], od)) continue;
-      const int64_t fd = factor(0, od);
+      const double fd = static_cast<double>(factor(0, od));
       for (int64_t oh = lo[1]; oh < hi[1]; ++oh) {
         if (!covers(g, 1, at[1], oh)) continue;
-        const int64_t fh = fd * factor(1, oh);
+        const double fh = fd * static_cast<double>(factor(1, oh));
         for (int64_t ow = lo[2]; ow < hi[2]; ++ow) {
           if (!covers(g, 2, at[2], ow)) continue;
-          const int64_t div = fh * factor(2, ow);
+          const double div = fh * static_cast<double>(factor(2, ow));
           if (div <= 0) continue;
           sum += dyp[(od * g.out[1] + oh) * g.out[2] + ow] / static_cast<T>(div);
         }

@@ -1,5 +1,7 @@
 #include "runtime/ops/op_util.h"
 
+#include <cstdint>
+
 #include "runtime/vjp.h"
 
 namespace cb::ops {
@@ -61,20 +63,40 @@ std::optional<std::vector<int64_t>> axes_from(const InferCtx& c,
   return std::nullopt;
 }
 
+namespace {
+// Window attributes beyond this are no real model's: kernel_shape, dilations and pads are capped
+// here, so that shapes and every kernel's index arithmetic stay far from int64 overflow (strides
+// need no cap: they only divide, and a window past the input is dropped).
+constexpr int64_t kMaxWindowAttr = int64_t{1} << 40;
+
+// The positions a window covers: dilation * (kernel - 1) + 1, or an error naming both attributes
+// where that overflows int64 (both may be up to 2^40).
+int64_t window_span(const InferCtx& c, int64_t kernel, int64_t dilation) {
+  int64_t span = 0;
+  if (__builtin_mul_overflow(dilation, kernel - 1, &span) || span == INT64_MAX)
+    c.fail("kernel_shape {} with dilations {} spans more positions than int64 counts", kernel,
+           dilation);
+  return span + 1;
+}
+}  // namespace
+
 int64_t window_output(const InferCtx& c, int64_t in, const Window& w, bool ceil_mode) {
-  if (w.stride <= 0) c.fail("stride must be positive, got {}", w.stride);
-  constexpr int64_t kMax = int64_t{1} << 40;  // far beyond any real window; keeps math exact
-  if (w.kernel > kMax || w.dilation > kMax || w.pad_begin > kMax || w.pad_end > kMax)
-    c.fail("kernel {}, dilation {} or pads {}+{} are implausibly large", w.kernel, w.dilation,
-           w.pad_begin, w.pad_end);
-  int64_t span = w.dilation * (w.kernel - 1) + 1;
-  int64_t avail = in + w.pad_begin + w.pad_end - span;
+  if (w.stride <= 0) c.fail("strides must be positive, got {}", w.stride);
+  if (w.kernel > kMaxWindowAttr)
+    c.fail("kernel_shape {} is implausibly large (at most 2^40)", w.kernel);
+  if (w.dilation > kMaxWindowAttr)
+    c.fail("dilations {} is implausibly large (at most 2^40)", w.dilation);
+  if (w.pad_begin > kMaxWindowAttr || w.pad_end > kMaxWindowAttr)
+    c.fail("pads {}+{} are implausibly large (at most 2^40 each)", w.pad_begin, w.pad_end);
+  const int64_t span = window_span(c, w.kernel, w.dilation);
+  const int64_t avail = in + w.pad_begin + w.pad_end - span;
   if (avail < 0)
     c.fail(
         "window of size {} (kernel {}, dilation {}) does not fit input size {} with pads "
         "{}+{}",
         span, w.kernel, w.dilation, in, w.pad_begin, w.pad_end);
-  int64_t out = (ceil_mode ? (avail + w.stride - 1) / w.stride : avail / w.stride) + 1;
+  // avail / stride rounded up without avail + stride - 1, which overflows for strides near 2^63
+  int64_t out = (ceil_mode && avail % w.stride != 0 ? avail / w.stride + 1 : avail / w.stride) + 1;
   // A window that would start in the end padding is dropped (PyTorch and ONNX reference).
   if (ceil_mode && (out - 1) * w.stride >= in + w.pad_begin) --out;
   return out;
@@ -115,10 +137,20 @@ Shape infer_window(const InferCtx& c, WindowAttrs& w, const Shape& spatial_in) {
   for (size_t i = 0; i < r; ++i) {
     if (spatial_in[i].batch) c.fail("spatial dim {} depends on the batch size", i);
     int64_t in = spatial_in[i].value;
-    int64_t span = w.dilations[i] * (w.kernel_shape[i] - 1) + 1;
     if (w.auto_pad == AutoPad::SameUpper || w.auto_pad == AutoPad::SameLower) {
-      int64_t o = (in + w.strides[i] - 1) / w.strides[i];
+      // The pads SAME derives from the window: check what they come from before using it.
+      if (w.kernel_shape[i] > kMaxWindowAttr || w.dilations[i] > kMaxWindowAttr)
+        c.fail("kernel_shape {} or dilations {} is implausibly large (at most 2^40)",
+               w.kernel_shape[i], w.dilations[i]);
+      const int64_t span = window_span(c, w.kernel_shape[i], w.dilations[i]);
+      // ceil(in / stride) outputs; (o - 1) * stride < in, so total < span: no overflow
+      const int64_t o = in > 0 ? (in - 1) / w.strides[i] + 1 : 0;
       int64_t total = std::max<int64_t>(0, (o - 1) * w.strides[i] + span - in);
+      if (total - total / 2 > kMaxWindowAttr)
+        c.fail(
+            "auto_pad with kernel_shape {} and dilations {} needs pads {}: implausibly large "
+            "(at most 2^40 each)",
+            w.kernel_shape[i], w.dilations[i], total);
       int64_t small = total / 2, big = total - small;
       w.pads[i] = w.auto_pad == AutoPad::SameUpper ? small : big;
       w.pads[i + r] = total - w.pads[i];

@@ -127,6 +127,27 @@ inline const std::vector<PoolSpec>& pool_specs() {
        {1, 1, 1, 5},
        {{"kernel_shape", V{1, 2}}, {"strides", V{1, 2}}, {"ceil_mode", int64_t{1}}}},
       {"zero batch", {0, 3, 4, 4}, {{"kernel_shape", V{2, 2}}}},
+      // Windows far larger than the input (a hostile-input probe: they looped over the padding
+      // without end): every window is clipped to the input.
+      {"window 2^40, SAME",
+       {2, 3, 8, 7},
+       {{"kernel_shape", V{int64_t{1} << 40, int64_t{1} << 40}},
+        {"auto_pad", std::string("SAME_UPPER")}}},
+      {"window 2^40 x 2, SAME, 3-D",
+       {1, 2, 3, 4, 5},
+       {{"kernel_shape", V{int64_t{1} << 40, 2, int64_t{1} << 40}},
+        {"auto_pad", std::string("SAME_LOWER")}}},
+      {"window 2^40, stride 2^38",
+       {1, 2, 3, 8},
+       {{"kernel_shape", V{5, int64_t{1} << 40}},
+        {"strides", V{1, int64_t{1} << 38}},
+        {"pads", V{2, int64_t{1} << 39, 2, (int64_t{1} << 39) + (int64_t{1} << 38)}}}},
+      {"stride 2^62, ceil",
+       {1, 2, 9, 8},
+       {{"kernel_shape", V{3, 2}},
+        {"strides", V{int64_t{1} << 62, int64_t{1} << 62}},
+        {"pads", V{1, 0, 1, 1}},
+        {"ceil_mode", int64_t{1}}}},
   };
   return s;
 }

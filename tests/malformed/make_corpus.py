@@ -234,6 +234,23 @@ def main():
         [helper.make_node("AveragePool", ["x"], ["y"], name="p1", auto_pad="SAME_UPPER",
                           kernel_shape=[3, 3], strides=[1, 0])],
         [inp("x", ["batch", 1, 8, 8])], [inp("y", ["batch", 1, 8, 8])]))
+    # A hostile-input probe: windows of 2^40 per axis over an 8x8 input with SAME padding were
+    # accepted, then looped over the padding without end. They are valid models, so cb-run must
+    # run them promptly and right (kRuns in test_malformed.cpp); a window whose extent
+    # (kernel_shape * dilations) overflows int64 is an error.
+    huge = 1 << 40
+    for name, op, extra in (("maxpool_huge_window.onnx", "MaxPool", {}),
+                            ("avgpool_huge_window.onnx", "AveragePool", {}),
+                            ("avgpool_huge_window_pad.onnx", "AveragePool",
+                             {"count_include_pad": 1})):
+        write(name, model(
+            [helper.make_node(op, ["x"], ["y"], name="big", auto_pad="SAME_UPPER",
+                              kernel_shape=[huge, huge], **extra)],
+            [inp("x", [1, 1, 8, 8])], [inp("y", [1, 1, 8, 8])]))
+    write("maxpool_window_overflow.onnx", model(
+        [helper.make_node("MaxPool", ["x"], ["y"], name="p_over", kernel_shape=[huge, 3],
+                          dilations=[huge, 1])],
+        [inp("x", [1, 1, 8, 8])], [inp("y", [1, 1, 8, 8])]))
     write("input_rank20.onnx", model(
         [helper.make_node("Relu", ["x"], ["y"], name="r0")],
         [inp("x", [1] * 20)], [inp("y", [1] * 20)]))
