@@ -537,6 +537,10 @@ int TrainSession::run_here() {
     fmt::print("ranks    z identical on all {} ranks (fnv1a {})\n", mpi_->size(), h);
   }
   rec.summary(s, trainer, ropts, data.skipped->count());
+  // A run resumed at its end (a checkpoint of its last step: the run was stopped or killed after
+  // writing it) trains nothing and evaluates without on_eval: the output is written here.
+  if (!o.output.empty() && !wrote)
+    export_trained(o.model, o.output, trainer.trained_tensors(), form, edits);
   if (!o.output.empty())
     fmt::print("wrote    {} ({} form)\n", o.output, o.output_training ? "training" : "inference");
   return 0;

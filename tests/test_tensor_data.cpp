@@ -409,6 +409,16 @@ TEST_CASE("cb-train on NumPy data: 2 learners, a checkpoint, --resume: the same 
   REQUIRE(rc == 0);
   CHECK(contains(text, "resume   " + first + ": step 30"));
   CHECK(test::read_text(d / "resumed.onnx") == test::read_text(d / "whole.onnx"));
+
+  // Resumed at its end (the checkpoint of step 60: a run killed after its last checkpoint), it
+  // trains nothing and still writes --output (it used to print "wrote" and write nothing).
+  std::tie(rc, text) =
+      cb_train(fmt::format("{} --resume {} --output {}", common, d / "ck", d / "at_end.onnx"), d);
+  INFO(text);
+  REQUIRE(rc == 0);
+  CHECK(contains(text, "ckpt-0000000060: step 60"));
+  REQUIRE(fs::exists(d / "at_end.onnx"));
+  CHECK(test::read_text(d / "at_end.onnx") == test::read_text(d / "whole.onnx"));
 }
 
 TEST_CASE("cb-train on NumPy data: bad data stops before the first step, named") {
@@ -436,8 +446,8 @@ np.savez('noy/val.npz', x=d['x'][:10])
       cb_train(fmt::format("{} --data {} --steps 5", d / "model.onnx", d / "noy"), d);
   CHECK(rc == 1);
   CHECK(contains(text, "no array 'y' for the target"));
-  std::tie(rc, text) = cb_train(
-      fmt::format("{} --data {} --steps 5 --target z", d / "model.onnx", d.str()), d);
+  std::tie(rc, text) =
+      cb_train(fmt::format("{} --data {} --steps 5 --target z", d / "model.onnx", d.str()), d);
   CHECK(rc == 1);
   CHECK(contains(text, "no array 'z' for the target"));
 }
