@@ -2,6 +2,7 @@
 #include "sma/checkpoint.h"
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -73,6 +74,24 @@ void fsync_dir(const fs::path& dir) {
 }
 
 std::string name_of(int64_t step) { return fmt::format("ckpt-{:010d}", step); }
+
+// Puts the complete folder `tmp` at `final_path`. A checkpoint of the same step already there (a
+// run resumed at its end writes its last one again) is swapped out in one step (renameat2
+// RENAME_EXCHANGE) and only then removed, from under its .tmp name: removing it first left, to a
+// crash in between, a half-removed newest checkpoint, or with --keep 1 none at all. Where the
+// filesystem cannot exchange, it is removed first.
+void put_in_place(const fs::path& tmp, const fs::path& final_path) {
+  std::error_code ec;
+  if (fs::exists(final_path, ec)) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) == 0) {
+      fs::remove_all(tmp, ec);  // the old one; a crash here leaves a .tmp, ignored
+      return;
+    }
+    fs::remove_all(final_path, ec);
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec) fail("{}: cannot rename {} to it: {}", final_path.string(), tmp.string(), ec.message());
+}
 
 struct Reader {
   std::string path;  // for messages
@@ -460,9 +479,7 @@ std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
     fs::remove_all(tmp, ec);  // give the space back; the previous checkpoints are untouched
     throw;
   }
-  fs::remove_all(final_path, ec);  // a checkpoint of the same step (a final one after a periodic)
-  fs::rename(tmp, final_path, ec);
-  if (ec) fail("{}: cannot rename {} to it: {}", final_path.string(), tmp.string(), ec.message());
+  put_in_place(tmp, final_path);
   fsync_dir(dir);
   return final_path.string();
 }
@@ -508,7 +525,22 @@ void prune_checkpoints(const std::string& dir, int keep) {
   CB_CHECK(keep >= 1);
   std::vector<std::string> all = list_checkpoints(dir);
   std::error_code ec;
-  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) fs::remove_all(all[i], ec);
+  // Each is renamed to its .tmp name before it is removed: a crash while removing leaves a .tmp
+  // (ignored), never a half-removed folder under a checkpoint's name.
+  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) {
+    fs::rename(all[i], all[i] + ".tmp", ec);
+    const std::string gone = ec ? all[i] : all[i] + ".tmp";
+    fs::remove_all(gone, ec);
+  }
+  // .tmp folders left by a crash (in a write or here): the run that prunes holds the folder's
+  // lock and has no write in progress, so none of them is being written.
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.rfind("ckpt-", 0) == 0 && n.size() == 19 && n.ends_with(".tmp"))
+      stale.push_back(it->path());
+  }
+  for (const fs::path& p : stale) fs::remove_all(p, ec);
 }
 
 }  // namespace cb

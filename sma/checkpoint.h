@@ -70,7 +70,9 @@ struct LoadedCheckpoint {
 // that passes every check). Throws cb::Error when there is none, naming each one refused.
 LoadedCheckpoint load_checkpoint(const std::string& path);
 
-// Removes all but the newest `keep` checkpoints in dir (keep >= 1).
+// Removes all but the newest `keep` checkpoints in dir (keep >= 1), each renamed to its .tmp name
+// first, and the .tmp folders a crash left. Call it only while holding the folder's lock, with no
+// write in progress (as CheckpointPolicy::save does).
 void prune_checkpoints(const std::string& dir, int keep);
 
 // The checkpoints in dir, oldest first (complete ones only: no .tmp).

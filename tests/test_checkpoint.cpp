@@ -259,6 +259,16 @@ TEST_CASE("checkpoint: truncated or bit-flipped checkpoints are refused, the pre
   CHECK(load_checkpoint(dir).state.loop.step == 4);
   prune_checkpoints(dir, 1);
   CHECK(list_checkpoints(dir).size() == 1);
+  CHECK(!fs::exists(dir + "/ckpt-0000000009.tmp"));  // and the pruning removes it
+  // A checkpoint of a step that is there already (a run resumed at its end writes its last one
+  // again) takes its place in one exchange: no moment without it, no .tmp left.
+  LoadedCheckpoint again = load_checkpoint(dir);
+  REQUIRE(!again.state.model.z.empty());
+  again.state.model.z[0] += 1;
+  CHECK(write_checkpoint(dir, again.state, again.meta) == again.path);
+  CHECK(load_checkpoint(dir).state.model.z == again.state.model.z);
+  CHECK(list_checkpoints(dir).size() == 1);
+  for (const auto& e : fs::directory_iterator(dir)) CHECK(e.path().extension() != ".tmp");
   CHECK(contains(error_of([&] { load_checkpoint(dir + "/nothing"); }), "no such checkpoint"));
 }
 
