@@ -33,11 +33,13 @@ struct Event {
 };
 
 struct DeviceCaps {
-  std::string name;          // "cpu", "cpu:1", "cuda:0"
-  bool host_memory = true;   // device pointers are host pointers (no copies needed)
-  int64_t memory_total = 0;  // bytes
-  int64_t memory_free = 0;   // bytes available now (what the auto-tuner may plan against)
-  int cores = 1;             // worker threads (CPU) or SMs (GPU)
+  std::string name;           // "cpu", "cpu:1", "cuda:0"
+  bool host_memory = true;    // device pointers are host pointers (no copies needed)
+  int64_t memory_total = 0;   // bytes
+  int64_t memory_free = 0;    // bytes available now (what the auto-tuner may plan against)
+  std::string memory_source;  // where memory_free comes from, for messages ("cgroup v2 memory.max
+                              // 2.0 GiB, 1.0 GiB in use", "host: MemAvailable"); may be empty
+  int cores = 1;              // worker threads (CPU) or SMs (GPU)
 };
 
 class Device {

@@ -417,8 +417,9 @@ int TrainSession::run_here() {
       topts.overlap_sync ? "overlapped" : "not overlapped");
   fmt::print(
       "memory   {} per replica ({} arena + the flat parameter, gradient, optimizer and snapshot "
-      "buffers), {} shared, budget {} per device\n",
-      mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget));
+      "buffers), {} shared, budget {} per device{}\n",
+      mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget),
+      mem.budget_source.empty() ? "" : " (" + mem.budget_source + ")");
   std::fflush(stdout);
   rec.record(
       {{"type", "config"},
@@ -445,7 +446,8 @@ int TrainSession::run_here() {
         {{"arena", mem.arena},
          {"per_replica", mem.per_replica},
          {"fixed", mem.fixed},
-         {"budget", mem.budget}}}});
+         {"budget", mem.budget},
+         {"budget_source", mem.budget_source}}}});
 
   Callbacks cbs;
   rec.attach(cbs, trainer, lr, o.program);

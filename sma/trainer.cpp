@@ -155,10 +155,14 @@ Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOption
   mem_.fixed = 4 * P * 4 + S * 4 + 64;
   if (opts_.memory_budget > 0) {
     mem_.budget = opts_.memory_budget;
+    mem_.budget_source = "--memory-budget";
   } else {
     const DeviceCaps c = where.devices[0]->caps();
-    mem_.budget =
-        c.host_memory ? c.memory_free / static_cast<int64_t>(where.devices.size()) : c.memory_free;
+    const auto n = static_cast<int64_t>(where.devices.size());
+    mem_.budget = c.host_memory ? c.memory_free / n : c.memory_free;
+    mem_.budget_source = c.memory_source;
+    if (c.host_memory && n > 1 && !c.memory_source.empty())
+      mem_.budget_source += fmt::format("; shared by {} devices", n);
   }
 
   for (size_t d = 0; d < where.devices.size(); ++d) {

@@ -128,10 +128,12 @@ struct Placement {
 
 // What the memory plan says one device holds.
 struct TrainMemory {
-  int64_t arena = 0;        // one replica's activation arena (the plan's bytes_peak)
-  int64_t per_replica = 0;  // arena + the flat [P] buffers + BN state [S]
-  int64_t fixed = 0;        // z, z_prev, the sum, the average model and BN statistics
-  int64_t budget = 0;       // bytes the learners of one device may use
+  int64_t arena = 0;          // one replica's activation arena (the plan's bytes_peak)
+  int64_t per_replica = 0;    // arena + the flat [P] buffers + BN state [S]
+  int64_t fixed = 0;          // z, z_prev, the sum, the average model and BN statistics
+  int64_t budget = 0;         // bytes the learners of one device may use
+  std::string budget_source;  // where budget comes from: "--memory-budget", or the device's
+                              // memory_source (the container's limit when that is smaller)
   int64_t need(int learners) const { return fixed + learners * per_replica; }
 };
 // Bytes as the trainer's messages and the session's lines print them: "12.3 MiB".

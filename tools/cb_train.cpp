@@ -191,8 +191,9 @@ int main(int argc, char** argv) {
                  "auto-tuner: steps after each change before measuring")
       ->capture_default_str();
   app.add_option("--memory-budget", memory_budget,
-                 "bytes the learners of one device may use (K, M, G suffixes; default: free "
-                 "memory / devices)");
+                 "bytes the learners of one device may use (K, M, G suffixes; default: the "
+                 "memory this process may still use, a container's cgroup limit included, / "
+                 "devices)");
   app.add_option("--target-accuracy", o.run.target_accuracy,
                  "stop once the central model's test accuracy reaches this (0-1); reports the "
                  "time to it");

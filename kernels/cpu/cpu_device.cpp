@@ -40,7 +40,8 @@ class CpuDevice final : public Device {
     c.host_memory = true;
     const HostMemoryInfo m = host_memory_info();
     c.memory_total = m.total;
-    c.memory_free = m.free;
+    c.memory_free = m.free;  // the container's cgroup limit when that is smaller than the host's
+    c.memory_source = m.describe();
     c.cores = threads_;
     return c;
   }
