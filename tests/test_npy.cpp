@@ -225,7 +225,8 @@ TEST_CASE("npy: every dtype, byte order, memory order and container NumPy writes
     const std::string want = test::read_text(dir / (file + "." + member + ".bin"));
     REQUIRE(a.bytes() == want.size());
     CHECK(a.bytes() == static_cast<size_t>(a.numel()) * dtype_size(a.dtype));
-    CHECK(std::memcmp(a.data(), want.data(), want.size()) == 0);
+    // (An empty array may have no data at all: memcmp must not see its null pointer.)
+    CHECK((want.empty() || std::memcmp(a.data(), want.data(), want.size()) == 0));
     ++checked;
   }
   CHECK(checked >= 44);
