@@ -272,25 +272,6 @@ TEST_CASE("checkpoint: truncated or bit-flipped checkpoints are refused, the pre
   CHECK(contains(error_of([&] { load_checkpoint(dir + "/nothing"); }), "no such checkpoint"));
 }
 
-namespace {
-
-// cb-train in the background, its output in `log`.
-pid_t start(const std::string& args, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const std::string cmd = fmt::format("exec {}/cb-train {} > {} 2>&1", CB_BINARY_DIR, args, log);
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-int finish(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-}  // namespace
-
 TEST_CASE("cb-train: SIGTERM leaves a checkpoint and the model; --resume finishes the run") {
   if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) return;
   TempDir d("sigterm");
@@ -299,12 +280,12 @@ TEST_CASE("cb-train: SIGTERM leaves a checkpoint and the model; --resume finishe
       "{} --data {} --learners 3 --steps 2000 --test-limit 200 --output {} --checkpoint-dir {} ",
       model, kFashion, d / "out.onnx", d / "ck");
   const std::string log = d / "run.log";
-  const pid_t pid = start(common + "--checkpoint-every 20", log);
+  const pid_t pid = test::start_cb_train(common + "--checkpoint-every 20", log);
   // Wait for the first checkpoint, then stop it.
   for (int i = 0; i < 600 && !contains(read_text(log), "saved "); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   kill(pid, SIGTERM);
-  const int rc = finish(pid);
+  const int rc = test::exit_status(pid);
   const std::string out = read_text(log);
   INFO(out);
   CHECK(rc == 128 + SIGTERM);
@@ -340,11 +321,13 @@ TEST_CASE("cb-train: SIGTERM leaves a checkpoint and the model; --resume finishe
 
   // Other settings are refused, naming them; the same ones finish the run.
   std::string e;
-  const int bad = finish(start(common + "--batch-size 8 --resume " + d / "ck", d / "bad.log"));
+  const int bad = test::exit_status(
+      test::start_cb_train(common + "--batch-size 8 --resume " + d / "ck", d / "bad.log"));
   e = read_text(d / "bad.log");
   CHECK(bad == 1);
   CHECK(contains(e, "--batch-size: 8 (checkpoint: 16)"));
-  const int ok = finish(start(common + "--resume " + d / "ck", d / "resume.log"));
+  const int ok =
+      test::exit_status(test::start_cb_train(common + "--resume " + d / "ck", d / "resume.log"));
   e = read_text(d / "resume.log");
   INFO(e);
   CHECK(ok == 0);
@@ -356,8 +339,8 @@ TEST_CASE("cb-train: output and checkpoint folders are checked before anything i
   TempDir d("folders");
   const std::string model = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
   auto run = [&](const std::string& args) {
-    const int rc =
-        finish(start(fmt::format("{} --data {} --steps 1 {}", model, kFashion, args), d / "log"));
+    const int rc = test::exit_status(test::start_cb_train(
+        fmt::format("{} --data {} --steps 1 {}", model, kFashion, args), d / "log"));
     return std::pair{rc, read_text(d / "log")};
   };
   auto [rc, out] = run("--output " + d / "missing/out.onnx");
@@ -401,7 +384,7 @@ TEST_CASE("cb-train: a full disk is a clear error, and the last good checkpoint 
     return;
   }
   const std::string model = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
-  const int rc = finish(start(
+  const int rc = test::exit_status(test::start_cb_train(
       fmt::format("{} --data {} --learners 1 --steps 400 --eval-every 50 --test-limit 100 "
                   "--checkpoint-dir {}/ck --checkpoint-every 50 --keep 5 --metrics {}/m.jsonl",
                   model, kFashion, disk, disk),

@@ -36,22 +36,6 @@ std::string host_name() {
   return host;
 }
 
-// cb-train in the background (exec'd: the pid is cb-train's own), its output in `log`.
-pid_t start(const std::string& args, const std::string& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const std::string cmd = fmt::format("exec {}/cb-train {} > {} 2>&1", CB_BINARY_DIR, args, log);
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-int finish(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 // Every file under dir with its bytes: what "untouched" compares.
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
   std::map<std::string, std::string> out;
@@ -119,7 +103,7 @@ TEST_CASE("checkpoint lock: a child process does not inherit it") {
   lock.reset();
   CHECK(error_of([&] { CheckpointLock next(dir, "next"); }) == "(no error)");
   kill(child, SIGKILL);
-  finish(child);
+  test::exit_status(child);
 }
 
 TEST_CASE("cb-train: one run per checkpoint folder; no stale lock after kill -9") {
@@ -129,7 +113,8 @@ TEST_CASE("cb-train: one run per checkpoint folder; no stale lock after kill -9"
   const std::string common = fmt::format(
       "{}/models/lenet5_op17.onnx --data {} --learners 1 --test-limit 100 --checkpoint-dir {} ",
       CB_SOURCE_DIR, kFashion, ck);
-  const pid_t first = start(common + "--steps 4000 --checkpoint-every 20", d / "first.log");
+  const pid_t first =
+      test::start_cb_train(common + "--steps 4000 --checkpoint-every 20", d / "first.log");
   // Wait until it holds the lock and has written a checkpoint, then freeze it so that the folder
   // can be compared before and after the second run.
   const std::string holder = fmt::format("pid {} on {} since ", first, host_name());
@@ -146,7 +131,7 @@ TEST_CASE("cb-train: one run per checkpoint folder; no stale lock after kill -9"
   // The second run (the same command, and one resuming into the folder) is refused at start.
   for (const std::string& extra : {std::string("--steps 400"), "--steps 400 --resume " + ck}) {
     CAPTURE(extra);
-    const int rc = finish(start(common + extra, d / "second.log"));
+    const int rc = test::exit_status(test::start_cb_train(common + extra, d / "second.log"));
     const std::string out = read_text(d / "second.log");
     INFO(out);
     CHECK(rc == 1);
@@ -167,11 +152,11 @@ TEST_CASE("cb-train: one run per checkpoint folder; no stale lock after kill -9"
 
   // kill -9: the kernel releases the lock; a new run resumes in the folder.
   kill(first, SIGKILL);
-  CHECK(finish(first) == 128 + SIGKILL);
+  CHECK(test::exit_status(first) == 128 + SIGKILL);
   const int64_t step = load_checkpoint(ck).state.loop.step;
-  const pid_t next =
-      start(common + fmt::format("--steps {} --resume {}", step + 10, ck), d / "next.log");
-  const int rc_next = finish(next);
+  const pid_t next = test::start_cb_train(
+      common + fmt::format("--steps {} --resume {}", step + 10, ck), d / "next.log");
+  const int rc_next = test::exit_status(next);
   const std::string out = read_text(d / "next.log");
   INFO(out);
   CHECK(rc_next == 0);

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -81,6 +82,24 @@ inline const ImageSet& mem(const std::shared_ptr<const Examples>& e) {
   const auto* s = dynamic_cast<const ImageSet*>(e.get());
   REQUIRE(s != nullptr);
   return *s;
+}
+
+// cb-train started in the background with `args` (exec'd: the pid is cb-train's own), its stdout
+// and stderr in `log`; exit_status() waits for it.
+inline pid_t start_cb_train(const std::string& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = fmt::format("exec {}/cb-train {} > {} 2>&1", CB_BINARY_DIR, args, log);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+// Waits for `pid`: its exit code, or 128 + the signal that ended it.
+inline int exit_status(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace cb::test
