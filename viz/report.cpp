@@ -197,30 +197,23 @@ std::string render_report(const std::vector<json>& records) {
   h += line_chart({series("train loss", "epoch", "loss", "#1f77b4"),
                    series("test loss", "epoch", "test_loss", "#d62728", true)},
                   o);
+  // The score charts: R² for a regression run, else the accuracy.
+  const char* score = regression ? "test R²" : "test accuracy";
+  const char* score_key = regression ? "test_r2" : "accuracy";
+  const std::string score_title = regression ? "R²" : "Accuracy";
   ChartOptions a;
-  a.percent = true;
-  a.y_label = "test accuracy";
+  a.percent = !regression;
+  a.y_label = score;
   if (target > 0) {
     a.h_line = target;
     a.h_line_label = fmt::format("target {:.2f}%", 100 * target);
   }
-  if (regression) {
-    a.percent = false;
-    a.y_label = "test R²";
-    a.title = "R² against time";
-    a.x_label = "seconds";
-    h += line_chart({series("test R²", "time", "test_r2", "#2ca02c")}, a);
-    a.title = "R² against epochs";
-    a.x_label = "epoch";
-    h += line_chart({series("test R²", "epoch", "test_r2", "#2ca02c")}, a);
-  } else {
-    a.title = "Accuracy against time";
-    a.x_label = "seconds";
-    h += line_chart({series("test accuracy", "time", "accuracy", "#2ca02c")}, a);
-    a.title = "Accuracy against epochs";
-    a.x_label = "epoch";
-    h += line_chart({series("test accuracy", "epoch", "accuracy", "#2ca02c")}, a);
-  }
+  a.title = score_title + " against time";
+  a.x_label = "seconds";
+  h += line_chart({series(score, "time", score_key, "#2ca02c")}, a);
+  a.title = score_title + " against epochs";
+  a.x_label = "epoch";
+  h += line_chart({series(score, "epoch", score_key, "#2ca02c")}, a);
   ChartOptions t;
   t.title = "Throughput (tuner decisions marked)";
   t.x_label = "seconds";
