@@ -15,6 +15,7 @@ PACKAGES=(
   python3-torch python3-torchvision python3-onnx python3-pil dataset-fashion-mnist
   libopenmpi-dev openmpi-bin  # cb-train under mpirun (several processes, several machines)
   chromium fonts-dejavu-core  # headless, for the tests of the HTML report and graph view
+  pybind11-dev python3-pybind11 python3-dev  # the Python module (build/python)
 )
 
 missing=()

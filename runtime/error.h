@@ -24,6 +24,13 @@ class LimitError : public Error {
   explicit LimitError(std::string msg) : Error(std::move(msg)) {}
 };
 
+// The run failed although its input was accepted: training diverged, another rank failed, a
+// device failed (the public API reports it as a run error, cb-train like any error).
+class RunError : public Error {
+ public:
+  explicit RunError(std::string msg) : Error(std::move(msg)) {}
+};
+
 // A broken invariant inside crossbow (a bug, not bad input).
 class InternalError : public std::logic_error {
  public:
@@ -33,6 +40,11 @@ class InternalError : public std::logic_error {
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));
+}
+
+template <typename... Args>
+[[noreturn]] void fail_run(fmt::format_string<Args...> f, Args&&... args) {
+  throw RunError(fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace cb

@@ -111,7 +111,6 @@ LossSpec SessionOptions::loss_settings() const {
 
 void SessionOptions::validate() const {
   if (model.empty()) fail("no model given");
-  if (data.empty()) fail("--data is required");
   RunOptions r = run;
   r.auto_tune = auto_learners && trainer.optimizer == OptimizerKind::Sgd;
   r.validate();

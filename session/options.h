@@ -63,8 +63,8 @@ struct SessionOptions {
   // choose_loss.
   LossSpec loss_settings() const;
 
-  // Throws cb::Error naming the flag at fault. Reads nothing on disk; asks the driver how many
-  // GPUs there are when `devices` names GPUs.
+  // Throws cb::Error naming the flag at fault (not the data: it may come later, with fit). Reads
+  // nothing on disk; asks the driver how many GPUs there are when `devices` names GPUs.
   void validate() const;
 };
 

@@ -168,10 +168,12 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
   cbs.on_eval = [this, &t](const EvalReport& p) {
     clear_progress();
     fmt::print(
-        "epoch {:6.2f}  step {:7d}  lr {:.5g}  train loss {:.4f}  test loss {:.4f}  "
-        "{}  {:.0f} {}/s  learners {}  spread {:.4g}\n",
-        p.epoch, p.step, p.lr, p.train_loss, p.test.loss, scores_text(p.test), p.images_per_s,
-        unit_, p.learners, p.spread);
+        "epoch {:6.2f}  step {:7d}  lr {:.5g}  train loss {:.4f}  {}  {:.0f} {}/s  learners {}  "
+        "spread {:.4g}\n",
+        p.epoch, p.step, p.lr, p.train_loss,
+        p.test.count > 0 ? fmt::format("test loss {:.4f}  {}", p.test.loss, scores_text(p.test))
+                         : std::string("(no test data)"),
+        p.images_per_s, unit_, p.learners, p.spread);
     const int per_device = t.learners_per_device();
     nlohmann::ordered_json j = {{"type", "eval"},
                                 {"time", p.time_s},

@@ -31,6 +31,8 @@ class RunRecorder {
 
   // One record: appended to --metrics and, with `redraw`, --report drawn again from all of them.
   void record(nlohmann::ordered_json j, bool redraw = true);
+  // Every record of this recorder, in order.
+  const std::vector<nlohmann::ordered_json>& records() const { return records_; }
   // Removes the progress line before other output.
   void clear_progress();
   // Restarts the clock the tuner's records are timed by (the loop times evaluations the same way).

@@ -37,13 +37,30 @@ extern "C" void on_signal(int sig) {
   if (g_signal != 0 && sig == SIGINT) _exit(128 + SIGINT);
   g_signal = sig;
 }
-void install_signal_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
+// Installs the handlers for its lifetime and restores the previous ones after.
+class SignalScope {
+ public:
+  explicit SignalScope(bool on) : on_(on) {
+    if (!on_) return;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalScope() {
+    if (!on_) return;
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  bool on_;
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
 
 // A folder a file will be written into: it must exist and be writable, checked before training.
 void check_writable_folder(const std::string& file, const char* flag) {
@@ -230,6 +247,24 @@ TrainSession::TrainSession(SessionOptions o) : o_(std::move(o)), who_(o_.program
 
 TrainSession::~TrainSession() = default;
 
+void TrainSession::set_options(SessionOptions o) {
+  if (o.threads == 0) o.threads = ThreadPool::hardware_threads();
+  o.validate();
+  if (mpi_ && mpi_->rank() != 0) {  // the others keep writing nothing
+    o.output.clear();
+    o.metrics.clear();
+    o.report.clear();
+    o.tensorboard.clear();
+  }
+  if (o.checkpoint.resume != o_.checkpoint.resume) resumed_ = false;  // a new run to resume
+  o_ = std::move(o);
+}
+
+Trainer& TrainSession::trainer() {
+  if (!trainer_) fail("the model has not been built yet: train (fit) first");
+  return *trainer_;
+}
+
 int TrainSession::run() {
   try {
     return run_here();
@@ -240,21 +275,40 @@ int TrainSession::run() {
 }
 
 int TrainSession::run_here() {
-  const SessionOptions& o = o_;
-  if (!o.output.empty()) check_writable_folder(o.output, "--output");
-  if (!o.report.empty()) check_writable_folder(o.report, "--report");
-  const ExportForm form = o.output_training ? ExportForm::Training : ExportForm::Inference;
-  // Locks the checkpoint folder for the whole run: before the data is read and before --resume
-  // reads the folder, so that a second run on it is refused at once.
-  CheckpointPolicy checkpoints(o.checkpoint, o.command_line);
+  if (o_.data.empty()) fail("--data is required");
+  FitHooks hooks;
+  const Dataset data = open(o_.data);
+  const FitResult r = fit(data, hooks);
+  return r.signal ? 128 + r.signal : 0;
+}
 
-  // Data first: a missing folder is the commonest mistake and costs nothing to find.
-  Dataset data = load_dataset(o.data, o.data_options);
-  if (!o.cache.empty() && data.format != DataFormat::Folder)
-    fail("--cache packs an image folder; {} is {}", o.data, data.description);
+Dataset TrainSession::open(const std::string& path) {
+  Dataset data = load_dataset(path, o_.data_options);
+  if (o_.cache.empty()) return data;
+  if (data.format != DataFormat::Folder)
+    fail("--cache packs an image folder; {} is {}", path, data.description);
+  build(data);
+  const FeedPlan plan = plan_feed(data, feeds_, {o_.run.target, o_.run.transforms});
+  std::error_code ec;
+  if (!std::filesystem::exists(o_.cache, ec)) {
+    PackOptions po;
+    po.size = plan.images.eval_resize();
+    po.val_split = o_.data_options.val_split;
+    po.workers = o_.run.workers > 0 ? o_.run.workers : ThreadPool::hardware_threads();
+    fmt::print("cache    packing {} into {} (shorter side {}) ...\n", path, o_.cache, po.size);
+    std::fflush(stdout);
+    PackSummary ps = write_pack(path, o_.cache, po);
+    fmt::print("cache    {} training + {} test images, {}\n", ps.train, ps.test, mib(ps.bytes));
+  }
+  Dataset packed = load_pack_dataset(o_.cache, path);
+  packed.skipped = data.skipped;  // the folder's listing skips stay reported
+  return packed;
+}
+
+void TrainSession::build(const Dataset& data) {
+  if (trainer_) return;
+  const SessionOptions& o = o_;
   ImportResult r = import_for(o, data);
-  ExportEdits edits;  // what the file must take too: a new head's shapes
-  std::string head_record;
   if (o.num_classes) {
     std::string out = o.output_name;  // else the output the loss picks, else the first one
     if (out.empty()) {
@@ -264,50 +318,139 @@ int TrainSession::run_here() {
       }
     }
     const HeadReplacement h = replace_head(r.graph, out, o.num_classes, o.run.seed);
-    head_record = fmt::format("{} {} {}", o.num_classes, o.run.seed, out);
+    head_record_ = fmt::format("{} {} {}", o.num_classes, o.run.seed, out);
     fmt::print("head     {}\n", h.describe());
-    edits.values = h.values;
-    edits.output_last_dim[h.output] = h.classes;
+    edits_.values = h.values;
+    edits_.output_last_dim[h.output] = h.classes;
   }
   if (!o.freeze.empty()) {
     const int64_t n = freeze_parameters(r.graph, o.freeze);
     fmt::print("freeze   {} parameter tensor{} kept fixed\n", n, n == 1 ? "" : "s");
   }
-  std::string loss_why;
-  const LossSpec spec = pick_loss(r.graph, o, data, &loss_why);
-  check_classes(r.graph, spec, data, o.num_classes != 0, o.program);
+  spec_ = pick_loss(r.graph, o, data, &loss_why_);
+  check_classes(r.graph, spec_, data, o.num_classes != 0, o.program);
+  loss_text_ = describe_loss(r.graph, spec_);
+  feeds_ = feed_spec(r.graph, spec_);
+  TrainerOptions topts = o.trainer;
+  const bool sma = topts.optimizer == OptimizerKind::Sgd;
+  if (!sma) {  // AdamW: one learner, no central model (exactly torch.optim.AdamW)
+    topts.alpha = 0;
+    topts.central_momentum = 0;
+  }
+
+  // The devices and their collective: CPU core groups (within this process's affinity: an MPI
+  // launcher binds each rank) and an in-process group, GPUs and NCCL, or the job's MPI collective.
+  std::vector<int> cores;
+  const std::vector<int>& allowed = ThreadPool::allowed_cores();
+  for (int c = 0; c < o.threads; ++c)
+    cores.push_back(allowed[static_cast<size_t>(c) % allowed.size()]);
+  CudaOptions cuda_opts;
+  cuda_opts.tf32 = o.tf32;
+  devs_ = make_devices(o.devices, cores, cuda_opts);
+  if (mpi_)
+    colls_.push_back(mpi_->collective());
+  else
+    colls_ = make_collectives(o.devices, devs_);
+  Placement where;
+  for (size_t d = 0; d < devs_.size(); ++d) {
+    where.devices.push_back(devs_[d].get());
+    where.collectives.push_back(colls_[d].get());
+  }
+  model_hash_ = file_hash(o.model);  // checkpoints and the ranks' agreement
+  if (mpi_) {
+    // Every rank must run the same job: refused before the first step, naming each difference.
+    mpi_->require_same({{"crossbow version", CB_VERSION},
+                        {"model (hash)", model_hash_},
+                        {"--batch-size", std::to_string(topts.batch)},
+                        {"--learners", o.auto_learners ? "auto" : std::to_string(topts.learners)},
+                        {"training examples", std::to_string(data.train_size())},
+                        {"test examples", std::to_string(data.test_size())},
+                        {"--seed", std::to_string(o.run.seed)},
+                        {"--steps/--epochs", fmt::format("{}/{}", o.run.steps, o.run.epochs)}});
+    fmt::print(
+        "ranks    {} processes (mpirun), one device each; sums: reduce to rank 0 + broadcast, "
+        "timeout {:.0f} s\n",
+        mpi_->size(), o.collective_timeout);
+  }
+  trainer_ = std::make_unique<Trainer>(r.graph, spec_, topts, where);
+  const Value& out =
+      trainer_->model().training_graph().graph.value(trainer_->model().training_graph().output);
+  const int64_t const_weights = param_stats(r.graph).constant_node_tensors;
+  fmt::print(
+      "model    {}: {} parameters{}, output '{}' {}\n", o.model, trainer_->model().param_count(),
+      const_weights ? fmt::format(" ({} tensors the file stores as Constant nodes)", const_weights)
+                    : "",
+      out.name, to_string(out.shape));
+  std::fflush(stdout);
+}
+
+CheckpointMeta TrainSession::checkpoint_meta(const Dataset& data) const {
+  CheckpointMeta meta;
+  meta.model_hash = model_hash_;
+  meta.data = data_text_;
+  meta.batch = o_.trainer.batch;
+  meta.command = o_.command_line;
+  meta.model_path = std::filesystem::absolute(o_.model).string();
+  meta.loss = loss_record(spec_);
+  meta.head = head_record_;
+  meta.freeze = o_.freeze;
+  (void)data;
+  return meta;
+}
+
+FitResult TrainSession::fit(const Dataset& data, const FitHooks& hooks) {
+  try {
+    return fit_here(data, hooks);
+  } catch (...) {
+    if (mpi_) mpi_->abort(failure_message(who_), 1);
+    throw;
+  }
+}
+
+FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
+  const SessionOptions& o = o_;
+  if (!o.output.empty()) check_writable_folder(o.output, "--output");
+  if (!o.report.empty()) check_writable_folder(o.report, "--report");
+  const ExportForm form = o.output_training ? ExportForm::Training : ExportForm::Inference;
+  BatchStream* stream = hooks.sources.train;
+  // Locks the checkpoint folder for the whole fit: before the data is read and before --resume
+  // reads the folder, so that a second run on it is refused at once.
+  CheckpointPolicy checkpoints(o.checkpoint, o.command_line);
+  build(data);
+  Trainer& trainer = *trainer_;
   TrainerOptions topts = o.trainer;
   RunOptions ropts = o.run;
-  if (topts.batch > data.train_size())
+  if (!stream && topts.batch > data.train_size())
     fail("--batch-size {} is larger than the {} training examples", topts.batch, data.train_size());
-  // The data against the model's inputs and target, before any learner is built.
-  const FeedSpec feeds = feed_spec(r.graph, spec);
+  // The data against the model's inputs and target, before anything runs.
   const FeedOptions fopts{ropts.target, ropts.transforms};
-  FeedPlan plan = plan_feed(data, feeds, fopts);
-  if (!o.cache.empty()) {
-    std::error_code ec;
-    if (!std::filesystem::exists(o.cache, ec)) {
-      PackOptions po;
-      po.size = plan.images.eval_resize();
-      po.val_split = o.data_options.val_split;
-      po.workers = ropts.workers > 0 ? ropts.workers : ThreadPool::hardware_threads();
-      fmt::print("cache    packing {} into {} (shorter side {}) ...\n", o.data, o.cache, po.size);
-      std::fflush(stdout);
-      PackSummary ps = write_pack(o.data, o.cache, po);
-      fmt::print("cache    {} training + {} test images, {}\n", ps.train, ps.test, mib(ps.bytes));
-    }
-    Dataset packed = load_pack_dataset(o.cache, o.data);
-    packed.skipped = data.skipped;  // the folder's listing skips stay reported
-    data = std::move(packed);
-    plan = plan_feed(data, feeds, fopts);
+  std::optional<FeedPlan> plan;
+  if (!stream) {
+    plan = plan_feed(data, feeds_, fopts);
+    check_targets(data, true, feeds_, *plan, "training");
   }
-  check_targets(data, true, feeds, plan, "training");
-  check_targets(data, false, feeds, plan, "test");
+  if (data.test_size() > 0) {
+    const FeedPlan test_plan = plan_feed(data, feeds_, fopts);
+    check_targets(data, false, feeds_, test_plan, "test");
+  }
   const bool sma = topts.optimizer == OptimizerKind::Sgd;
   RunRecorder rec(o.metrics, o.report, o.tensorboard);
-  if (data.tensors()) rec.set_unit("examples");
-  fmt::print("loss     {}{}\n", describe_loss(r.graph, spec), loss_why);
-  if (data.tensors())
+  const bool examples = data.tensors() || stream;
+  if (examples) rec.set_unit("examples");
+  fmt::print("loss     {}{}\n", loss_text_, loss_why_);
+  if (stream)
+    data_text_ = stream->batches_per_pass > 0
+                     ? fmt::format("batches from the caller, {} per pass", stream->batches_per_pass)
+                     : std::string("batches from the caller");
+  else if (data.tensors())
+    data_text_ = fmt::format("{} ({}): {} training, {} test examples", data.dir, data.description,
+                             data.train_size(), data.test_size());
+  else
+    data_text_ = fmt::format("{} ({}): {} training, {} test images", data.dir, data.description,
+                             data.train_size(), data.test_size());
+  if (stream)
+    fmt::print("data     {}\n", data_text_);
+  else if (data.tensors())
     fmt::print("data     {}: {}, {} training, {} test examples: {}\n", data.dir, data.description,
                data.train_size(), data.test_size(), data.train_tensors->describe());
   else
@@ -320,11 +463,13 @@ int TrainSession::run_here() {
                       : is_cuda_spec(o.devices)
                           ? default_workers(std::max(1, ThreadPool::hardware_threads() / 2))
                           : default_workers(o.threads);
-  if (ropts.workers == 0 && batches_inline(plan, topts.batch))
-    fmt::print("inputs   {}; batched on the training thread (small rows)\n", plan.text);
+  if (stream)
+    fmt::print("inputs   fetched ahead on a thread of their own\n");
+  else if (ropts.workers == 0 && batches_inline(*plan, topts.batch))
+    fmt::print("inputs   {}; batched on the training thread (small rows)\n", plan->text);
   else
-    fmt::print("inputs   {}; {} pipeline worker{}\n", plan.text, workers, workers == 1 ? "" : "s");
-  const int64_t spe = data.train_size() / topts.batch;
+    fmt::print("inputs   {}; {} pipeline worker{}\n", plan->text, workers, workers == 1 ? "" : "s");
+  const int64_t spe = stream ? stream->batches_per_pass : data.train_size() / topts.batch;
   const double lr = ropts.schedule.lr;
   const std::string opt_text =
       sma ? fmt::format("sgd momentum {}{} weight decay {}", topts.momentum,
@@ -335,66 +480,18 @@ int TrainSession::run_here() {
       "lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
       ropts.schedule.warmup_steps ? fmt::format(" + {} warm-up steps", ropts.schedule.warmup_steps)
                                   : "");
-  const std::string order_text =
-      ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed) : "file order";
-
-  // The devices and their collective: CPU core groups (within this process's affinity: an MPI
-  // launcher binds each rank) and an in-process group, GPUs and NCCL, or the job's MPI collective.
-  std::vector<int> cores;
-  const std::vector<int>& allowed = ThreadPool::allowed_cores();
-  for (int c = 0; c < o.threads; ++c)
-    cores.push_back(allowed[static_cast<size_t>(c) % allowed.size()]);
-  CudaOptions cuda_opts;
-  cuda_opts.tf32 = o.tf32;
-  std::vector<std::unique_ptr<Device>> devs = make_devices(o.devices, cores, cuda_opts);
-  std::vector<std::unique_ptr<Collective>> colls;
-  if (mpi_)
-    colls.push_back(mpi_->collective());
-  else
-    colls = make_collectives(o.devices, devs);
-  Placement where;
-  for (size_t d = 0; d < devs.size(); ++d) {
-    where.devices.push_back(devs[d].get());
-    where.collectives.push_back(colls[d].get());
-  }
-  if (!sma) {  // AdamW: one learner, no central model (exactly torch.optim.AdamW)
-    topts.alpha = 0;
-    topts.central_momentum = 0;
-  }
+  const std::string order_text = stream          ? std::string("the caller's order")
+                                 : ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed)
+                                                 : std::string("file order");
   ropts.auto_tune = sma && o.auto_learners;
   ropts.progress_interval_s = rec.progress_interval_s();
-  const std::string model_hash = file_hash(o.model);  // checkpoints and the ranks' agreement
-  if (mpi_) {
-    // Every rank must run the same job: refused before the first step, naming each difference.
-    mpi_->require_same({{"crossbow version", CB_VERSION},
-                        {"model (hash)", model_hash},
-                        {"--batch-size", std::to_string(topts.batch)},
-                        {"--learners", o.auto_learners ? "auto" : std::to_string(topts.learners)},
-                        {"training examples", std::to_string(data.train_size())},
-                        {"test examples", std::to_string(data.test_size())},
-                        {"--seed", std::to_string(ropts.seed)},
-                        {"--steps/--epochs", fmt::format("{}/{}", ropts.steps, ropts.epochs)}});
-    fmt::print(
-        "ranks    {} processes (mpirun), one device each; sums: reduce to rank 0 + broadcast, "
-        "timeout {:.0f} s\n",
-        mpi_->size(), o.collective_timeout);
-  }
-  Trainer trainer(r.graph, spec, topts, where);
-  const Value& out =
-      trainer.model().training_graph().graph.value(trainer.model().training_graph().output);
-  const int64_t const_weights = param_stats(r.graph).constant_node_tensors;
-  fmt::print(
-      "model    {}: {} parameters{}, output '{}' {}\n", o.model, trainer.model().param_count(),
-      const_weights ? fmt::format(" ({} tensors the file stores as Constant nodes)", const_weights)
-                    : "",
-      out.name, to_string(out.shape));
-  fmt::print(
-      "train    batch {} per learner, {} ({} batches per epoch, last partial batch dropped), {}, "
-      "{}, {} threads, {}\n",
-      topts.batch,
-      ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
-                      : fmt::format("{} epoch{}", ropts.epochs, ropts.epochs == 1 ? "" : "s"),
-      spe, opt_text, sched_text, o.threads, order_text);
+  fmt::print("train    batch {} per learner, {} ({}), {}, {}, {} threads, {}\n", topts.batch,
+             ropts.steps > 0
+                 ? fmt::format("{} steps", ropts.steps)
+                 : fmt::format("{} epoch{}", ropts.epochs, ropts.epochs == 1 ? "" : "s"),
+             spe > 0 ? fmt::format("{} batches per epoch, last partial batch dropped", spe)
+                     : std::string("passes as long as the caller's"),
+             opt_text, sched_text, o.threads, order_text);
   const TrainMemory& mem = trainer.memory();
   const std::string cores_text = devices_text(trainer);
   const int K = trainer.total_learners();
@@ -425,7 +522,7 @@ int TrainSession::run_here() {
       {{"type", "config"},
        {"model", o.model},
        {"parameters", trainer.model().param_count()},
-       {"data", fmt::format("{} ({})", data.dir, data.description)},
+       {"data", stream ? data_text_ : fmt::format("{} ({})", data.dir, data.description)},
        {"training examples", data.train_size()},
        {"test examples", data.test_size()},
        {"batch per learner", topts.batch},
@@ -451,37 +548,35 @@ int TrainSession::run_here() {
 
   Callbacks cbs;
   rec.attach(cbs, trainer, lr, o.program);
-  bool wrote = false;  // --output holds a model of this run
+  bool wrote = false;      // --output holds a model of this run
+  bool hook_stop = false;  // a hook asked to stop
   cbs.on_eval = [&, report = cbs.on_eval](const EvalReport& p) {
     report(p);
     if (!o.output.empty()) {
-      export_trained(o.model, o.output, trainer.trained_tensors(), form, edits);
+      save(o.output, form);
       wrote = true;
     }
     std::fflush(stdout);
+    if (hooks.on_eval && hooks.on_eval(rec.records().back())) {
+      hook_stop = true;
+      trainer.request_stop();
+    }
   };
   // Checkpoints, resume and signals.
-  CheckpointMeta meta;
-  meta.model_hash = model_hash;
-  meta.data =
-      fmt::format("{} ({}): {} training, {} test {}", data.dir, data.description, data.train_size(),
-                  data.test_size(), data.tensors() ? "examples" : "images");
-  meta.batch = topts.batch;
-  meta.command = o.command_line;
-  meta.model_path = std::filesystem::absolute(o.model).string();
-  meta.loss = loss_record(spec);
-  meta.head = head_record;
-  meta.freeze = o.freeze;
+  const CheckpointMeta meta = checkpoint_meta(data);
   LoopState loop;
-  if (!o.checkpoint.resume.empty()) {
+  if (!o.checkpoint.resume.empty() && !resumed_) {
     LoadedCheckpoint ck = load_for_resume(o.checkpoint.resume, meta);
     for (const std::string& why : ck.refused)
       fmt::print(stderr, "{}: warning: checkpoint refused: {}\n", o.program, why);
     loop = restore(trainer, ck.state);
-    fmt::print("resume   {}: step {}, epoch {:.2f}, {} learner{}/device\n", ck.path, loop.step,
-               static_cast<double>(loop.consumed) / static_cast<double>(spe),
+    fmt::print("resume   {}: step {}{}, {} learner{}/device\n", ck.path, loop.step,
+               spe > 0 ? fmt::format(", epoch {:.2f}",
+                                     static_cast<double>(loop.consumed) / static_cast<double>(spe))
+                       : std::string(),
                trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s");
   }
+  resumed_ = true;
   checkpoints.start(loop, spe, meta);
   auto checkpoint = [&](const LoopState& st) {
     const std::string path = checkpoints.save(trainer, st);
@@ -490,6 +585,11 @@ int TrainSession::run_here() {
     std::fflush(stdout);
   };
   cbs.after_step = [&](const LoopState& st) {
+    if (hook_stop) return true;
+    if (hooks.should_stop && hooks.should_stop()) {
+      hook_stop = true;
+      return true;
+    }
     if (mpi_) {  // every rank stops after the same step when any of them was signalled
       if (g_signal != 0) trainer.request_stop();
       if (trainer.stop_agreed()) {
@@ -502,33 +602,42 @@ int TrainSession::run_here() {
     if (checkpoints.due(st)) checkpoint(st);
     return false;
   };
-  if (o.handle_signals) install_signal_handlers();
+  g_signal = 0;
+  const SignalScope signals(o.handle_signals);
 
-  RunSummary s;
+  FitResult res;
+  RunSummary& s = res.summary;
   try {
     rec.start_clock();
-    s = train(trainer, data, ropts, cbs, &loop);
+    s = train(trainer, data, ropts, cbs, &loop, &hooks.sources);
   } catch (const Error&) {
     rec.clear_progress();
+    loop_ = loop;
     if (wrote)
       fmt::print(stderr, "{}: {} holds the last good model (the last evaluation)\n", o.program,
                  o.output);
     throw;
   }
+  loop_ = loop;
   rec.clear_progress();
   if (checkpoints.enabled()) checkpoint(loop);
   if (s.stopped) {
-    const int sig = g_signal;
+    res.stopped = true;
+    res.signal = hook_stop ? 0 : g_signal;
     if (!o.output.empty()) {
-      export_trained(o.model, o.output, trainer.trained_tensors(), form, edits);
+      save(o.output, form);
       fmt::print("wrote    {} (the model at step {})\n", o.output, loop.step);
     }
-    fmt::print(stderr, "{}: stopped by {} after step {}{}\n", o.program,
-               sig == SIGINT ? "SIGINT" : "SIGTERM", loop.step,
-               o.checkpoint.dir.empty()
-                   ? std::string(" (no --checkpoint-dir: the run cannot be resumed)")
-                   : fmt::format("; continue with --resume {}", o.checkpoint.dir));
-    return 128 + sig;
+    if (res.signal)
+      fmt::print(stderr, "{}: stopped by {} after step {}{}\n", o.program,
+                 res.signal == SIGINT ? "SIGINT" : "SIGTERM", loop.step,
+                 o.checkpoint.dir.empty()
+                     ? std::string(" (no --checkpoint-dir: the run cannot be resumed)")
+                     : fmt::format("; continue with --resume {}", o.checkpoint.dir));
+    else
+      fmt::print("stopped  after step {}, as the caller asked\n", loop.step);
+    res.records = rec.records();
+    return res;
   }
   if (mpi_) {
     // The central model must be the same bits on every rank: checked, not assumed.
@@ -541,11 +650,44 @@ int TrainSession::run_here() {
   rec.summary(s, trainer, ropts, data.skipped->count());
   // A run resumed at its end (a checkpoint of its last step: the run was stopped or killed after
   // writing it) trains nothing and evaluates without on_eval: the output is written here.
-  if (!o.output.empty() && !wrote)
-    export_trained(o.model, o.output, trainer.trained_tensors(), form, edits);
+  if (!o.output.empty() && !wrote) save(o.output, form);
   if (!o.output.empty())
     fmt::print("wrote    {} ({} form)\n", o.output, o.output_training ? "training" : "inference");
-  return 0;
+  res.records = rec.records();
+  return res;
+}
+
+EvalResult TrainSession::evaluate(const Dataset& data) {
+  Trainer& t = trainer();
+  if (data.test_size() == 0) fail("nothing to evaluate: the data has no examples");
+  const FeedPlan plan = plan_feed(data, feeds_, {o_.run.target, o_.run.transforms});
+  check_targets(data, false, feeds_, plan, "test");
+  PipelineOptions po;
+  po.batch = o_.trainer.eval_batch > 0 ? o_.trainer.eval_batch : o_.trainer.batch;
+  po.train = false;
+  po.workers = o_.run.workers > 0 ? o_.run.workers : 0;
+  if (!batches_inline(plan, po.batch) && po.workers == 0) po.workers = default_workers(o_.threads);
+  BatchPipeline ev(data.test_size(), make_batches(data, false, plan, o_.run.seed), po);
+  return t.evaluate([&](Batch& b) { return ev.next(b); });
+}
+
+EvalResult TrainSession::evaluate(const NextBatch& next) { return trainer().evaluate(next); }
+
+std::vector<Tensor> TrainSession::predict(const Batch& batch) {
+  return trainer().eval_outputs(batch);
+}
+
+void TrainSession::save(const std::string& path, ExportForm form) {
+  export_trained(o_.model, path, trainer().trained_tensors(), form, edits_);
+}
+
+std::string TrainSession::save_checkpoint() {
+  if (o_.checkpoint.dir.empty()) fail("no --checkpoint-dir to write the checkpoint into");
+  Trainer& t = trainer();
+  CheckpointPolicy checkpoints(o_.checkpoint, o_.command_line);
+  const CheckpointMeta meta = checkpoint_meta(Dataset{});
+  checkpoints.start(loop_, 0, meta);
+  return checkpoints.save(t, loop_);
 }
 
 }  // namespace cb

@@ -36,45 +36,69 @@ LoopState restore(Trainer& t, const TrainState& s) {
 }
 
 RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Callbacks& cb,
-                 LoopState* loop_in) {
+                 LoopState* loop_in, const LoopSources* sources) {
   o.validate();
+  BatchStream* stream = sources ? sources->train : nullptr;
   const FeedSpec fs = t.model().feed_spec();
-  const FeedPlan plan = plan_feed(data, fs, {o.target, o.transforms});
-  check_targets(data, true, fs, plan, "training");
-  check_targets(data, false, fs, plan, "test");
+  const bool has_test = data.test_size() > 0;
+  std::optional<FeedPlan> plan;
+  if (!stream || has_test) {
+    plan = plan_feed(data, fs, {o.target, o.transforms});
+    if (!stream) check_targets(data, true, fs, *plan, "training");
+    if (has_test) check_targets(data, false, fs, *plan, "test");
+  }
   const int64_t batch = t.options().batch;
   const int64_t eval_batch = t.options().eval_batch > 0 ? t.options().eval_batch : batch;
   int cores = 0;
   for (int d = 0; d < t.devices(); ++d) cores += t.device(d).caps().cores;
   // Arrays whose batches are cheaper to copy than to hand between threads are batched on the
   // loop's thread (batches_inline); everything else on the pipeline's workers.
-  const int workers = o.workers > 0                 ? o.workers
-                      : batches_inline(plan, batch) ? 0
-                                                    : default_workers(cores);
-  const int64_t spe = BatchOrder::epoch_batches(data.train_size(), batch);
-  const int64_t total_batches = o.steps > 0 ? 0 : o.epochs * spe;
+  const int workers = o.workers > 0                          ? o.workers
+                      : plan && batches_inline(*plan, batch) ? 0
+                                                             : default_workers(cores);
+  // Batches per epoch: the data set's, or the stream's when it says (0: passes end when the
+  // stream does, and nothing is scheduled by epochs).
+  const int64_t spe =
+      stream ? stream->batches_per_pass : BatchOrder::epoch_batches(data.train_size(), batch);
+  if (stream && spe == 0) {
+    const LrScheduleKind k = o.schedule.kind;
+    if (k == LrScheduleKind::Step || k == LrScheduleKind::MultiStep ||
+        (k == LrScheduleKind::Cosine && o.steps == 0))
+      fail(
+          "batches from a stream of unknown length: --lr-schedule {} counts in epochs, so it needs "
+          "the number of batches per pass (give it, or train by --steps with cosine)",
+          lr_schedule_name(k));
+    if (o.evals_per_epoch != 1 && o.eval_every == 0)
+      fail(
+          "batches from a stream of unknown length: --evals-per-epoch needs the number of batches "
+          "per pass (give it, or evaluate by --eval-every)");
+  }
+  const int64_t total_batches = o.steps > 0 || spe == 0 ? 0 : o.epochs * spe;
   size_t skip_cursor = 0;
   auto report_skipped = [&] {
     if (!cb.on_skipped) return;
     std::vector<SkipLog::Entry> fresh = data.skipped->since(&skip_cursor);
     if (!fresh.empty()) cb.on_skipped(fresh, data.skipped->count());
   };
-  auto evaluate = [&] {
+  auto evaluate = [&]() -> EvalResult {
+    if (sources && sources->evaluate) return sources->evaluate();
+    if (!has_test) return {};
     PipelineOptions po;
     po.batch = eval_batch;
     po.train = false;
     po.workers = workers;
     po.limit = o.test_limit;
-    BatchPipeline ev(data.test_size(), make_batches(data, false, plan, o.seed), po);
+    BatchPipeline ev(data.test_size(), make_batches(data, false, *plan, o.seed), po);
     return t.evaluate([&](Batch& b) { return ev.next(b); });
   };
+  const bool evaluates = has_test || (sources && sources->evaluate);
 
   LoopState fresh;
   LoopState& st = loop_in ? *loop_in : fresh;
   if (!st.started) {
     st = LoopState{};
     st.started = true;
-    st.decays = o.schedule.decays(0, spe);
+    st.decays = spe ? o.schedule.decays(0, spe) : 0;
     if (o.auto_tune) st.tuner.emplace(o.tuner, t.learners_per_device());
   }
   report_skipped();
@@ -88,13 +112,44 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   // on their place in the sequence only).
   std::optional<BatchPipeline> pipe;
   auto start_pipe = [&] {
+    if (stream) return;
     pipe.reset();
     po.start = st.consumed;
     po.depth = 2 * t.total_learners() + 2 * workers + 2;
-    pipe.emplace(data.train_size(), make_batches(data, true, plan, o.seed), po);
+    pipe.emplace(data.train_size(), make_batches(data, true, *plan, o.seed), po);
   };
   start_pipe();
-
+  // A stream: its passes, the batches of the current one, and the time spent waiting in next().
+  int64_t passes = 0, in_pass = 0;
+  bool stream_done = false;
+  double stream_wait = 0;
+  auto stream_next = [&](Batch& b) {
+    const auto t0 = Clock::now();
+    while (!stream->next(b)) {
+      if (in_pass == 0)
+        fail(
+            "the batches ended: pass {} yielded none (a one-shot source, such as a generator, "
+            "gives one pass: train one epoch, or give a source that can start again)",
+            passes + 1);
+      ++passes;
+      in_pass = 0;
+      if (o.steps == 0 && passes >= o.epochs) {
+        stream_done = true;
+        break;
+      }
+      stream->start();
+    }
+    if (!stream_done) ++in_pass;
+    stream_wait += seconds_since(t0);
+    return !stream_done;
+  };
+  if (stream) {
+    stream->start();
+    Batch skip;
+    for (int64_t i = 0; i < st.consumed && stream_next(skip); ++i) {
+    }
+    stream_wait = 0;
+  }
   RunSummary sum;
   std::vector<Batch> all, local;
   const auto t_run = Clock::now();
@@ -103,21 +158,69 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   double eval_loss = 0, eval_train_s = 0, prog_loss = 0, prog_train_s = 0;
   double eval_wait_s = 0, prog_wait_s = 0;
   int64_t eval_steps = 0, eval_images = 0, prog_steps = 0, prog_images = 0;
-  auto finished = [&] { return o.steps > 0 ? st.step >= o.steps : st.consumed >= total_batches; };
+  int64_t passes_at_eval = 0;
+  auto epoch_now = [&] {
+    if (spe > 0) return static_cast<double>(st.consumed) / static_cast<double>(spe);
+    return static_cast<double>(passes);  // a stream of unknown length: whole passes
+  };
+  auto finished = [&] {
+    if (o.steps > 0) return st.step >= o.steps;
+    return spe > 0 ? st.consumed >= total_batches : stream_done;
+  };
+  // One evaluation report at the current position; true when it reaches the target accuracy.
+  auto eval_now = [&](double lr) {
+    passes_at_eval = passes;
+    EvalReport r;
+    r.epoch = epoch_now();
+    r.step = st.step;
+    r.train_loss = eval_steps > 0 ? eval_loss / static_cast<double>(eval_steps) : 0;
+    r.lr = lr * t.lr_factor();
+    r.images_per_s = eval_train_s > 0 ? static_cast<double>(eval_images) / eval_train_s : 0;
+    r.learners = t.total_learners();
+    r.data_wait_s = eval_wait_s;
+    r.spread = t.spread();
+    if (evaluates) r.test = evaluate();
+    r.time_s = seconds_since(t_run);
+    sum.test = r.test;
+    if (cb.on_eval) cb.on_eval(r);
+    report_skipped();
+    eval_loss = eval_train_s = eval_wait_s = 0;
+    eval_steps = eval_images = 0;
+    if (o.target_accuracy > 0 && r.test.count > 0 && r.test.accuracy >= o.target_accuracy) {
+      sum.reached_target = true;
+      sum.target_seconds = r.time_s;
+      sum.target_epoch = r.epoch;
+      sum.target_step = st.step;
+      return true;
+    }
+    return false;
+  };
+  double last_lr = 0;
   while (!finished()) {
     const int K = t.total_learners(), L = t.local_learners();
     const int64_t total_for_lr = o.steps > 0 ? o.steps * K : total_batches;
-    const double lr = o.schedule.at(st.consumed, spe, total_for_lr);
-    const int64_t d = o.schedule.decays(st.consumed, spe);
+    const double lr = spe ? o.schedule.at(st.consumed, spe, total_for_lr)
+                          : o.schedule.at(st.consumed, 1, total_for_lr);  // constant + warm-up
+    const int64_t d = spe ? o.schedule.decays(st.consumed, spe) : 0;
     if (d > st.decays && st.prev_lr > 0 && lr < st.prev_lr) {
       if (t.reset_to_central() && cb.on_reset) cb.on_reset(st.step, lr);
     }
     st.decays = d;
     st.prev_lr = lr;
+    last_lr = lr;
     all.resize(static_cast<size_t>(K));
-    const double waited = pipe->wait_seconds();
-    for (Batch& b : all) pipe->next(b);
-    const double wait = pipe->wait_seconds() - waited;
+    double wait = 0;
+    if (stream) {
+      const double waited = stream_wait;
+      for (Batch& b : all)
+        if (!stream_next(b)) break;
+      wait = stream_wait - waited;
+      if (stream_done) break;  // the last passes end inside a step: its batches are dropped
+    } else {
+      const double waited = pipe->wait_seconds();
+      for (Batch& b : all) pipe->next(b);
+      wait = pipe->wait_seconds() - waited;
+    }
     sum.data_wait_s += wait;
     eval_wait_s += wait;
     prog_wait_s += wait;
@@ -180,14 +283,14 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     const bool last = finished();
     if (cb.on_progress && (seconds_since(last_progress) >= o.progress_interval_s || last)) {
       Progress p;
-      p.epoch = static_cast<double>(st.consumed) / static_cast<double>(spe);
+      p.epoch = epoch_now();
       p.step = st.step;
       p.images_per_s = prog_train_s > 0 ? static_cast<double>(prog_images) / prog_train_s : 0;
       p.loss = prog_loss / static_cast<double>(prog_steps);
       p.lr = lr * t.lr_factor();
       p.learners = t.total_learners();
       p.data_wait = prog_train_s + prog_wait_s > 0 ? prog_wait_s / (prog_train_s + prog_wait_s) : 0;
-      if (p.images_per_s > 0) {
+      if (p.images_per_s > 0 && (o.steps > 0 || spe > 0)) {
         const double left =
             o.steps > 0 ? static_cast<double>((o.steps - st.step) * t.total_learners() * batch)
                         : static_cast<double>((total_batches - st.consumed) * batch);
@@ -201,42 +304,22 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
 
     const int64_t parts = o.evals_per_epoch;  // evaluation points per epoch, in batches
     const bool due = o.eval_every > 0 ? st.step % o.eval_every == 0
-                                      : st.consumed * parts / spe > (st.consumed - K) * parts / spe;
-    if (due || last) {
-      EvalReport r;
-      r.epoch = static_cast<double>(st.consumed) / static_cast<double>(spe);
-      r.step = st.step;
-      r.train_loss = eval_loss / static_cast<double>(eval_steps);
-      r.lr = lr * t.lr_factor();
-      r.images_per_s = eval_train_s > 0 ? static_cast<double>(eval_images) / eval_train_s : 0;
-      r.learners = t.total_learners();
-      r.data_wait_s = eval_wait_s;
-      r.spread = t.spread();
-      r.test = evaluate();
-      r.time_s = seconds_since(t_run);
-      sum.test = r.test;
-      if (cb.on_eval) cb.on_eval(r);
-      report_skipped();
-      eval_loss = eval_train_s = eval_wait_s = 0;
-      eval_steps = eval_images = 0;
-      if (o.target_accuracy > 0 && r.test.accuracy >= o.target_accuracy) {
-        sum.reached_target = true;
-        sum.target_seconds = r.time_s;
-        sum.target_epoch = r.epoch;
-        sum.target_step = st.step;
-        break;
-      }
-    }
+                     : spe > 0        ? st.consumed * parts / spe > (st.consumed - K) * parts / spe
+                                      : passes > passes_at_eval;
+    if ((due || last) && eval_now(lr)) break;  // the target accuracy is reached
     if (!last && cb.after_step && cb.after_step(st)) {
       sum.stopped = true;
       break;
     }
   }
-  if (sum.test.count == 0 && !sum.stopped && !sum.reached_target && finished()) {
+  // A stream of unknown length ends inside a step: the steps since the last evaluation get theirs.
+  if (stream && stream_done && eval_steps > 0 && !sum.stopped && !sum.reached_target)
+    eval_now(last_lr);
+  if (evaluates && sum.test.count == 0 && !sum.stopped && !sum.reached_target && finished()) {
     sum.test = evaluate();  // a run that was already complete (resumed at its end)
   }
   sum.steps = st.step;
-  sum.epochs = static_cast<double>(st.consumed) / static_cast<double>(spe);
+  sum.epochs = epoch_now();
   sum.learners = t.total_learners();
   sum.seconds = seconds_since(t_run);
   sum.images_per_s =

@@ -126,11 +126,31 @@ struct TrainState {
   LoopState loop;
 };
 
-// Trains on `data.train` and evaluates on `data.test`. With `loop`, continues from it (a fresh
-// LoopState starts a run) and leaves it at the position reached, so that a later call (on this
-// trainer, or on one restored from the same TrainState) continues the run.
+// Training batches the caller makes, instead of a data set's seeded order: passes (epochs) of
+// batches of exactly the trainer's batch size, already in the model's feed order. The loop draws
+// them as one sequence (a step may take its batches from two passes) and stops after
+// RunOptions::epochs passes (or steps); a resumed run skips the batches its position has
+// consumed. next() may block; the time it takes is the data wait.
+struct BatchStream {
+  std::function<void()> start;       // begins a pass
+  std::function<bool(Batch&)> next;  // the pass's next batch; false at its end
+  int64_t batches_per_pass = 0;      // when known (> 0): epochs, schedules, progress by it
+};
+
+// Where the loop's batches come from when they are not data.train's: a stream, and evaluation
+// other than a pass over data.test (a stream of evaluation batches, say).
+struct LoopSources {
+  BatchStream* train = nullptr;
+  std::function<EvalResult()> evaluate;  // empty: data.test, or no evaluation without one
+};
+
+// Trains on `data.train` (or sources->train) and evaluates on `data.test` (or
+// sources->evaluate; with neither, evaluations are skipped and their reports hold no test
+// scores). With `loop`, continues from it (a fresh LoopState starts a run) and leaves it at the
+// position reached, so that a later call (on this trainer, or on one restored from the same
+// TrainState) continues the run.
 RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Callbacks& cb = {},
-                 LoopState* loop = nullptr);
+                 LoopState* loop = nullptr, const LoopSources* sources = nullptr);
 
 TrainState capture(const Trainer& t, const LoopState& loop);
 // Restores the model into `t` and returns the loop position to pass to train().

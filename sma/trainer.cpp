@@ -329,7 +329,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
   for (auto& lp : learners_) {
     const double loss = lp->loss;
     if (!std::isfinite(loss))
-      fail(
+      fail_run(
           "training diverged at step {}: learner {} (device {}, row {}) has loss {} (learning "
           "rate {:g}); no replica and not z were updated at this step. Lower --lr (or add "
           "--warmup-steps)",
@@ -338,10 +338,10 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
     losses.push_back(loss);
   }
   if (status[0] > 0)
-    fail("step {} failed on rank {}: every rank stopped before updating", steps_ + 1,
-         static_cast<int>(status[0]) - 1);
+    fail_run("step {} failed on rank {}: every rank stopped before updating", steps_ + 1,
+             static_cast<int>(status[0]) - 1);
   if (status[1] > 0)
-    fail(
+    fail_run(
         "training diverged at step {}: a learner of rank {} has a non-finite loss (learning rate "
         "{:g}); no replica and not z were updated at this step. Lower --lr (or add "
         "--warmup-steps)",
@@ -391,7 +391,7 @@ void Trainer::settle() const {
     if (std::any_of(r.begin(), r.end(), [](float x) { return !std::isfinite(x); }))
       who += fmt::format("{}{}", who.empty() ? "" : ", ", global_learner(l));
   }
-  fail(
+  fail_run(
       "training diverged at step {}: the central model z has {} non-finite values after the "
       "SMA update ({}; learning rate {:g}). Lower --lr (or add --warmup-steps)",
       pending_step_, static_cast<int64_t>(bad),

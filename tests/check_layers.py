@@ -30,6 +30,8 @@ LAYERS = {
     "sma": "sma/",
     "viz": "viz/",
     "session": "session/",
+    "api": "include/crossbow/",
+    "python": "python/",
     "tools": "tools/",
     "tests": "tests/",
 }
@@ -58,6 +60,11 @@ ALLOWED = {
         {"runtime", "data", "importer", "autodiff", "kernels/common", "kernels/cpu",
          "kernels/cuda", "viz", "sma"}
     ),
+    # The public C++ API's header (implemented in session/api.cpp): it includes none of ours, so
+    # a user's program sees nothing else of crossbow.
+    "api": frozenset(),
+    # The Python module: the public API only.
+    "python": frozenset({"api"}),
     # On top.
     "tools": ANY,
     "tests": ANY,
