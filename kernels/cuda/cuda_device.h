@@ -45,7 +45,8 @@ std::vector<std::unique_ptr<Collective>> make_nccl_collectives(const std::vector
 
 // For tests: a Device over host memory that runs the CUDA backend's kernels as plain host loops
 // (kernels/cuda/launch.h; the cuDNN and cuBLASLt ops on the backend's fallback kernels), named
-// "cuda-host".
-std::unique_ptr<Device> make_cuda_host_run_device();
+// "cuda-host". Bad input values the kernels report (kernels/cuda/device_error.h) are raised at
+// synchronize() and download(), as on a GPU.
+std::unique_ptr<Device> make_cuda_host_run_device(const CudaOptions& options = {});
 
 }  // namespace cb

@@ -2,8 +2,9 @@
 // kernels/cpu/data_movement_grad.cpp): the gradient goes back to the selected positions of a
 // zeroed tensor shaped like the forward's input. GatherGrad with few indices gathers per output
 // (deterministic, no atomics); with many, and PadGrad (reflect and edge copy one element many
-// times), dX is zeroed and dY scattered with atomic_add. Out-of-range GatherGrad indices (an error
-// on the CPU, which checks them on the host) are dropped.
+// times), dX is zeroed and dY scattered with atomic_add. An out-of-range GatherGrad index adds
+// nothing and is reported through the stream's error flag (device_error.h), raised as the CPU's
+// error at the device's next synchronisation.
 #include "kernels/common/geometry.h"
 #include "kernels/common/scalar_math.h"
 #include "kernels/cuda/data_movement_util.h"
@@ -21,21 +22,26 @@ using geom::prod;
 // GatherGrad(dY [outer, ni, inner], indices [ni], data_shape) -> dX [outer, n, inner]: dX[o,
 // idx[k], j] += dY[o, k, j]. With few indices each dX element sums its own contributions in index
 // order (deterministic, the CPU's order); else dX is zeroed and dY scattered with atomic adds.
+// An index outside [-n, n) contributes nothing and is reported (device_error.h).
 constexpr int64_t kGatherGradLoopMax = 16;
 
 template <class T>
 void gather_grad_t(const KernelArgs& a, const GpuCtx& c, IntsRef idx, int64_t n, int64_t inner,
-                   int64_t ni) {
+                   int64_t ni, int64_t axis) {
   const T* g = a.in[0].ptr<const T>();
   T* dx = a.out[0].ptr<T>();
+  const DeviceErrorFlag err = c.error;
   if (ni <= kGatherGradLoopMax) {
     parallel_for(c, a.out[0].numel(), [=] CB_HOST_DEVICE(int64_t i) {
       const int64_t j = i % inner, t = i / inner, r = t % n, o = t / n;
       T acc = T(0);
       for (int64_t k = 0; k < ni; ++k) {
-        int64_t q = idx[k];
-        if (q < 0) q += n;
-        if (q == r) acc += g[(o * ni + k) * inner + j];
+        const int64_t q = idx[k];
+        if (q < -n || q >= n) {
+          raise_device_error(err, DeviceErrorCode::GatherGradIndex, q, axis, n);
+          continue;
+        }
+        if ((q < 0 ? q + n : q) == r) acc += g[(o * ni + k) * inner + j];
       }
       dx[i] = acc;
     });
@@ -44,9 +50,12 @@ void gather_grad_t(const KernelArgs& a, const GpuCtx& c, IntsRef idx, int64_t n,
   fill_zero(c, dx, a.out[0].bytes());
   parallel_for(c, a.in[0].numel(), [=] CB_HOST_DEVICE(int64_t i) {
     const int64_t j = i % inner, t = i / inner, k = t % ni, o = t / ni;
-    int64_t r = idx[k];
-    if (r < 0) r += n;
-    if (r >= 0 && r < n) atomic_add(dx + (o * n + r) * inner + j, g[i]);
+    const int64_t q = idx[k];
+    if (q < -n || q >= n) {
+      raise_device_error(err, DeviceErrorCode::GatherGradIndex, q, axis, n);
+      return;
+    }
+    atomic_add(dx + (o * n + (q < 0 ? q + n : q)) * inner + j, g[i]);
   });
 }
 
@@ -61,7 +70,7 @@ void GatherGrad(const KernelArgs& a, const GpuCtx& c) {
   CB_CHECK(dy.numel() == outer * ni * inner);
   if (dx.numel() == 0) return;
   CB_GPU_DISPATCH_FLOAT(dx.dtype, "GatherGrad", gather_grad_t, a, c, ints_ref("GatherGrad", idx), n,
-                        inner, ni)
+                        inner, ni, axis)
 }
 
 // SliceGrad(dY, x_shape) -> dX: zeros, dY written at the positions the forward read.

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/common/scalar_math.h"
+#include "kernels/cuda/device_error.h"
 #include "runtime/error.h"
 #include "runtime/kernel_args.h"
 #include "runtime/op_catalog.h"
@@ -49,6 +50,7 @@ struct GpuCtx {
   int device = 0;           // the CUDA device ordinal
   int sm_count = 1;
   bool allow_tf32 = false;  // cb-train --tf32: cuBLASLt and cuDNN may use TF32 tensor cores
+  DeviceErrorFlag error;    // where kernels report bad input values (device_error.h)
 };
 
 using GpuKernelFn = void (*)(const KernelArgs&, const GpuCtx&);
