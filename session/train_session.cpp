@@ -346,6 +346,7 @@ int TrainSession::run_here() {
     cores.push_back(allowed[static_cast<size_t>(c) % allowed.size()]);
   CudaOptions cuda_opts;
   cuda_opts.tf32 = o.tf32;
+  cuda_opts.deterministic = o.deterministic;
   std::vector<std::unique_ptr<Device>> devs = make_devices(o.devices, cores, cuda_opts);
   std::vector<std::unique_ptr<Collective>> colls;
   if (mpi_)

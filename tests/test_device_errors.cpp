@@ -195,8 +195,8 @@ TEST_CASE("device errors: a Gather index below -size raises the CPU's error on C
 
 TEST_CASE("device errors: an out-of-range GatherGrad index raises the CPU's error on CUDA") {
   auto cpu = make_cpu_device(1);
-  // Few indices (each dX element loops over them) and many (scattered): every path reports the
-  // bad index and adds the others.
+  // Few indices (each dX element loops over them) and many (scattered, or gathered per column
+  // with --deterministic): every path reports the bad index and adds the others.
   for (int64_t ni : {3, 40}) {
     CAPTURE(ni);
     std::vector<int64_t> idx(static_cast<size_t>(ni));
@@ -216,12 +216,17 @@ TEST_CASE("device errors: an out-of-range GatherGrad index raises the CPU's erro
         reinterpret_cast<float*>(dy0.bytes.data())[(o * ni + 1) * 3 + j] = 0;
     const Outcome ref = run(*cpu, OpKind::GatherGrad, gather(1), {dy0, i64({ni}, ok)}, {{2, 4, 3}});
     REQUIRE(ref.error.empty());
-    for (auto& dev : cuda_devices()) {
-      CAPTURE(dev->caps().name);
-      const Outcome got =
-          run(*dev, OpKind::GatherGrad, gather(1), {dy, i64({ni}, idx)}, {{2, 4, 3}});
-      CHECK(got.error == want.error);
-      check_close(got.outs[0], ref.outs[0]);
+    for (bool det : {false, true}) {
+      CudaOptions o;
+      o.deterministic = det;
+      for (auto& dev : cuda_devices(o)) {
+        CAPTURE(dev->caps().name);
+        CAPTURE(det);
+        const Outcome got =
+            run(*dev, OpKind::GatherGrad, gather(1), {dy, i64({ni}, idx)}, {{2, 4, 3}});
+        CHECK(got.error == want.error);
+        check_close(got.outs[0], ref.outs[0]);
+      }
     }
   }
 }

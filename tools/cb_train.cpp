@@ -162,6 +162,12 @@ int main(int argc, char** argv) {
   app.add_flag("--tf32", o.tf32,
                "on GPUs, let cuBLASLt and cuDNN use TF32 tensor cores for f32 (faster, about 10 "
                "mantissa bits in products)");
+  app.add_flag("--deterministic", o.deterministic,
+               "on GPUs, results identical from run to run: the gradients that scatter with "
+               "atomic adds (GatherGrad with many indices, PadGrad, ResizeGrad) gather in the "
+               "CPU's order instead, and cuDNN runs no engine it notes nondeterministic (slower "
+               "where those ops are large). CPU kernels are always deterministic: accepted, "
+               "changes nothing");
   app.add_flag("--no-overlap", no_overlap,
                "run the z update (cross-device sum and central step) before the learners' next "
                "step instead of alongside it (same result, bit for bit)");

@@ -380,6 +380,7 @@ class CudaDevice final : public Device {
     s->ctx.device = ordinal_;
     s->ctx.sm_count = sm_count_;
     s->ctx.allow_tf32 = opt_.tf32;
+    s->ctx.deterministic = opt_.deterministic;
     s->ctx.error = {s->error_claim, static_cast<cuda::DeviceErrorRecord*>(record_dev)};
     return s;
   }

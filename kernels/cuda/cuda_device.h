@@ -17,6 +17,12 @@ class Collective;
 
 struct CudaOptions {
   bool tf32 = false;  // let cuBLASLt and cuDNN use TF32 tensor cores for f32
+  // Run-to-run identical results: the kernels' deterministic paths, deterministic cuDNN engines
+  // only (launch.h: GpuCtx::deterministic).
+  bool deterministic = false;
+  // make_cuda_host_run_device only: run each kernel's threads (parallel_for's indices) last to
+  // first, a different order from the default, for tests of order-dependent results.
+  bool host_run_reverse = false;
 };
 
 // True when this binary has the CUDA backend (built with the toolkit).

@@ -18,6 +18,8 @@ class HostRunDevice final : public Device {
  public:
   explicit HostRunDevice(const CudaOptions& opt) {
     ctx_.allow_tf32 = opt.tf32;
+    ctx_.deterministic = opt.deterministic;
+    ctx_.host_reverse = opt.host_run_reverse;
     ctx_.error = {&claim_, &record_};
   }
   // Memory is the host's (runtime/host_memory.h), copies are memcpy, one core runs the kernels
