@@ -163,7 +163,8 @@ int main(int argc, char** argv) {
                "on GPUs, let cuBLASLt and cuDNN use TF32 tensor cores for f32 (faster, about 10 "
                "mantissa bits in products)");
   app.add_flag("--deterministic", o.deterministic,
-               "on GPUs, results identical from run to run: the gradients that scatter with "
+               "on GPUs, results identical from run to run (with a fixed --learners: the "
+               "auto-tuner decides from measured throughput): the gradients that scatter with "
                "atomic adds (GatherGrad with many indices, PadGrad, ResizeGrad) gather in the "
                "CPU's order instead, and cuDNN runs no engine it notes nondeterministic (slower "
                "where those ops are large). CPU kernels are always deterministic: accepted, "
