@@ -315,6 +315,12 @@ std::vector<OptionSpec> make_table() {
   t.flag_at("tf32", CB_FIELD(tf32),
             "on GPUs, let cuBLASLt and cuDNN use TF32 tensor cores for f32 (faster, about 10 "
             "mantissa bits in products)");
+  t.flag_at("deterministic", CB_FIELD(deterministic),
+            "on GPUs, results identical from run to run (with a fixed --learners: the auto-tuner "
+            "decides from measured throughput): the gradients that scatter with atomic adds "
+            "(GatherGrad with many indices, PadGrad, ResizeGrad) gather in the CPU's order "
+            "instead, and cuDNN runs no engine it notes nondeterministic (slower where those ops "
+            "are large). CPU kernels are always deterministic: accepted, changes nothing");
   t.flag_at("no-overlap", CB_FIELD(trainer.overlap_sync),
             "run the z update (cross-device sum and central step) before the learners' next step "
             "instead of alongside it (same result, bit for bit)",

@@ -49,6 +49,7 @@ struct SessionOptions {
   std::string devices = "cpu";
   int threads = 0;  // worker threads (CPU cores); 0: every core this process may use
   bool tf32 = false;
+  bool deterministic = false;       // --deterministic: CUDA kernels and engines in a fixed order
   double collective_timeout = 300;  // under mpirun: seconds a sum may take before the job aborts
 
   // What the run writes.

@@ -346,6 +346,7 @@ void TrainSession::build(const Dataset& data) {
     cores.push_back(allowed[static_cast<size_t>(c) % allowed.size()]);
   CudaOptions cuda_opts;
   cuda_opts.tf32 = o.tf32;
+  cuda_opts.deterministic = o.deterministic;
   devs_ = make_devices(o.devices, cores, cuda_opts);
   if (mpi_)
     colls_.push_back(mpi_->collective());

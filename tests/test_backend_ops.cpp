@@ -562,12 +562,14 @@ bool all_ops_selected() {
   return !env || !*env;
 }
 
-// Every pair `dev` claims: its cases checked, or its exclusion noted, or a failure.
-Tally check_backend(Devices d, const char* name) {
+// Every pair `dev` claims: its cases checked, or its exclusion noted, or a failure. With `only`
+// non-empty, the pairs of those ops only.
+Tally check_backend(Devices d, const char* name, std::vector<OpKind> only = {}) {
   Tally tally;
   for (size_t k = 0; k < static_cast<size_t>(OpKind::Count); ++k) {
     const auto op = static_cast<OpKind>(k);
     if (!op_selected(op)) continue;
+    if (!only.empty() && std::find(only.begin(), only.end(), op) == only.end()) continue;
     CaseFn fn = nullptr;
     for (const OpCases& oc : case_table())
       if (oc.op == op) fn = oc.cases;
@@ -635,6 +637,23 @@ TEST_CASE("backend ops: every (op, dtype) a backend claims agrees with the f64 C
       CHECK(t.pairs >= kMinPairs);
       CHECK(t.cases >= kMinCases);
     }
+  }
+}
+
+// The deterministic paths of the CUDA kernels (CudaOptions::deterministic, cb-train
+// --deterministic) on every case of the ops that have one, in both thread orders of the host-run
+// build.
+TEST_CASE("backend ops: the CUDA backend's deterministic paths agree with the f64 CPU reference") {
+  auto ref = make_cpu_device(1);
+  for (bool reverse : {false, true}) {
+    CAPTURE(reverse);
+    CudaOptions o;
+    o.deterministic = true;
+    o.host_run_reverse = reverse;
+    auto dev = make_cuda_host_run_device(o);
+    const Tally t = check_backend({*dev, *ref}, "cuda-host --deterministic",
+                                  {OpKind::GatherGrad, OpKind::PadGrad, OpKind::ResizeGrad});
+    if (all_ops_selected()) CHECK(t.cases > 0);
   }
 }
 

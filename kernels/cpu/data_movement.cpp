@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/common/geometry.h"
+#include "kernels/common/kernel_errors.h"
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
@@ -193,7 +194,7 @@ void Gather(const KernelArgs& a) {
   for (int64_t k = 0; k < ni; ++k) {
     int64_t j = int_at(idx, k);
     if (j < -n || j >= n)
-      fail("Gather: index {} is out of range for axis {} of size {}", j, axis, n);
+      throw Error(index_out_of_range("Gather", j, static_cast<int64_t>(axis), n));
   }
   const auto* src = static_cast<const std::byte*>(data.data);
   auto* dst = static_cast<std::byte*>(out.data);

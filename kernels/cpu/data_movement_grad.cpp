@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/common/geometry.h"
+#include "kernels/common/kernel_errors.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/separable.h"
@@ -39,7 +40,7 @@ void GatherGrad(const KernelArgs& a) {
   for (int64_t k = 0; k < ni; ++k) {
     int64_t j = int_at(idx, k);
     if (j < -n || j >= n)
-      fail("GatherGrad: index {} is out of range for axis {} of size {}", j, axis, n);
+      throw Error(index_out_of_range("GatherGrad", j, static_cast<int64_t>(axis), n));
   }
   zero(dx);
   if (dy.numel() == 0) return;

@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/common/kernel_errors.h"
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
@@ -63,12 +64,7 @@ int64_t check_labels(const L* labels, int64_t n, int64_t c, std::optional<int64_
     auto l = static_cast<int64_t>(labels[i]);
     if (ignore && l == *ignore) continue;
     ++counted;
-    if (l < 0 || l >= c)
-      fail(
-          "SoftmaxCrossEntropyLoss: label {} (label element {}) is out of range for {} classes: "
-          "labels must be in [0, {}); check the dataset's labels against the model's number of "
-          "outputs",
-          l, i, c, c);
+    if (l < 0 || l >= c) throw Error(label_out_of_range(l, i, c));
   }
   return counted;
 }

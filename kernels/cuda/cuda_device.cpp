@@ -13,6 +13,10 @@
 //     bytes are in pinned memory and the copy overlaps the stream's compute (runtime/device.h's
 //     contract); a staging buffer is reused only after the copy that read it has completed (an
 //     event per buffer).
+//   - errors: each stream has a device-side error flag (device_error.h: a claim word in device
+//     memory, the record in mapped pinned host memory) that kernels set on a bad input value;
+//     synchronize() and download() read the record after the stream is idle (no copy: it is
+//     host memory), clear it and throw the CPU kernels' message.
 // At creation each device prints one line on stderr: the GPU, the driver, the CUDA runtime,
 // cuDNN, cuBLASLt and NCCL versions and whether memory pools are used (the first thing to read
 // when a GPU run goes wrong).
@@ -32,6 +36,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
+#include <string>
 
 #include "kernels/cuda/launch.h"
 #include "runtime/error.h"
@@ -242,6 +248,7 @@ class CudaDevice final : public Device {
       std::memcpy(to + done, st.host, k);
       done += k;
     }
+    raise_reported(s);
   }
 
   Stream create_stream(int slot, int slots) override {
@@ -271,10 +278,12 @@ class CudaDevice final : public Device {
 
   void synchronize(Stream stream) override {
     cudaSetDevice(ordinal_);
-    const cudaError_t e = cudaStreamSynchronize(state(stream).stream);
+    StreamState& s = state(stream);
+    const cudaError_t e = cudaStreamSynchronize(s.stream);
     if (e != cudaSuccess)
       fail("cuda:{}: a kernel failed: {} ({}); rerun with CUDA_LAUNCH_BLOCKING=1 to find which",
            ordinal_, cudaGetErrorString(e), cudaGetErrorName(e));
+    raise_reported(s);
   }
 
   Event record_event(Stream stream) override {
@@ -330,6 +339,8 @@ class CudaDevice final : public Device {
     cublasLtHandle_t lt{};
     cudnnHandle_t dnn{};
     cuda::GpuCtx ctx;
+    unsigned int* error_claim = nullptr;              // device memory
+    cuda::DeviceErrorRecord* error_record = nullptr;  // pinned, mapped into the device
     std::mutex copy_mu;
     std::array<Staging, 2> staging;
     int next_staging = 0;
@@ -352,13 +363,39 @@ class CudaDevice final : public Device {
       check_cuda(cudaMallocHost(&st.host, kStagingChunk), "cudaMallocHost (staging)");
       check_cuda(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming), "cudaEventCreate");
     }
+    void* claim = nullptr;
+    check_cuda(cudaMalloc(&claim, sizeof(unsigned int)), "cudaMalloc (error flag)");
+    s->error_claim = static_cast<unsigned int*>(claim);
+    check_cuda(cudaMemset(s->error_claim, 0, sizeof(unsigned int)), "cudaMemset (error flag)");
+    void* record = nullptr;
+    check_cuda(cudaHostAlloc(&record, sizeof(cuda::DeviceErrorRecord), cudaHostAllocMapped),
+               "cudaHostAlloc (error record)");
+    s->error_record = new (record) cuda::DeviceErrorRecord{};
+    void* record_dev = nullptr;
+    check_cuda(cudaHostGetDevicePointer(&record_dev, record, 0),
+               "cudaHostGetDevicePointer (error record)");
     s->ctx.stream = s->stream;
     s->ctx.blas_lt = s->lt;
     s->ctx.dnn = s->dnn;
     s->ctx.device = ordinal_;
     s->ctx.sm_count = sm_count_;
     s->ctx.allow_tf32 = opt_.tf32;
+    s->ctx.deterministic = opt_.deterministic;
+    s->ctx.error = {s->error_claim, static_cast<cuda::DeviceErrorRecord*>(record_dev)};
     return s;
+  }
+
+  // The first bad input value a kernel of this stream reported (device_error.h), as the CPU
+  // kernels' cb::Error; the flag is cleared first. Call with the stream idle: the record is
+  // then complete and visible in host memory.
+  void raise_reported(StreamState& s) {
+    volatile const uint32_t* code = &s.error_record->code;
+    if (*code == 0) return;
+    const std::string msg = cuda::device_error_message(*s.error_record);
+    *s.error_record = cuda::DeviceErrorRecord{};
+    check_cuda(cudaMemsetAsync(s.error_claim, 0, sizeof(unsigned int), s.stream),
+               "cudaMemsetAsync (error flag)");
+    throw Error(msg);
   }
 
   static void free_stream(StreamState& s) {
@@ -366,6 +403,8 @@ class CudaDevice final : public Device {
       cudaEventDestroy(st.done);
       cudaFreeHost(st.host);
     }
+    cudaFree(s.error_claim);
+    cudaFreeHost(s.error_record);
     cudnnDestroy(s.dnn);
     cublasLtDestroy(s.lt);
     cudaStreamDestroy(s.stream);

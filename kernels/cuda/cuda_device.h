@@ -17,6 +17,12 @@ class Collective;
 
 struct CudaOptions {
   bool tf32 = false;  // let cuBLASLt and cuDNN use TF32 tensor cores for f32
+  // Run-to-run identical results: the kernels' deterministic paths, deterministic cuDNN engines
+  // only (launch.h: GpuCtx::deterministic).
+  bool deterministic = false;
+  // make_cuda_host_run_device only: run each kernel's threads (parallel_for's indices) last to
+  // first, a different order from the default, for tests of order-dependent results.
+  bool host_run_reverse = false;
 };
 
 // True when this binary has the CUDA backend (built with the toolkit).
@@ -45,7 +51,8 @@ std::vector<std::unique_ptr<Collective>> make_nccl_collectives(const std::vector
 
 // For tests: a Device over host memory that runs the CUDA backend's kernels as plain host loops
 // (kernels/cuda/launch.h; the cuDNN and cuBLASLt ops on the backend's fallback kernels), named
-// "cuda-host".
-std::unique_ptr<Device> make_cuda_host_run_device();
+// "cuda-host". Bad input values the kernels report (kernels/cuda/device_error.h) are raised at
+// synchronize() and download(), as on a GPU.
+std::unique_ptr<Device> make_cuda_host_run_device(const CudaOptions& options = {});
 
 }  // namespace cb

@@ -10,8 +10,8 @@
 //   - host data (a Constant's value, Shape's dims) goes to the device with copy_from_host; small
 //     inputs in device memory (Pad's pads/axes/value, Range's start/delta, Split's sizes) are read
 //     by the kernel bodies, never by the host.
-// Out-of-range Gather indices (an error on the CPU, which checks them on the host) are not checked
-// here: Gather writes zeros for them.
+// An out-of-range Gather index writes zeros and is reported through the stream's error flag
+// (device_error.h), which the device raises as the CPU's error at its next synchronisation.
 #include <cstring>
 
 #include "kernels/common/geometry.h"
@@ -178,17 +178,24 @@ void Split(const KernelArgs& a, const GpuCtx& c) {
 
 // ---- Gather -------------------------------------------------------------------------------------
 // data [outer, n, inner], indices [ni] -> out [outer, ni, inner]; negative indices wrap, indices
-// out of range give zeros.
+// out of range give zeros and are reported (the first one met: in the host-run build, the CPU's
+// first in index order).
 template <class E>
 void gather_t(const GpuCtx& c, const TensorView& data, IntsRef idx, const TensorView& out,
-              int64_t n, int64_t ni, int64_t inner) {
+              int64_t n, int64_t ni, int64_t inner, int64_t axis) {
   const E* x = data.ptr<const E>();
   E* y = out.ptr<E>();
+  const DeviceErrorFlag err = c.error;
   parallel_for(c, out.numel(), [=] CB_HOST_DEVICE(int64_t i) {
     const int64_t j = i % inner, t = i / inner, k = t % ni, o = t / ni;
-    int64_t r = idx[k];
-    if (r < 0) r += n;
-    y[i] = (r >= 0 && r < n) ? x[(o * n + r) * inner + j] : E(0);
+    const int64_t q = idx[k];
+    const int64_t r = q < 0 ? q + n : q;
+    if (r >= 0 && r < n) {
+      y[i] = x[(o * n + r) * inner + j];
+    } else {
+      y[i] = E(0);
+      raise_device_error(err, DeviceErrorCode::GatherIndex, q, axis, n);
+    }
   });
 }
 
@@ -199,7 +206,7 @@ void Gather(const KernelArgs& a, const GpuCtx& c) {
   if (out.numel() == 0) return;
   const int64_t n = data.dims[axis], inner = prod(data.dims, axis + 1, data.dims.size());
   CB_DM_DISPATCH_BYTES(data.dtype, "Gather", gather_t, c, data, ints_ref("Gather", idx), out, n,
-                       idx.numel(), inner)
+                       idx.numel(), inner, static_cast<int64_t>(axis))
 }
 
 // ---- Shape, Constant, ConstantOfShape, Range ----------------------------------------------------

@@ -1,7 +1,10 @@
 // The host-run device (cuda_device.h: make_cuda_host_run_device): the CUDA kernels' bodies as
 // host loops over host memory, for the op harness on machines without a GPU. Compiled into the
-// host-run build only (namespace cb::cuda_host).
+// host-run build only (namespace cb::cuda_host). Like the CUDA device it raises the bad input
+// values its kernels report (kernels/cuda/device_error.h) at synchronize() and download() only,
+// not at the launch, so the tests see the GPU's behaviour.
 #include <cstring>
+#include <string>
 
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/launch.h"
@@ -13,6 +16,12 @@ namespace cb {
 namespace {
 class HostRunDevice final : public Device {
  public:
+  explicit HostRunDevice(const CudaOptions& opt) {
+    ctx_.allow_tf32 = opt.tf32;
+    ctx_.deterministic = opt.deterministic;
+    ctx_.host_reverse = opt.host_run_reverse;
+    ctx_.error = {&claim_, &record_};
+  }
   // Memory is the host's (runtime/host_memory.h), copies are memcpy, one core runs the kernels
   // (the CUDA ones, as host loops).
   DeviceCaps caps() const override {
@@ -34,10 +43,11 @@ class HostRunDevice final : public Device {
   }
   void download(void* dst, const void* src, size_t n, Stream) override {
     if (n > 0) std::memcpy(dst, src, n);
+    raise_reported();
   }
   Stream create_stream(int, int) override { return next_stream_++; }
   void destroy_stream(Stream) override {}
-  void synchronize(Stream) override {}
+  void synchronize(Stream) override { raise_reported(); }
   Event record_event(Stream) override { return Event{++events_}; }
   void wait_event(Stream, Event) override {}
   bool supports(OpKind op, DType t) const override {
@@ -54,12 +64,25 @@ class HostRunDevice final : public Device {
   }
 
  private:
+  // The first bad value a kernel reported since the last check, as the CPU's cb::Error; cleared.
+  void raise_reported() {
+    if (record_.code == 0) return;
+    const std::string msg = cuda_host::device_error_message(record_);
+    record_ = {};
+    claim_ = 0;
+    throw Error(msg);
+  }
+
   cuda_host::GpuCtx ctx_;
+  unsigned int claim_ = 0;
+  cuda_host::DeviceErrorRecord record_;
   Stream next_stream_ = 1;
   uint64_t events_ = 0;
 };
 }  // namespace
 
-std::unique_ptr<Device> make_cuda_host_run_device() { return std::make_unique<HostRunDevice>(); }
+std::unique_ptr<Device> make_cuda_host_run_device(const CudaOptions& options) {
+  return std::make_unique<HostRunDevice>(options);
+}
 
 }  // namespace cb

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernels/common/scalar_math.h"
+#include "kernels/cuda/device_error.h"
 #include "runtime/error.h"
 #include "runtime/kernel_args.h"
 #include "runtime/op_catalog.h"
@@ -49,6 +50,14 @@ struct GpuCtx {
   int device = 0;           // the CUDA device ordinal
   int sm_count = 1;
   bool allow_tf32 = false;  // cb-train --tf32: cuBLASLt and cuDNN may use TF32 tensor cores
+  // cb-train --deterministic: no kernel sums in an order that changes from run to run (the
+  // gradients that scatter with atomic adds gather instead; cuDNN engines noted
+  // NONDETERMINISTIC are not used).
+  bool deterministic = false;
+  DeviceErrorFlag error;  // where kernels report bad input values (device_error.h)
+  // Host-run build only: parallel_for runs its indices last to first, as a GPU's threads may run
+  // in any order (the tests' way to see whether a kernel's result depends on that order).
+  bool host_reverse = false;
 };
 
 using GpuKernelFn = void (*)(const KernelArgs&, const GpuCtx&);
@@ -186,7 +195,10 @@ void parallel_for(const GpuCtx& c, int64_t n, F f) {
                           static_cast<cudaStream_t>(c.stream)>>>(n, f);
   check_cuda(static_cast<int>(cudaGetLastError()), "parallel_for launch");
 #else
-  for (int64_t i = 0; i < n; ++i) f(i);
+  if (c.host_reverse)
+    for (int64_t i = n - 1; i >= 0; --i) f(i);
+  else
+    for (int64_t i = 0; i < n; ++i) f(i);
 #endif
 }
 

@@ -22,7 +22,8 @@
 //     engine. Two passes: the first takes only deterministic engines that are neither
 //     runtime-compiled (NVRTC: seconds to minutes per plan) nor FFT/Winograd (their rounding
 //     errors come near the op harness's f32 tolerance); the second, only when the first found
-//     nothing, any other allowed engine (at most kMaxRtcBuilds runtime-compiled ones). At most
+//     nothing, any other allowed engine (at most kMaxRtcBuilds runtime-compiled ones), but never
+//     a NONDETERMINISTIC one with GpuCtx::deterministic (cb-train --deterministic). At most
 //     kMaxPlanBuilds plans are finalized: the first that fits the workspace budget
 //     (kConvWorkspaceBudget) and, when it needs workspace, a leaner one for a smaller workspace.
 //     A build that takes kSlowBuildSeconds or more is logged on stderr with its time and the
@@ -218,6 +219,7 @@ ConvKey conv_key(const GpuCtx& c, ConvDir dir, const ConvShape& g, DType t,
   k[i++] = static_cast<int64_t>(t);
   k[i++] = static_cast<int64_t>(dir);
   k[i++] = c.allow_tf32 ? 1 : 0;
+  k[i++] = c.deterministic ? 1 : 0;
   k[i++] = nsd_of(g);
   k[i++] = g.n;
   k[i++] = g.c;
@@ -399,10 +401,10 @@ std::vector<Desc> engine_configs(const ConvGraph& G, cudnnBackendHeurMode_t mode
 }
 
 // Whether the engine of `cfg` may run this problem. Nondeterministic, FFT and Winograd engines
-// only in the second pass (`relaxed`); `*rtc` says whether it is compiled at run time (the first
-// pass skips those).
-bool engine_allowed(cudnnBackendDescriptor_t cfg, DType t, bool allow_tf32, bool relaxed,
-                    const std::string& what, bool* rtc) {
+// only in the second pass (`relaxed`), nondeterministic ones never when `deterministic`; `*rtc`
+// says whether it is compiled at run time (the first pass skips those).
+bool engine_allowed(cudnnBackendDescriptor_t cfg, DType t, bool allow_tf32, bool deterministic,
+                    bool relaxed, const std::string& what, bool* rtc) {
   Desc engine(CB_DNN_DESC(CUDNN_BACKEND_ENGINE_DESCRIPTOR), what);
   cudnnBackendDescriptor_t e = engine.get();
   int64_t n = 0;
@@ -435,6 +437,8 @@ bool engine_allowed(cudnnBackendDescriptor_t cfg, DType t, bool allow_tf32, bool
         if (t == DType::F32 && !allow_tf32) return false;
         break;
       case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
+        if (deterministic || !relaxed) return false;
+        break;
       case CUDNN_NUMERICAL_NOTE_FFT:
       case CUDNN_NUMERICAL_NOTE_WINOGRAD:
       case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
@@ -464,7 +468,8 @@ void build_conv_plans(ConvEntry& e, const GpuCtx& c, ConvDir dir, const ConvShap
     for (const Desc& cfg : cfgs) {
       if (builds >= kMaxPlanBuilds) break;
       bool rtc = false;
-      if (!engine_allowed(cfg.get(), t, c.allow_tf32, pass == 1, what, &rtc)) continue;
+      if (!engine_allowed(cfg.get(), t, c.allow_tf32, c.deterministic, pass == 1, what, &rtc))
+        continue;
       if (rtc && rtc_builds >= kMaxRtcBuilds) continue;
       // The config's workspace, where cuDNN tells it before a plan is built.
       int64_t cfg_ws = -1, n = 0;

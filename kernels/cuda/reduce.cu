@@ -12,9 +12,10 @@
 //  - SoftmaxCrossEntropyLoss(+Grad): per element row max and sum of exp into the workspace, then
 //    the loss (none: elementwise; sum / mean: one segmented_reduce of (loss, weight) pairs, so the
 //    mean's divisor is computed on the device) and log_prob, or the gradient (the mean's scale
-//    reduced into the workspace first). A label outside [0, C) that is not ignore_index cannot
-//    be reported without a host read: its loss, the mean and its gradient row are NaN (the CPU
-//    raises a cb::Error). Label smoothing e (no weights): the forward also reduces each
+//    reduced into the workspace first). A label outside [0, C) that is not ignore_index counts
+//    as ignored (loss 0, not in the mean's divisor, gradient row 0) and is reported through the
+//    stream's error flag (device_error.h), which the device raises as the CPU's error at its next
+//    synchronisation. Label smoothing e (no weights): the forward also reduces each
 //    element's mean score into the workspace (loss = shift - (1 - e) x[label] - e mean(x)); the
 //    gradient subtracts (1 - e) at the label and e / C everywhere (e = 0: the unsmoothed
 //    arithmetic).
@@ -36,7 +37,6 @@ template <class T>
 CB_HOST_DEVICE inline T pos_inf() {
   return std::numeric_limits<T>::infinity();
 }
-CB_HOST_DEVICE inline double quiet_nan() { return std::numeric_limits<double>::quiet_NaN(); }
 
 // ================================ Reduce* and ReduceSumTo ========================================
 enum class Kind { Sum, Mean, SumSquare, L1, L2, LogSum, LogSumExp, Max, Min, Prod };
@@ -445,7 +445,7 @@ size_t sce_grad_ws(const KernelArgs& a, const GpuCtx&) {
   return (static_cast<size_t>(g.m) * 2 + 1) * sizeof(double);
 }
 
-// Element p's label and weight: 0 weight where ignored, NaN where out of range (not ignored).
+// Element p's label and weight: 0 weight where ignored or out of range (not ignored).
 template <class T, class L>
 struct Labels {
   const L* lab;
@@ -453,16 +453,20 @@ struct Labels {
   int64_t c;
   bool has_ignore;
   int64_t ignore;
+  DeviceErrorFlag err;
   CB_HOST_DEVICE int64_t label(int64_t p) const { return static_cast<int64_t>(lab[p]); }
   CB_HOST_DEVICE bool ignored(int64_t l) const { return has_ignore && l == ignore; }
   CB_HOST_DEVICE bool bad(int64_t l) const { return l < 0 || l >= c; }
+  // Reports element p's bad label l (the first report since the flag was cleared wins).
+  CB_HOST_DEVICE void report(int64_t p, int64_t l) const {
+    raise_device_error(err, DeviceErrorCode::Label, l, p, c);
+  }
   // w[l] (1 without weights) for a label that is neither ignored nor out of range.
   CB_HOST_DEVICE double weight_of(int64_t l) const { return w ? double(w[l]) : 1.0; }
   // The mean's divisor term.
   CB_HOST_DEVICE double divisor_term(int64_t p) const {
     const int64_t l = label(p);
-    if (ignored(l)) return 0.0;
-    if (bad(l)) return quiet_nan();
+    if (ignored(l) || bad(l)) return 0.0;
     return weight_of(l);
   }
 };
@@ -487,7 +491,7 @@ void sce_rows(const GpuCtx& c, const SceGeom& g, const T* x, double* mx, double*
 }
 
 // Element p's loss: (shift - x[label]) * w[label], or with label smoothing e (no weights)
-// shift - (1 - e) x[label] - e mean[p]; 0 where ignored, NaN out of range.
+// shift - (1 - e) x[label] - e mean[p]; 0 where ignored or out of range (reported).
 template <class T, class L>
 struct SceLoss {
   Labels<T, L> lb;
@@ -499,7 +503,10 @@ struct SceLoss {
   CB_HOST_DEVICE double operator()(int64_t p) const {
     const int64_t l = lb.label(p);
     if (lb.ignored(l)) return 0.0;
-    if (lb.bad(l)) return quiet_nan();
+    if (lb.bad(l)) {
+      lb.report(p, l);
+      return 0.0;
+    }
     const double xl = double(x[(p / d) * c * d + p % d + l * d]);
     if (eps > 0) return shift[p] - (1 - eps) * xl - eps * mean[p];
     return (shift[p] - xl) * lb.weight_of(l);
@@ -514,7 +521,7 @@ template <class T, class L>
 void sce_fwd(const KernelArgs& a, const GpuCtx& c, const SceGeom& g) {
   const T* x = a.in[0].ptr<const T>();
   const T* w = a.in.size() > 2 && a.in[2].present() ? a.in[2].ptr<const T>() : nullptr;
-  const Labels<T, L> lb{a.in[1].ptr<const L>(), w, g.c, g.has_ignore, g.ignore};
+  const Labels<T, L> lb{a.in[1].ptr<const L>(), w, g.c, g.has_ignore, g.ignore, c.error};
   T* y = a.out[0].ptr<T>();
   T* lp = a.out.size() > 1 && a.out[1].present() ? a.out[1].ptr<T>() : nullptr;
   double* mx = static_cast<double*>(a.workspace);
@@ -561,7 +568,7 @@ void sce_bwd(const KernelArgs& a, const GpuCtx& c, const SceGeom& g) {
   const T* dl = a.in[0].ptr<const T>();
   const T* x = a.in[1].ptr<const T>();
   const T* w = a.in.size() > 3 && a.in[3].present() ? a.in[3].ptr<const T>() : nullptr;
-  const Labels<T, L> lb{a.in[2].ptr<const L>(), w, g.c, g.has_ignore, g.ignore};
+  const Labels<T, L> lb{a.in[2].ptr<const L>(), w, g.c, g.has_ignore, g.ignore, c.error};
   T* dx = a.out[0].ptr<T>();
   double* mx = static_cast<double*>(a.workspace);
   double* sum = mx + g.m;
@@ -585,7 +592,8 @@ void sce_bwd(const KernelArgs& a, const GpuCtx& c, const SceGeom& g) {
       return;
     }
     if (lb.bad(l)) {
-      dx[i] = static_cast<T>(quiet_nan());
+      if (k == 0) lb.report(p, l);
+      dx[i] = T(0);
       return;
     }
     const double gr = double(dl[none ? p : 0]) * (mean ? scale[0] : 1.0) * lb.weight_of(l);

@@ -1,10 +1,14 @@
 // Resize, Upsample and ResizeGrad on the CUDA backend (mirroring kernels/cpu/resize.cpp): per
 // axis the taps of an output index (geom::resize_taps, kernels/common/geometry.h) are computed in
-// the kernel body; Y sums its taps per element, dX is zeroed and each dY element scattered to its
-// taps with atomic_add.
+// the kernel body; Y sums its taps per element. ResizeGrad by default zeroes dX and scatters each
+// dY element to its taps with atomic_add (the order of the adds, and so the float sums, change
+// from run to run); with GpuCtx::deterministic each dX element gathers the dY elements that read
+// it, in the CPU's order (separable.h). Not the default: the tables cost a host computation and a
+// copy per launch, and the gather walks every combination of taps per dX element.
 #include "kernels/common/geometry.h"
 #include "kernels/cuda/data_movement_util.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/separable.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"
 
@@ -112,11 +116,42 @@ void Resize(const KernelArgs& a, const GpuCtx& c) {
   CB_GPU_DISPATCH_FLOAT(Y.dtype, "Resize", resize_t, a, c, g)
 }
 
-// dX = taps^T(dY): zeroed, then each dY element scattered to its taps (atomic adds).
+// The adjoint tables of ResizeGrad (deterministic only): the forward taps of every axis
+// (destination: dY's dims, source: dX's), transposed.
+size_t resize_grad_tables(const KernelArgs& a, AdjointBytes& b) {
+  const RP& p = a.p<RP>();
+  const std::vector<int64_t>&dx = a.out[0].dims, &dy = a.in[0].dims;
+  CB_CHECK(dx.size() == dy.size() && p.scales.size() == dx.size());
+  const geom::ResizeRule rule = geom::resize_rule(p);
+  adjoint_tables<geom::kMaxResizeTaps>(
+      dx, dy,
+      [&](int d, int64_t o, int64_t* idx, double* w) {
+        const auto k = static_cast<size_t>(d);
+        return geom::resize_taps(rule, dx[k], dy[k], p.scales[k], o, idx, w);
+      },
+      b);
+  return b.bytes.size();
+}
+
+size_t resize_grad_workspace(const KernelArgs& a, const GpuCtx& c) {
+  if (!c.deterministic || a.out[0].numel() == 0) return 0;
+  AdjointBytes b;
+  return resize_grad_tables(a, b);
+}
+
+// dX = taps^T(dY): gathered per dX element (deterministic), or zeroed and each dY element
+// scattered to its taps (atomic adds).
 template <class T>
 void resize_grad_t(const KernelArgs& a, const GpuCtx& c, ResizeGeo g) {
   const T* dy = a.in[0].ptr<const T>();
   T* dx = a.out[0].ptr<T>();
+  if (c.deterministic) {
+    void* ws = workspace_of<void>(a, c, &resize_grad_workspace, "ResizeGrad");
+    thread_local AdjointBytes b;
+    resize_grad_tables(a, b);
+    apply_adjoint<T>(c, upload_tables(c, b, ws, a.out[0].dims.size()), dy, g.dst, dx, g.src);
+    return;
+  }
   fill_zero(c, dx, a.out[0].bytes());
   parallel_for(c, a.in[0].numel(), [=] CB_HOST_DEVICE(int64_t i) {
     ElemTaps t;
@@ -134,7 +169,7 @@ void ResizeGrad(const KernelArgs& a, const GpuCtx& c) {
 constexpr GpuKernel kKernels[] = {
     {OpKind::Resize, &Resize, kFloat},
     {OpKind::Upsample, &Resize, kFloat},
-    {OpKind::ResizeGrad, &ResizeGrad, kFloat},
+    {OpKind::ResizeGrad, &ResizeGrad, kFloat, &resize_grad_workspace},
 };
 }  // namespace
 
