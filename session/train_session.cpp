@@ -283,6 +283,24 @@ int TrainSession::run_here() {
 }
 
 Dataset TrainSession::open(const std::string& path) {
+  try {
+    return open_here(path);
+  } catch (...) {
+    if (mpi_) mpi_->abort(failure_message(who_), 1);  // the peers must not wait
+    throw;
+  }
+}
+
+void TrainSession::build(const Dataset& data) {
+  try {
+    build_here(data);
+  } catch (...) {
+    if (mpi_) mpi_->abort(failure_message(who_), 1);
+    throw;
+  }
+}
+
+Dataset TrainSession::open_here(const std::string& path) {
   Dataset data = load_dataset(path, o_.data_options);
   if (o_.cache.empty()) return data;
   if (data.format != DataFormat::Folder)
@@ -305,7 +323,7 @@ Dataset TrainSession::open(const std::string& path) {
   return packed;
 }
 
-void TrainSession::build(const Dataset& data) {
+void TrainSession::build_here(const Dataset& data) {
   if (trainer_) return;
   const SessionOptions& o = o_;
   ImportResult r = import_for(o, data);

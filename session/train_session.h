@@ -8,8 +8,8 @@
 // cb-train's whole run: open(--data), build, fit.
 //
 // Under mpirun every rank runs a session; rank 0 prints and writes, the others keep stderr only.
-// A rank that fails ends the whole job at once (MPI_Abort), since its peers would otherwise wait
-// in the next sum until the collective timeout.
+// A rank that fails in open, build or fit ends the whole job at once (MPI_Abort), since its peers
+// would otherwise wait in the next sum until the collective timeout.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -98,6 +98,8 @@ class TrainSession {
  private:
   int run_here();
   FitResult fit_here(const Dataset& data, const FitHooks& hooks);
+  Dataset open_here(const std::string& path);
+  void build_here(const Dataset& data);
   CheckpointMeta checkpoint_meta(const Dataset& data) const;
 
   SessionOptions o_;

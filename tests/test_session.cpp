@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "session/option_table.h"
 #include "session/options.h"
 #include "session/train_session.h"
 #include "sma/checkpoint.h"
@@ -55,7 +56,13 @@ TEST_CASE("session: the text forms of cb-train's settings") {
 
 TEST_CASE("session: every setting is validated in one place, named by its flag") {
   CHECK(error_of([] { valid().validate(); }) == "(no error)");
-  CHECK(contains(invalid([](auto& o) { o.data.clear(); }), "--data"));
+  // The data may come later (the API's fit); cb-train's run needs --data.
+  CHECK(invalid([](auto& o) { o.data.clear(); }) == "(no error)");
+  SessionOptions no_data = valid();
+  no_data.data.clear();
+  no_data.model = std::string(CB_SOURCE_DIR) + "/models/mlp_op17.onnx";
+  no_data.handle_signals = false;
+  CHECK(contains(error_of([&] { TrainSession(no_data).run(); }), "--data is required"));
   CHECK(contains(invalid([](auto& o) { o.trainer.batch = 0; }), "--batch-size must be positive"));
   CHECK(contains(invalid([](auto& o) { o.trainer.momentum = 1; }), "--momentum"));
   CHECK(contains(invalid([](auto& o) { o.trainer.alpha = 2.0; }), "--alpha"));
@@ -169,4 +176,43 @@ TEST_CASE("session: a whole run in process, as cb-train runs it") {
   SessionOptions other = more;
   other.trainer.batch = 8;
   CHECK(contains(error_of([&] { TrainSession(other).run(); }), "--batch-size: 8 (checkpoint: 16)"));
+}
+
+TEST_CASE("session: the option table sets what cb-train's flags set, and round-trips") {
+  // Every option's default text sets the default again; names with underscores or dashes work.
+  for (const OptionSpec& s : session_options()) {
+    SessionOptions o;
+    const std::string before = s.get(o);
+    if (s.kind == OptionSpec::Kind::Flag || !before.empty()) {
+      set_session_option(o, s.name, s.kind == OptionSpec::Kind::Flag ? "false" : before);
+      CHECK_MESSAGE(s.get(o) == (s.kind == OptionSpec::Kind::Flag ? "false" : before), s.name);
+    }
+  }
+  SessionOptions o;
+  set_session_option(o, "batch_size", "32");
+  set_session_option(o, "--lr", "0.5");
+  set_session_option(o, "b", "64");
+  set_session_option(o, "learners", "3");
+  set_session_option(o, "no-shuffle", "true");
+  set_session_option(o, "freeze", "conv*");
+  set_session_option(o, "freeze", "bn*");
+  set_session_option(o, "mean", "0.5,0.25,0.125");
+  set_session_option(o, "image-size", "48x64");
+  set_session_option(o, "dim", "seq=12");
+  set_session_option(o, "memory-budget", "64M");
+  CHECK(o.trainer.batch == 64);
+  CHECK(o.run.schedule.lr == 0.5);
+  CHECK((!o.auto_learners && o.trainer.learners == 3));
+  CHECK(!o.run.shuffle);
+  CHECK(o.freeze == std::vector<std::string>{"conv*", "bn*"});
+  CHECK(o.run.transforms.mean == std::vector<float>{0.5f, 0.25f, 0.125f});
+  CHECK(o.image_size == std::pair<int64_t, int64_t>{48, 64});
+  CHECK(o.import.dims.at("seq") == 12);
+  CHECK(o.trainer.memory_budget == 64 << 20);
+  CHECK(contains(error_of([&] { set_session_option(o, "learning-rate", "1"); }),
+                 "unknown option 'learning-rate'"));
+  CHECK(contains(error_of([&] { set_session_option(o, "lr", "fast"); }),
+                 "--lr 'fast': expected a number"));
+  CHECK(contains(error_of([&] { set_session_option(o, "mean", "0.5,x"); }), "--mean 'x'"));
+  CHECK(contains(error_of([&] { set_session_option(o, "data", "x"); }), "given on its own"));
 }
