@@ -180,7 +180,7 @@ cb::Dataset arrays_dataset(std::shared_ptr<const cb::TensorSet> train,
   cb::Dataset d;
   d.dir = what;
   d.format = cb::DataFormat::Npz;
-  d.description = "arrays";
+  d.description = "in memory";
   d.train_tensors = std::move(train);
   d.test_tensors = std::move(test);
   return d;
@@ -556,6 +556,9 @@ History Trainer::fit(const Data& train, const Data& validation, const FitCallbac
             return true;
           });
         };
+      } else if (std::holds_alternative<Arrays>(vi.v) && std::holds_alternative<Arrays>(ti.v)) {
+        // Arrays both: one data set with a test split, as a .npz folder is.
+        data.test_tensors = to_set(std::get<Arrays>(vi.v), "validation");
       } else {
         val = impl_->dataset(validation, true, "validation");
         if (std::holds_alternative<Arrays>(vi.v)) val.train_tensors = val.test_tensors;

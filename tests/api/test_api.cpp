@@ -248,7 +248,7 @@ TEST_CASE("api: a pass source used up, a callback's stop, checkpoints and resume
   fs::remove_all(dir.path / "ck2");
   more.set("checkpoint-dir", (dir.path / "ck2").string());
   crossbow::Trainer r(model, more);
-  r.fit(Data::arrays({{"x", x}, {"y", y}}));
+  r.fit(Data::arrays({{"x", x}, {"y", y}}), Data::arrays({{"x", x}, {"y", y}}));  // the same data
   CHECK(r.steps() == 20);
 }
 
