@@ -342,8 +342,13 @@ class PyTrainer {
   py::list fit(const py::object& data, const py::object& epochs, const py::object& steps,
                const py::object& validation, const py::object& callbacks) {
     if (data.is_none()) throw py::type_error("data: expected training data, got None");
+    // The length of this fit (and of later ones until given again): epochs alone clears a step
+    // count an earlier call set, since steps override epochs.
     if (!epochs.is_none()) set("epochs", epochs);
-    if (!steps.is_none()) set("steps", steps);
+    if (!steps.is_none())
+      set("steps", steps);
+    else if (!epochs.is_none())
+      set("steps", py::int_(0));
     std::vector<py::object> cbs;
     if (!callbacks.is_none()) {
       if (!py::hasattr(callbacks, "__iter__"))

@@ -75,8 +75,9 @@ class Snippet(unittest.TestCase):
             out = t.predict(xv)
             t.save(os.path.join(d, "trained.onnx"))
             self.assertTrue(os.path.getsize(os.path.join(d, "trained.onnx")) > 0)
-        print(f"snippet: test accuracy after one epoch {acc:.4f}", flush=True)
-        self.assertGreaterEqual(acc, 0.84)
+        print(f"snippet: test accuracy after one epoch {acc:.4f} with "
+              f"{history[-1]['learners']} learner(s)", flush=True)
+        self.assertGreaterEqual(acc, 0.84, msg=f"learners chosen: {history[-1]['learners']}")
         self.assertEqual(history[0]["type"], "config")
         self.assertEqual(history[-1]["type"], "summary")
         self.assertEqual([r["type"] for r in seen], ["eval"])
@@ -116,6 +117,10 @@ class Generators(unittest.TestCase):
         gen = ({"x": x[i:i + 16], "y": y[i:i + 16]} for i in range(0, len(x), 16))
         c.fit(gen, epochs=1)
         self.assertEqual(c.steps, 50)
+        c.fit((x, y), steps=3)
+        self.assertEqual(c.steps, 53)
+        c.fit((x, y), epochs=1)  # epochs alone: the steps of the call before do not stick
+        self.assertEqual(c.steps, 103)
         gen = ({"x": x[i:i + 16], "y": y[i:i + 16]} for i in range(0, len(x), 16))
         with self.assertRaisesRegex(ValueError, "pass 2 yielded none"):
             c.fit(gen, epochs=2)
