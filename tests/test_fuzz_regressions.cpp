@@ -10,24 +10,14 @@
 #include <iterator>
 #include <vector>
 
-int fuzz_importer(const uint8_t* data, size_t size);
-int fuzz_image(const uint8_t* data, size_t size);
-int fuzz_data(const uint8_t* data, size_t size);
-int fuzz_checkpoint(const uint8_t* data, size_t size);
-int fuzz_npy(const uint8_t* data, size_t size);
+#include "tests/fuzz_targets.h"
 
 namespace fs = std::filesystem;
 
 TEST_CASE("fuzz regressions: each saved input ends in a clear error, never a crash") {
   const fs::path root = fs::path(CB_SOURCE_DIR) / "tests" / "fuzz_regressions";
-  const std::pair<const char*, int (*)(const uint8_t*, size_t)> targets[] = {
-      {"importer", fuzz_importer},
-      {"image", fuzz_image},
-      {"data", fuzz_data},
-      {"checkpoint", fuzz_checkpoint},
-      {"npy", fuzz_npy}};
   int inputs = 0;
-  for (const auto& [name, fn] : targets) {
+  for (const auto& [name, fn] : cb::test::kFuzzTargets) {
     if (!fs::is_directory(root / name)) continue;
     for (const auto& e : fs::directory_iterator(root / name)) {
       CAPTURE(e.path().string());
