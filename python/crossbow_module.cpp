@@ -37,6 +37,13 @@ using crossbow::DType;
 
 namespace {
 
+// An option's name as a Python keyword: "batch-size" -> "batch_size".
+std::string keyword_of(std::string name) {
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
 // "--batch-size" in a message becomes "batch_size", the keyword a Python caller wrote.
 std::string pythonic(const std::string& msg) {
   static const std::regex flag("--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)");
@@ -46,10 +53,7 @@ std::string pythonic(const std::string& msg) {
   for (; it != std::sregex_iterator(); ++it) {
     const std::smatch& m = *it;
     out += msg.substr(at, static_cast<size_t>(m.position(0)) - at);
-    std::string name = m[1].str();
-    for (char& c : name)
-      if (c == '-') c = '_';
-    out += name;
+    out += keyword_of(m[1].str());
     at = static_cast<size_t>(m.position(0) + m.length(0));
   }
   return out + msg.substr(at);
@@ -262,10 +266,8 @@ void set_keyword(const std::string& key, const py::handle& v, Set&& set) {
   if (v.is_none()) return;
   bool repeat = false;
   for (const auto& i : crossbow::Options::list()) {
-    std::string n = i.name;
-    for (char& c : n)
-      if (c == '-') c = '_';
-    if (n == key || i.name == key) repeat = i.kind == crossbow::Options::Info::Kind::Repeat;
+    if (keyword_of(i.name) == key || i.name == key)
+      repeat = i.kind == crossbow::Options::Info::Kind::Repeat;
   }
   if (repeat && (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v))) {
     for (py::handle x : v) set(key, option_text(key, x));
@@ -525,10 +527,7 @@ PYBIND11_MODULE(crossbow, m) {
       [] {
         py::dict d;
         for (const auto& i : crossbow::Options::list()) {
-          std::string n = i.name;
-          for (char& c : n)
-            if (c == '-') c = '_';
-          d[py::str(n)] = py::make_tuple(i.default_value, i.help);
+          d[py::str(keyword_of(i.name))] = py::make_tuple(i.default_value, i.help);
         }
         return d;
       },

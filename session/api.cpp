@@ -447,6 +447,18 @@ struct Trainer::Impl {
     return arrays_dataset(set, test_too ? set : nullptr, what);
   }
 
+  // The trained model over one pass of the caller's batches (in pieces of the evaluation batch).
+  cb::EvalResult evaluate_batches(const Data& d) {
+    std::vector<cb::Batch> pieces;
+    for_each_piece(d, eval_batch(), true, [&](const cb::Batch& b) { pieces.push_back(b); });
+    size_t at = 0;
+    return session->evaluate([&](cb::Batch& b) {
+      if (at == pieces.size()) return false;
+      b = std::move(pieces[at++]);
+      return true;
+    });
+  }
+
   // A pass of the caller's batches, each split into pieces of at most `rows` examples, fed to
   // `f` (evaluation and prediction; the target only where the data hold it).
   void for_each_piece(const Data& d, int64_t rows, bool with_target,
@@ -544,18 +556,7 @@ History Trainer::fit(const Data& train, const Data& validation, const FitCallbac
     if (!validation.empty()) {
       const Data::Impl& vi = *validation.impl();
       if (std::holds_alternative<Data::Impl::Stream>(vi.v)) {
-        hooks.sources.evaluate = [&] {
-          cb::EvalResult sum;
-          std::vector<cb::Batch> pieces;
-          impl_->for_each_piece(validation, impl_->eval_batch(), true,
-                                [&](const cb::Batch& b) { pieces.push_back(b); });
-          size_t at = 0;
-          return s.evaluate([&](cb::Batch& b) {
-            if (at == pieces.size()) return false;
-            b = std::move(pieces[at++]);
-            return true;
-          });
-        };
+        hooks.sources.evaluate = [&] { return impl_->evaluate_batches(validation); };
       } else if (std::holds_alternative<Arrays>(vi.v) && std::holds_alternative<Arrays>(ti.v)) {
         // Arrays both: one data set with a test split, as a .npz folder is.
         data.test_tensors = to_set(std::get<Arrays>(vi.v), "validation");
@@ -595,17 +596,8 @@ Scores Trainer::evaluate(const Data& data) {
         throw Error(Error::Kind::Usage, "evaluate before fit: give arrays or a path");
       s.build(impl_->dataset(data, true, "arrays"));
     }
-    if (std::holds_alternative<Data::Impl::Stream>(i.v)) {
-      std::vector<cb::Batch> pieces;
-      impl_->for_each_piece(data, impl_->eval_batch(), true,
-                            [&](const cb::Batch& b) { pieces.push_back(b); });
-      size_t at = 0;
-      return to_scores(s.evaluate([&](cb::Batch& b) {
-        if (at == pieces.size()) return false;
-        b = std::move(pieces[at++]);
-        return true;
-      }));
-    }
+    if (std::holds_alternative<Data::Impl::Stream>(i.v))
+      return to_scores(impl_->evaluate_batches(data));
     cb::Dataset d = impl_->dataset(data, true, "arrays");
     return to_scores(s.evaluate(d));
   });

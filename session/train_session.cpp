@@ -265,13 +265,12 @@ Trainer& TrainSession::trainer() {
   return *trainer_;
 }
 
+void TrainSession::abort_job() {
+  if (mpi_) mpi_->abort(failure_message(who_), 1);
+}
+
 int TrainSession::run() {
-  try {
-    return run_here();
-  } catch (...) {
-    if (mpi_) mpi_->abort(failure_message(who_), 1);
-    throw;
-  }
+  return ending_job_on_failure([&] { return run_here(); });
 }
 
 int TrainSession::run_here() {
@@ -283,21 +282,11 @@ int TrainSession::run_here() {
 }
 
 Dataset TrainSession::open(const std::string& path) {
-  try {
-    return open_here(path);
-  } catch (...) {
-    if (mpi_) mpi_->abort(failure_message(who_), 1);  // the peers must not wait
-    throw;
-  }
+  return ending_job_on_failure([&] { return open_here(path); });
 }
 
 void TrainSession::build(const Dataset& data) {
-  try {
-    build_here(data);
-  } catch (...) {
-    if (mpi_) mpi_->abort(failure_message(who_), 1);
-    throw;
-  }
+  ending_job_on_failure([&] { return build_here(data); });
 }
 
 Dataset TrainSession::open_here(const std::string& path) {
@@ -418,12 +407,7 @@ CheckpointMeta TrainSession::checkpoint_meta(const Dataset& data) const {
 }
 
 FitResult TrainSession::fit(const Dataset& data, const FitHooks& hooks) {
-  try {
-    return fit_here(data, hooks);
-  } catch (...) {
-    if (mpi_) mpi_->abort(failure_message(who_), 1);
-    throw;
-  }
+  return ending_job_on_failure([&] { return fit_here(data, hooks); });
 }
 
 FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {

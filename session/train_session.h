@@ -96,6 +96,18 @@ class TrainSession {
   const std::string& who() const { return who_; }
 
  private:
+  // Runs f; under mpirun a failure ends the whole job (MPI_Abort, status 1) before it is thrown
+  // on, since the peers would otherwise wait in the next sum until the collective timeout.
+  template <class F>
+  auto ending_job_on_failure(F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (...) {
+      abort_job();
+      throw;
+    }
+  }
+  void abort_job();
   int run_here();
   FitResult fit_here(const Dataset& data, const FitHooks& hooks);
   Dataset open_here(const std::string& path);
