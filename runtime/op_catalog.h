@@ -127,6 +127,7 @@ namespace cb {
   X(SgdStep)                     \
   X(SliceGrad)                   \
   X(SmaCentralStep)              \
+  X(SmaRowEma)                   \
   X(SmaRowSum)                   \
   X(SmaStep)                     \
   X(SoftmaxCrossEntropyLossGrad) \

@@ -341,6 +341,17 @@ std::vector<OptionSpec> make_table() {
        })
       .show_default = false;
   t.real_at("central-momentum", CB_FIELD(trainer.central_momentum), "SMA's central momentum mu_z");
+  t.add(
+       "ema", Kind::Value,
+       "keep an exponential moving average of the model's weights and BatchNorm statistics "
+       "with this decay (such as 0.999; timm's model EMA): evaluated, checkpointed and exported "
+       "instead of the model (the unaveraged model's test scores are reported alongside)",
+       [](SessionOptions& o, const std::string& s) { o.trainer.ema = parse_double("ema", s); },
+       [](const SessionOptions& o) { return o.trainer.ema ? num(*o.trainer.ema) : std::string(); })
+      .show_default = false;
+  t.integer_at("ema-start", CB_FIELD(trainer.ema_start),
+               "with --ema: steps before the average starts (until then it is a copy of the "
+               "model)");
   t.integer_at("sync-every", CB_FIELD(trainer.sync_every),
                "apply the SMA correction every N steps (local SGD in between)");
   t.real_at("tuner-threshold", CB_FIELD(run.tuner.threshold),

@@ -168,11 +168,13 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
   cbs.on_eval = [this, &t](const EvalReport& p) {
     clear_progress();
     fmt::print(
-        "epoch {:6.2f}  step {:7d}  lr {:.5g}  train loss {:.4f}  {}  {:.0f} {}/s  learners {}  "
+        "epoch {:6.2f}  step {:7d}  lr {:.5g}  train loss {:.4f}  {}{}  {:.0f} {}/s  learners {}  "
         "spread {:.4g}\n",
         p.epoch, p.step, p.lr, p.train_loss,
         p.test.count > 0 ? fmt::format("test loss {:.4f}  {}", p.test.loss, scores_text(p.test))
                          : std::string("(no test data)"),
+        p.unaveraged ? fmt::format(" (without the average: {})", scores_text(*p.unaveraged))
+                     : std::string(),
         p.images_per_s, unit_, p.learners, p.spread);
     const int per_device = t.learners_per_device();
     nlohmann::ordered_json j = {{"type", "eval"},
@@ -183,6 +185,11 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
                                 {"test_loss", p.test.loss},
                                 {"accuracy", accuracy_json(p.test)}};
     add_scores(j, p.test, "test_");
+    if (p.unaveraged) {  // --ema: the weights it averages
+      j["unaveraged_test_loss"] = p.unaveraged->loss;
+      j["unaveraged_accuracy"] = accuracy_json(*p.unaveraged);
+      add_scores(j, *p.unaveraged, "unaveraged_test_");
+    }
     j.update(nlohmann::ordered_json{{"images_per_s", p.images_per_s},
                                     {"learners", p.learners},
                                     {"learners_per_device", per_device},
@@ -205,6 +212,8 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
       if (p.test.top5) v.emplace_back("eval/test_top5", *p.test.top5);
       if (p.test.mae) v.emplace_back("eval/test_mae", *p.test.mae);
       if (p.test.r2) v.emplace_back("eval/test_r2", *p.test.r2);
+      if (p.unaveraged && p.unaveraged->accuracy >= 0)
+        v.emplace_back("eval/unaveraged_test_accuracy", p.unaveraged->accuracy);
       tb_->scalars(p.step, v);
     }
   };

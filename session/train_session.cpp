@@ -515,6 +515,12 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
                         lr_scaling_name(topts.lr_scaling)),
       topts.central_momentum, topts.sync_every, topts.sync_every == 1 ? "" : "s",
       topts.overlap_sync ? "overlapped" : "not overlapped");
+  if (topts.ema)
+    fmt::print(
+        "average  the weights' exponential moving average, decay {:g}{}: evaluated and exported "
+        "instead of the model\n",
+        *topts.ema,
+        topts.ema_start > 0 ? fmt::format(", from step {}", topts.ema_start) : std::string());
   fmt::print(
       "memory   {} per replica ({} arena + the flat parameter, gradient, optimizer and snapshot "
       "buffers), {} shared, budget {} per device{}\n",
@@ -538,6 +544,7 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
                         : std::to_string(trainer.learners_per_device())},
        {"devices", fmt::format("{} ({})", trainer.devices(), cores_text)},
        {"alpha", trainer.alpha()},
+       {"ema", topts.ema ? nlohmann::ordered_json(*topts.ema) : nlohmann::ordered_json()},
        {"learners' lr", lr * trainer.lr_factor()},
        {"threads", o.threads},
        {"target_accuracy", ropts.target_accuracy},

@@ -28,8 +28,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kMagic = "crossbow-checkpoint";
-// 2 added model_path, loss and model_is; version 1 (without them) is still read.
-constexpr int kVersion = 2;
+// 2 added model_path, loss and model_is; 3 the weight average (ema<d>.params, ema<d>.state, one
+// per device, present with --ema); versions 1 and 2 are still read.
+constexpr int kVersion = 3;
 
 std::string hexf(double v) { return fmt::format("{:a}", v); }
 
@@ -306,6 +307,19 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
       m.z = std::move(v);
     } else if (t.name == "z_prev") {
       m.z_prev = std::move(v);
+    } else if (t.name.rfind("ema", 0) == 0) {
+      const size_t dot = t.name.find('.');
+      int64_t d = -1;
+      try {
+        if (dot != std::string::npos && dot > 3) d = std::stoll(t.name.substr(3, dot - 3));
+      } catch (const std::exception&) {
+      }
+      const std::string part = dot == std::string::npos ? "" : t.name.substr(dot + 1);
+      if (d < 0 || d > 1 << 16 || (part != "params" && part != "state"))
+        fail("{}: unknown tensor {}", mf.string(), t.name);
+      auto& parts = part == "params" ? m.ema : m.ema_state;
+      if (parts.size() <= static_cast<size_t>(d)) parts.resize(static_cast<size_t>(d) + 1);
+      parts[static_cast<size_t>(d)] = std::move(v);
     } else {
       const size_t dot = t.name.find('.');
       int64_t i = -1;
@@ -332,6 +346,9 @@ TrainState read_one(const fs::path& dir, CheckpointMeta& meta) {
   }
   if (!lp.started || m.learners_per_device < 1 || m.learners.empty() || m.z.empty())
     fail("{}: the manifest lacks the loop position or the model", mf.string());
+  if (m.ema.size() != m.ema_state.size())
+    fail("{}: the weight average has {} parameter parts and {} statistics parts", mf.string(),
+         m.ema.size(), m.ema_state.size());
   // Version 1 did not say; alpha is 0 by default only with one learner in all.
   if (version == 1) m.model_is_mean = m.learners.size() == 1;
   return s;
@@ -467,6 +484,10 @@ std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
     add(fmt::format("learner{}.opt1", i), l.opt1);
     if (!l.opt2.empty()) add(fmt::format("learner{}.opt2", i), l.opt2);
     add(fmt::format("learner{}.state", i), l.state);
+  }
+  for (size_t d = 0; d < m.ema.size(); ++d) {
+    add(fmt::format("ema{}.params", d), m.ema[d]);
+    add(fmt::format("ema{}.state", d), m.ema_state[d]);
   }
   text += fmt::format("tensors_bin {} {:08x}\n", bin.size(), crc32_of(bin.data(), bin.size()));
   text += fmt::format("end {:08x}\n", crc32_of(text.data(), text.size()));

@@ -7,7 +7,16 @@
 
 namespace cb {
 
-void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o) {
+void DeviceReplicas::copy(void* dst, const void* src, int64_t len) {
+  if (len == 0) return;
+  KernelArgs a;
+  a.in = {flat_f32(src, len)};
+  a.out = {flat_f32(dst, len)};
+  dev->launch(OpKind::Identity, a);
+}
+
+void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o, bool first,
+                          bool ema_parts) {
   const int64_t P = m.flat_elems(), S = m.state_elems();
   for (DeviceBuffer* b : {&z, &z_prev, &sum, &mean})
     *b = DeviceBuffer(*dev, TrainModel::buffer_bytes(P));
@@ -19,6 +28,18 @@ void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o) {
   central_args.params = &central_params;
   central_args.in = {flat_f32(sum.get(), P)};
   central_args.out = {flat_f32(z.get(), P), flat_f32(z_prev.get(), P), flat_f32(flag.get(), 1)};
+  if (o.ema) {
+    for (DeviceBuffer* b : {&ema, &ema_sum}) *b = DeviceBuffer(*dev, TrainModel::buffer_bytes(P));
+    for (DeviceBuffer* b : {&ema_state, &ema_state_sum})
+      *b = DeviceBuffer(*dev, TrainModel::buffer_bytes(S));
+    const std::vector<float> zeros(static_cast<size_t>(std::max(P, S)), 0.0f);
+    m.upload_initial(*dev, ema.get(), ema_state.get());
+    if (!first && ema_parts) dev->upload(ema.get(), zeros.data(), static_cast<size_t>(P) * 4);
+    if (!first && S > 0) dev->upload(ema_state.get(), zeros.data(), static_cast<size_t>(S) * 4);
+    central_args.out.push_back(flat_f32(ema.get(), P));
+    ema_params = ops::SmaRowEmaParams{};
+    ema_state_params = ops::SmaRowEmaParams{};
+  }
   ops::SmaStepParams sp;
   sp.optimizer = o.optimizer;
   sp.momentum = static_cast<float>(o.momentum);
@@ -33,13 +54,6 @@ void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o) {
 void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, bool seed_z) {
   const int64_t P = m.flat_elems(), S = m.state_elems();
   Device& d = *dev;
-  auto copy = [&](void* dst, const void* src, int64_t elems) {
-    if (elems == 0) return;
-    KernelArgs a;
-    a.in = {flat_f32(src, elems)};
-    a.out = {flat_f32(dst, elems)};
-    d.launch(OpKind::Identity, a);
-  };
   auto buf = [&](int64_t elems) { return DeviceBuffer(d, TrainModel::buffer_bytes(elems)); };
   DeviceBuffer new_params = buf(k * P), new_grads = buf(k * P), new_opt1 = buf(k * P),
                new_opt2 = adamw ? buf(k * P) : DeviceBuffer(), new_snap = buf(k * P),
@@ -92,6 +106,29 @@ void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, boo
   param_sum_args.params = &param_sum_params;
   param_sum_args.in = {flat_f32(params.get(), k * P)};
   param_sum_args.out = {flat_f32(mean.get(), P)};
+  if (ema.get()) {
+    ema_args.params = &ema_params;
+    ema_args.in = {flat_f32(params.get(), k * P)};
+    ema_args.out = {flat_f32(ema.get(), P)};
+    ema_state_args.params = &ema_state_params;
+    ema_state_args.in = {flat_f32(state.get(), k * S)};
+    ema_state_args.out = {flat_f32(ema_state.get(), S)};
+  }
+}
+
+void DeviceReplicas::seed_ema(int64_t P, int64_t S, bool first, bool parts) {
+  const std::vector<float> zeros(static_cast<size_t>(std::max(P, S)), 0.0f);
+  if (!parts)
+    copy(ema.get(), z.get(), P);
+  else if (first)
+    copy(ema.get(), mean.get(), P);
+  else
+    dev->upload(ema.get(), zeros.data(), static_cast<size_t>(P) * 4);
+  if (first)
+    copy(ema_state.get(), state_avg.get(), S);
+  else if (S > 0)
+    dev->upload(ema_state.get(), zeros.data(), static_cast<size_t>(S) * 4);
+  dev->synchronize();
 }
 
 void DeviceReplicas::reset_to_central(int64_t P, int k) {

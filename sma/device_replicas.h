@@ -3,6 +3,8 @@
 //   [k][P] params, grads, opt1 (velocity or m), opt2 (AdamW's v), snap (the pre-step replicas)
 //   [k][S] state (BatchNorm statistics), i64 [k] steps (each learner's optimizer steps)
 //   [P] z, z_prev, sum (the corrections' sum), mean (the learners' average); [S] state_avg
+//   with --ema: [P] ema, [S] ema_state (this device's part, trainer.h), and the evaluated sums of
+//   the parts over the devices, [P] ema_sum, [S] ema_state_sum
 // Every method runs on the device's driver thread (or while it is idle), in the order of the
 // device's synchronisation stream; `updated` is the event of the last update of the rows.
 #pragma once
@@ -27,17 +29,27 @@ struct DeviceReplicas {
   Collective* coll = nullptr;
   DeviceBuffer params, grads, opt1, opt2, snap, state, steps;
   DeviceBuffer z, z_prev, sum, mean, state_avg, flag;  // flag: [1] non-finite values of z
+  DeviceBuffer ema, ema_state, ema_sum, ema_state_sum;  // --ema only
   std::any step_params, central_params, state_sum_params, param_sum_params;
-  // SmaStep with the pull (sync) and without (local); SmaCentralStep; the SmaRowSums.
+  std::any ema_params, ema_state_params;
+  // SmaStep with the pull (sync) and without (local); SmaCentralStep; the SmaRowSums; the
+  // SmaRowEmas of the rows (alpha 0) and of the BN statistics.
   KernelArgs sync_args, local_args, central_args, state_sum_args, param_sum_args;
+  KernelArgs ema_args, ema_state_args;
   Event updated;
   std::exception_ptr error;
   double bad_z = 0;  // the last z update: non-finite values of z (agreed over the job)
   Worker driver;     // last: joined before the rest is destroyed
 
   // The central buffers, z and z_prev set to the model's initial values, and the step's
-  // optimizer settings.
-  void init(const TrainModel& m, const TrainerOptions& o);
+  // optimizer settings. With --ema, the averages start as the initial model; where they are
+  // parts of a sum over the devices (`first`: this is the job's first device), only the first
+  // holds it and the others hold zeros (the BN statistics always; the parameters when
+  // `ema_parts`).
+  void init(const TrainModel& m, const TrainerOptions& o, bool first, bool ema_parts);
+  // The averages restart from the model evaluation uses now (after the trainer's
+  // average_for_eval): e of z <- z, or the parts <- the mean on the first device, zeros elsewhere.
+  void seed_ema(int64_t P, int64_t S, bool first, bool parts);
   // k learners in place of `old`: the first min(k, old) keep their rows, the others start from
   // z with the averaged statistics and zero optimizer state; with `seed_z`, z and z_prev first
   // become the learners' mean. Makes the kernel arguments over the new buffers.
@@ -50,6 +62,8 @@ struct DeviceReplicas {
   // Uploads the central model and learners[first + r] into row r, r < k.
   void load(const std::vector<float>& z_in, const std::vector<float>& z_prev_in,
             const std::vector<LearnerState>& learners, size_t first, int k, int64_t P, int64_t S);
+  // Copies a [len] buffer on the device's synchronisation stream.
+  void copy(void* dst, const void* src, int64_t len);
 };
 
 }  // namespace cb

@@ -80,7 +80,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     std::vector<SkipLog::Entry> fresh = data.skipped->since(&skip_cursor);
     if (!fresh.empty()) cb.on_skipped(fresh, data.skipped->count());
   };
-  auto evaluate = [&]() -> EvalResult {
+  auto evaluate = [&](EvalWeights w = EvalWeights::Model) -> EvalResult {
     if (sources && sources->evaluate) return sources->evaluate();
     if (!has_test) return {};
     PipelineOptions po;
@@ -89,7 +89,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     po.workers = workers;
     po.limit = o.test_limit;
     BatchPipeline ev(data.test_size(), make_batches(data, false, *plan, o.seed), po);
-    return t.evaluate([&](Batch& b) { return ev.next(b); });
+    return t.evaluate([&](Batch& b) { return ev.next(b); }, w);
   };
   const bool evaluates = has_test || (sources && sources->evaluate);
 
@@ -180,6 +180,9 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     r.data_wait_s = eval_wait_s;
     r.spread = t.spread();
     if (evaluates) r.test = evaluate();
+    // With --ema, the unaveraged weights too (as timm evaluates both), from the test data.
+    if (has_test && t.averages() && !(sources && sources->evaluate))
+      r.unaveraged = evaluate(EvalWeights::Unaveraged);
     r.time_s = seconds_since(t_run);
     sum.test = r.test;
     if (cb.on_eval) cb.on_eval(r);

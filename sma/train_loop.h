@@ -76,7 +76,8 @@ struct EvalReport {
   int learners = 0;
   double data_wait_s = 0;  // waiting for training data since the previous evaluation
   double spread = 0;       // Trainer::spread() at this evaluation
-  EvalResult test;
+  EvalResult test;         // of the model (with --ema, the weight average)
+  std::optional<EvalResult> unaveraged;  // with --ema: of the weights it averages
 };
 
 struct RunSummary {

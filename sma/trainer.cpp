@@ -134,6 +134,10 @@ void TrainerOptions::validate() const {
   if (sync_every < 1) fail("--sync-every must be at least 1, got {}", sync_every);
   if (learners < 1) fail("--learners must be at least 1, got {}", learners);
   if (memory_budget < 0) fail("--memory-budget must not be negative, got {}", memory_budget);
+  if (ema && !(*ema > 0 && *ema < 1))
+    fail("--ema must be a decay in (0, 1), such as 0.999, got {}", *ema);
+  if (ema_start < 0) fail("--ema-start must not be negative, got {}", ema_start);
+  if (!ema && ema_start > 0) fail("--ema-start needs --ema DECAY");
 }
 
 Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOptions& opts,
@@ -152,7 +156,7 @@ Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOption
       plan_memory(model_.training_graph().graph, t.batch, model_.bound_values());
   mem_.arena = plan.bytes_peak;
   mem_.per_replica = plan.bytes_peak + (3 + opt_buffers) * P * 4 + S * 4 + 8;
-  mem_.fixed = 4 * P * 4 + S * 4 + 64;
+  mem_.fixed = 4 * P * 4 + S * 4 + 64 + (t.ema ? 2 * (P + S) * 4 : 0);
   if (opts_.memory_budget > 0) {
     mem_.budget = opts_.memory_budget;
     mem_.budget_source = "--memory-budget";
@@ -172,7 +176,10 @@ Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOption
     g->coll = where.collectives[d];
     groups_.push_back(std::move(g));
   }
-  on_drivers([&](Group& g) { g.init(model_, opts_); });
+  // Averages of means are parts of a sum over the devices (trainer.h); with one device in all,
+  // the part is the whole.
+  const bool ema_parts = alpha_for(opts_.learners) == 0 && ranks > 1;
+  on_drivers([&](Group& g) { g.init(model_, opts_, g.coll->rank() == 0, ema_parts); });
   set_learners(opts_.learners);
 }
 
@@ -310,6 +317,18 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
         for (int j = 0; j < k_; ++j)  // after every learner's gradients (their streams)
           g.dev->wait_event(kSyncStream, learners_[static_cast<size_t>(g.index * k_ + j)]->done);
         g.dev->launch(OpKind::SmaStep, sync ? g.sync_args : g.local_args);
+        if (averages()) {  // before the learners may write their rows again
+          const float d = ema_decay(steps_ + 1);
+          const auto scale = static_cast<float>(1.0 / total_learners());
+          if (model_.state_elems() > 0) {
+            g.ema_state_params = ops::SmaRowEmaParams{d, scale};
+            g.dev->launch(OpKind::SmaRowEma, g.ema_state_args);
+          }
+          if (alpha_ == 0) {
+            g.ema_params = ops::SmaRowEmaParams{d, scale};
+            g.dev->launch(OpKind::SmaRowEma, g.ema_args);
+          }
+        }
         g.updated = g.dev->record_event(kSyncStream);
         g.dev->synchronize();
       } catch (...) {
@@ -355,6 +374,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
     for (auto& gp : groups_) {
       Group& g = *gp;
       g.bad_z = 0;
+      std::any_cast<ops::SmaCentralStepParams&>(g.central_params).ema_decay = ema_decay(steps_);
       g.driver.post([&g, P] {
         g.coll->allreduce_sum(*g.dev, kSyncStream, g.sum.f32(), P);
         g.dev->launch(OpKind::SmaCentralStep, g.central_args);
@@ -429,11 +449,25 @@ void Trainer::agree(std::span<double> values, ReduceOp op) {
   std::copy(per[0].begin(), per[0].end(), values.begin());
 }
 
+float Trainer::ema_decay(int64_t step) const {
+  return step > opts_.ema_start ? static_cast<float>(opts_.ema.value_or(0)) : 0.0f;
+}
+
 void Trainer::average_for_eval() {
   const float scale = static_cast<float>(1.0 / total_learners());
   const int64_t P = model_.flat_elems(), S = model_.state_elems();
-  const bool mean = alpha_ == 0;
-  on_drivers([scale, P, S, mean](Group& g) {
+  const bool mean = alpha_ == 0, ema = averages();
+  on_drivers([scale, P, S, mean, ema](Group& g) {
+    if (ema) {  // the parts' sums over the devices
+      if (S > 0) {
+        g.copy(g.ema_state_sum.get(), g.ema_state.get(), S);
+        g.coll->allreduce_sum(*g.dev, kSyncStream, g.ema_state_sum.f32(), S);
+      }
+      if (mean) {
+        g.copy(g.ema_sum.get(), g.ema.get(), P);
+        g.coll->allreduce_sum(*g.dev, kSyncStream, g.ema_sum.f32(), P);
+      }
+    }
     g.state_sum_params = ops::SmaRowSumParams{scale};
     g.param_sum_params = ops::SmaRowSumParams{scale};
     if (S > 0) {
@@ -461,22 +495,28 @@ EvalResult Trainer::evaluate(const ImageSet& set) {
   });
 }
 
-Evaluator& Trainer::evaluator() {
-  Group& g = *groups_[0];
-  std::unique_ptr<Evaluator>& e = alpha_ == 0 ? eval_mean_ : eval_z_;
+std::pair<const void*, const void*> Trainer::eval_buffers(EvalWeights w) const {
+  const Group& g = *groups_[0];
+  if (averages() && w == EvalWeights::Model)
+    return {alpha_ == 0 ? g.ema_sum.get() : g.ema.get(), g.ema_state_sum.get()};
+  return {alpha_ == 0 ? g.mean.get() : g.z.get(), g.state_avg.get()};
+}
+
+Evaluator& Trainer::evaluator(EvalWeights w) {
+  const auto key = eval_buffers(w);
+  std::unique_ptr<Evaluator>& e = evaluators_[key];
   if (!e) {
     const int64_t eb = opts_.eval_batch > 0 ? opts_.eval_batch : opts_.batch;
-    e = std::make_unique<Evaluator>(model_, *g.dev, alpha_ == 0 ? g.mean.get() : g.z.get(),
-                                    g.state_avg.get(), eb);
+    e = std::make_unique<Evaluator>(model_, *groups_[0]->dev, key.first, key.second, eb);
   }
   return *e;
 }
 
-EvalResult Trainer::evaluate(const NextBatch& next) {
+EvalResult Trainer::evaluate(const NextBatch& next, EvalWeights w) {
   average_for_eval();
   EvalResult r;
   // On device 0's synchronisation stream, driven by its driver.
-  groups_[0]->driver.run([&] { r = evaluator().evaluate(next); });
+  groups_[0]->driver.run([&] { r = evaluator(w).evaluate(next); });
   return r;
 }
 
@@ -508,12 +548,25 @@ std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelStat
     }
     return total;
   };
+  // The weight average: its parts added in device order (the collective's all-reduce).
+  auto parts = [&](const std::vector<std::vector<float>>& v, size_t len) {
+    if (v.size() != n / k) fail("the saved weight average has {} parts for {} devices", v.size(), n / k);
+    for (const std::vector<float>& x : v)
+      if (x.size() != len) fail("the saved weight average does not fit the model");
+    std::vector<float> total = v[0];
+    for (size_t d = 1; d < v.size(); ++d)
+      for (size_t i = 0; i < len; ++i) total[i] += v[d][i];
+    return total;
+  };
+  const bool ema = !s.ema.empty();
   const std::vector<float> params =
-      s.model_is_mean
+      ema ? (s.model_is_mean ? parts(s.ema, P) : s.ema.at(0))
+      : s.model_is_mean
           ? average(P, [&](size_t l) -> const std::vector<float>& { return s.learners[l].params; })
           : s.z;
   const std::vector<float> state =
-      average(S, [&](size_t l) -> const std::vector<float>& { return s.learners[l].state; });
+      ema ? parts(s.ema_state, S)
+          : average(S, [&](size_t l) -> const std::vector<float>& { return s.learners[l].state; });
   std::map<std::string, Tensor> out;
   auto put = [&](const std::vector<FlatSlot>& slots, const std::vector<float>& flat) {
     for (const FlatSlot& slot : slots) {
@@ -569,8 +622,9 @@ std::vector<Tensor> Trainer::eval_outputs(const Batch& batch) {
 std::map<std::string, Tensor> Trainer::trained_tensors() {
   average_for_eval();
   Group& g = *groups_[0];
-  auto m = model_.copy_slots(*g.dev, model_.param_slots(), alpha_ == 0 ? g.mean.get() : g.z.get());
-  m.merge(model_.copy_slots(*g.dev, model_.state_slots(), g.state_avg.get()));
+  const auto [params, state] = eval_buffers(EvalWeights::Model);
+  auto m = model_.copy_slots(*g.dev, model_.param_slots(), params);
+  m.merge(model_.copy_slots(*g.dev, model_.state_slots(), state));
   return m;
 }
 
@@ -621,6 +675,11 @@ ModelState Trainer::state() const {
   const int64_t P = model_.flat_elems(), S = model_.state_elems();
   for (int l = 0; l < local_learners(); ++l)
     s.learners.push_back(groups_[static_cast<size_t>(l / k_)]->learner(l % k_, P, S));
+  if (averages())
+    for (const auto& g : groups_) {
+      s.ema.push_back(g->row(g->ema, 0, P));
+      s.ema_state.push_back(g->row(g->ema_state, 0, S));
+    }
   return s;
 }
 
@@ -647,9 +706,27 @@ void Trainer::restore(const ModelState& s) {
     learners_.clear();  // restarted below at the restored step (their Dropout position)
     start_learners();
   }
+  if (!s.ema.empty() && averages() &&
+      (s.ema.size() != groups_.size() || s.ema_state.size() != groups_.size()))
+    fail("the saved weight average has {} parts, this run has {} devices", s.ema.size(),
+         groups_.size());
   on_drivers([&, P, S](Group& g) {
     g.load(s.z, s.z_prev, s.learners, static_cast<size_t>(g.index * k_), k_, P, S);
+    if (averages() && !s.ema.empty()) {
+      const auto d = static_cast<size_t>(g.index);
+      if (s.ema[d].size() != static_cast<size_t>(P) || s.ema_state[d].size() != static_cast<size_t>(S))
+        fail("the saved weight average does not fit this model");
+      g.dev->upload(g.ema.get(), s.ema[d].data(), s.ema[d].size() * sizeof(float));
+      if (S > 0) g.dev->upload(g.ema_state.get(), s.ema_state[d].data(), s.ema_state[d].size() * sizeof(float));
+      g.dev->synchronize();
+    }
   });
+  if (averages() && s.ema.empty()) {
+    // A state saved without --ema: the average starts from the restored model.
+    average_for_eval();
+    const bool parts = alpha_ == 0;
+    on_drivers([&, P, S](Group& g) { g.seed_ema(P, S, g.coll->rank() == 0, parts); });
+  }
 }
 
 }  // namespace cb

@@ -57,6 +57,15 @@
 //   - New learners (set_learners) start from z with zero optimizer state and the averaged BN
 //     statistics. Coming from alpha 0 (one learner), z is first set to the learners' average.
 //   - Evaluation runs on device 0's synchronisation stream.
+//   - The weight average (--ema d, timm's ModelEma): e <- d e + (1 - d) m after every update of
+//     the model m that evaluation uses, BatchNorm statistics included (as timm averages every
+//     float tensor of the state): with a pull, e follows z, updated inside SmaCentralStep (no
+//     extra pass; with --sync-every N, every N-th step, when z moves); with alpha 0, e follows
+//     the learners' mean, and the statistics always do, through SmaRowEma over the rows before the
+//     learners may write them again. Until step --ema-start the decay is 0 (e is a copy of m).
+//     Per device, e of z is the same on every device; the averages of means are each device's
+//     share (its rows' sum / K), added over the devices when evaluated, so no collective runs per
+//     step. Evaluation and export use e; evaluate(next, EvalWeights::Unaveraged) gives m's.
 #pragma once
 
 #include <atomic>
@@ -101,6 +110,8 @@ struct TrainerOptions {
   std::optional<double> alpha;                    // empty: default_alpha(K), recomputed with K
   LrScaling lr_scaling = LrScaling::Sqrt;         // gamma = lr x s(K), recomputed with K
   double central_momentum = 0.9;                  // mu_z
+  std::optional<double> ema;                      // the weight average's decay, in (0, 1)
+  int64_t ema_start = 0;                          // steps before it starts (decay 0 until then)
   int64_t sync_every = 1;     // SMA correction every N steps; local steps in between
   bool overlap_sync = true;   // the z update runs while the learners start their next step
   int64_t memory_budget = 0;  // bytes per device; 0: the device's free memory (shared host
@@ -151,10 +162,19 @@ struct ModelState {
   std::vector<float> z, z_prev;        // identical on every device
   std::vector<LearnerState> learners;  // this process's, device-major
   bool model_is_mean = false;          // alpha 0: the model is the learners' average, not z
+  // With --ema, per device of this process: the weight average of the parameters (of z: the same
+  // on every device; with model_is_mean, the device's share) and of the BN statistics (its
+  // share); empty without.
+  std::vector<std::vector<float>> ema, ema_state;
 };
 
-// The trained model a state holds, host copies by value name: z (or, with model_is_mean, the
-// learners' average) and the learners' averaged BatchNorm statistics, averaged in the order the
+// Which weights an evaluation uses: the model's (the weight average with --ema, else z or the
+// learners' mean), or, with --ema, those the average is of.
+enum class EvalWeights { Model, Unaveraged };
+
+// The trained model a state holds, host copies by value name: the weight average when the state
+// has one, else z (or, with model_is_mean, the learners' average) and the learners' averaged
+// BatchNorm statistics, averaged in the order the
 // trainer averages them (per device, then over devices), so that on the CPU it equals
 // Trainer::trained_tensors() bit for bit. What cb-export writes from a checkpoint. Throws cb::Error
 // when the state does not fit `m`.
@@ -198,8 +218,9 @@ class Trainer {
 
   // z (or, with alpha 0, the learners' average) with the averaged BN statistics, over the batches
   // `next` gives (an evaluation pass of runtime/data/pipeline.h), or over an in-memory image set.
-  EvalResult evaluate(const NextBatch& next);
+  EvalResult evaluate(const NextBatch& next, EvalWeights w = EvalWeights::Model);
   EvalResult evaluate(const ImageSet& set);
+  bool averages() const { return opts_.ema.has_value(); }  // --ema
   // The eval graph's outputs for one batch, from the model evaluation uses (z, or the learners'
   // average with alpha 0, and the averaged BN statistics): what an exported model computes.
   // Every output of the model (not the loss evaluation appends), in the forward graph's order.
@@ -268,6 +289,7 @@ class Trainer {
   // Waits for a z update still running on the drivers (overlap) and throws its failure.
   void settle() const;
   void average_for_eval();
+  float ema_decay(int64_t step) const;  // the average's decay at step `step` (from 1)
   enum class Rows { Params, Velocity, Snapshot, Grads };
   std::vector<float> row(Rows which, int learner) const;
   template <class F>
@@ -279,8 +301,10 @@ class Trainer {
   int k_ = 0;
   double alpha_ = 0;
   int64_t steps_ = 0;
-  std::unique_ptr<Evaluator> eval_z_, eval_mean_;
-  Evaluator& evaluator();  // of the model evaluation uses; on device 0's driver
+  std::map<std::pair<const void*, const void*>, std::unique_ptr<Evaluator>> evaluators_;
+  // Of the model evaluation uses (or the unaveraged one); on device 0's driver.
+  Evaluator& evaluator(EvalWeights w = EvalWeights::Model);
+  std::pair<const void*, const void*> eval_buffers(EvalWeights w) const;
   std::atomic<bool> stop_requested_{false};
   bool stop_agreed_ = false;
   std::vector<std::unique_ptr<Group>> groups_;

@@ -126,6 +126,7 @@ inline const std::vector<OpCases>& case_table() {
       {OpKind::AdamWStep, adamw_step},
       {OpKind::SgdStep, sgd_step},
       {OpKind::SmaCentralStep, sma_central_step},
+      {OpKind::SmaRowEma, sma_row_ema},
       {OpKind::SmaRowSum, sma_row_sum},
       {OpKind::SmaStep, sma_step},
   };

@@ -107,4 +107,15 @@ struct SmaCentral {
   }
 };
 
+// The exponential moving average of the weights (timm's ModelEma): e <- d e + (1 - d) m, with
+// 1 - d rounded once on the host. d = 0 copies m exactly (before the average starts).
+struct Ema {
+  float decay, rest;
+  static Ema make(float d) { return {d, 1.0f - d}; }
+  template <class T>
+  CB_HOST_DEVICE T operator()(T e, T m) const {
+    return T(decay) * e + T(rest) * m;
+  }
+};
+
 }  // namespace cb::math

@@ -113,6 +113,7 @@ constexpr CpuKernel kKernels[] = {
     {OpKind::AdamWStep, &AdamWStep, kFloat},
     {OpKind::SgdStep, &SgdStep, kFloat},
     {OpKind::SmaCentralStep, &SmaCentralStep, kF32},
+    {OpKind::SmaRowEma, &SmaRowEma, kF32},
     {OpKind::SmaRowSum, &SmaRowSum, kF32},
     {OpKind::SmaStep, &SmaStep, kF32},
 };

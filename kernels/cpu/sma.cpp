@@ -4,6 +4,7 @@
 //                   of the corrections, in one pass
 //   SmaCentralStep  the central model's update from the (all-reduced) sum
 //   SmaRowSum       a scaled sum of rows (the learners' BN statistics averaged)
+//   SmaRowEma       the weight average (--ema) of such a sum
 // Sums over learners run in row order for every element, whatever the split over the pool, so
 // results do not depend on the number of threads. With one row and alpha 0, SmaStep computes
 // exactly what SgdStep / AdamWStep compute (the same functors).
@@ -120,10 +121,14 @@ void SmaCentralStep(const KernelArgs& a) {
   const int64_t n = zv.numel();
   CB_CHECK(pv.numel() == n && sv.numel() == n && out.numel() == 1);
   CB_CHECK(zv.dtype == DType::F32 && out.dtype == DType::F32);
+  const bool with_ema = a.out.size() > 3 && a.out[3].present();
+  CB_CHECK(!with_ema || (a.out[3].numel() == n && a.out[3].dtype == DType::F32));
   float* z = zv.ptr<float>();
   float* zp = pv.ptr<float>();
+  float* ema = with_ema ? a.out[3].ptr<float>() : nullptr;
   const float* s = sv.ptr<float>();
   const math::SmaCentral central{p.momentum};
+  const math::Ema mix = math::Ema::make(p.ema_decay);
   std::atomic<int64_t> bad{0};
   parallel(n, 4, [&](int64_t b, int64_t e) {
     int64_t local = 0;
@@ -134,6 +139,8 @@ void SmaCentralStep(const KernelArgs& a) {
       z[i] = nz;
       local += !std::isfinite(nz);
     }
+    if (ema)  // the same block, still in cache
+      for (int64_t i = b; i < e; ++i) ema[i] = mix(ema[i], z[i]);
     if (local) bad += local;
   });
   out.ptr<float>()[0] = static_cast<float>(bad.load());
@@ -153,6 +160,30 @@ void SmaRowSum(const KernelArgs& a) {
     for (int64_t i = b; i < e; ++i) y[i] = scale * x[i];
     for (int64_t r = 1; r < rows; ++r)
       for (int64_t i = b; i < e; ++i) y[i] = y[i] + scale * x[r * n + i];
+  });
+}
+
+void SmaRowEma(const KernelArgs& a) {
+  const auto& p = a.p<ops::SmaRowEmaParams>();
+  const TensorView &rows_v = a.in.at(0), &out = a.out.at(0);
+  const int64_t n = out.numel();
+  CB_CHECK(n > 0 && rows_v.numel() % n == 0 && rows_v.dtype == DType::F32 &&
+           out.dtype == DType::F32);
+  const int64_t rows = rows_v.numel() / n;
+  const float* x = rows_v.ptr<float>();
+  float* y = out.ptr<float>();
+  const float scale = p.scale;
+  const math::Ema mix = math::Ema::make(p.decay);
+  parallel(n, rows + 1, [&](int64_t b, int64_t e) {
+    // The mean as SmaRowSum computes it, block by block (kBlock floats on the stack).
+    float m[kBlock];
+    for (int64_t b0 = b; b0 < e; b0 += kBlock) {
+      const int64_t len = std::min(e, b0 + kBlock) - b0;
+      for (int64_t i = 0; i < len; ++i) m[i] = scale * x[b0 + i];
+      for (int64_t r = 1; r < rows; ++r)
+        for (int64_t i = 0; i < len; ++i) m[i] = m[i] + scale * x[r * n + b0 + i];
+      for (int64_t i = 0; i < len; ++i) y[b0 + i] = mix(y[b0 + i], m[i]);
+    }
   });
 }
 

@@ -8,7 +8,9 @@
 //       thread per parameter index j looping over the R learners in row order (so sum[j] adds
 //       the corrections in the CPU's order), then a tiny launch of R threads for steps[r] += 1
 //       (the step kernel reads steps[r]).
-//   SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite f32 [1])   f32, one kernel
+//   SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite f32 [1], ema [P]?)   f32, one kernel
+//   SmaRowEma(rows [R,S]) -> ema [S]                            f32, SmaRowSum's mean folded into
+//       the weight average: ema = d * ema + (1 - d) * mean
 //   SmaRowSum(rows [R,S]) -> out [S]                            f32, out[i] = sum over r in row
 //       order of scale * rows[r * S + i]
 //
@@ -374,6 +376,11 @@ void SmaCentralStep(const KernelArgs& a, const GpuCtx& c) {
   float* zp = pv.ptr<float>();
   const float* s = sv.ptr<float>();
   float* bad = out.ptr<float>();
+  const bool with_ema = a.out.size() > 3 && a.out[3].present();
+  if (with_ema && (a.out[3].numel() != n || a.out[3].dtype != DType::F32))
+    fail("SmaCentralStep: ema must be f32 with z's {} elements", n);
+  float* ema = with_ema ? a.out[3].ptr<float>() : nullptr;
+  const math::Ema mix = math::Ema::make(p.ema_decay);
   const math::SmaCentral central{p.momentum};
   // The count: float adds of 1 (exact up to 2^24 non-finite values), only where there are any.
   fill_zero(c, bad, sizeof(float));
@@ -382,6 +389,7 @@ void SmaCentralStep(const KernelArgs& a, const GpuCtx& c) {
     const RnF nz = central(zi, RnF(zp[i]), RnF(s[i]));
     zp[i] = zi.v;
     z[i] = nz.v;
+    if (ema) ema[i] = mix(RnF(ema[i]), nz).v;
     if (!finite_f32(nz.v)) atomic_add(bad, 1.0f);
   });
 }
@@ -403,10 +411,29 @@ void SmaRowSum(const KernelArgs& a, const GpuCtx& c) {
   });
 }
 
+void SmaRowEma(const KernelArgs& a, const GpuCtx& c) {
+  const auto& p = a.p<ops::SmaRowEmaParams>();
+  const TensorView &rows_v = a.in.at(0), &out = a.out.at(0);
+  const int64_t n = out.numel();
+  if (n <= 0 || rows_v.numel() % n != 0 || rows_v.dtype != DType::F32 || out.dtype != DType::F32)
+    fail("SmaRowEma: f32 rows [R,S] and ema [S] with S > 0");
+  const int64_t rows = rows_v.numel() / n;
+  const float* x = rows_v.ptr<float>();
+  float* y = out.ptr<float>();
+  const RnF scale(p.scale);
+  const math::Ema mix = math::Ema::make(p.decay);
+  parallel_for(c, n, [=] CB_HOST_DEVICE(int64_t i) {
+    RnF acc = scale * RnF(x[i]);
+    for (int64_t r = 1; r < rows; ++r) acc = acc + scale * RnF(x[r * n + i]);
+    y[i] = mix(RnF(y[i]), acc).v;
+  });
+}
+
 constexpr GpuKernel kKernels[] = {
     {OpKind::AdamWStep, &AdamWStep, kFloat},
     {OpKind::SgdStep, &SgdStep, kFloat},
     {OpKind::SmaCentralStep, &SmaCentralStep, kF32},
+    {OpKind::SmaRowEma, &SmaRowEma, kF32},
     {OpKind::SmaRowSum, &SmaRowSum, kF32},
     {OpKind::SmaStep, &SmaStep, kF32},
 };

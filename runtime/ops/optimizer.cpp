@@ -13,12 +13,16 @@
 //       c = alpha * (theta - z), param = stepped - c, and sum[i] = sum over r (in row order) of
 //       c: the SMA update and the intra-device sum in one pass. Without z (or with alpha 0) it is
 //       R independent optimizer steps and sum is not written. steps[r] += 1.
-//   SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite [1])
-//       z' = z + sum + mu_z * (z - z_prev); z_prev = z; z = z'; nonfinite: count of non-finite z'.
+//   SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite [1], ema [P]?)
+//       z' = z + sum + mu_z * (z - z_prev); z_prev = z; z = z'; nonfinite: count of non-finite z';
+//       with ema (the weight average, fused into the same pass): ema = d * ema + (1 - d) * z'.
 //   SmaRowSum(rows [R,S]) -> out [S]
 //       out[i] = sum over r (in row order) of scale * rows[r][i] (averaging BN statistics).
-// Params: SgdParams / AdamWParams / SmaStepParams / SmaCentralStepParams / SmaRowSumParams
-// (runtime/ops/params.h).
+//   SmaRowEma(rows [R,S]) -> ema [S]
+//       m = SmaRowSum's out; ema[i] = d * ema[i] + (1 - d) * m (the weight average of the
+//       learners' mean, or of their BN statistics).
+// Params: SgdParams / AdamWParams / SmaStepParams / SmaCentralStepParams / SmaRowSumParams /
+// SmaRowEmaParams (runtime/ops/params.h).
 #include "runtime/ops/op_util.h"
 
 namespace cb::ops {
@@ -49,10 +53,17 @@ const OpDef kSmaCentralStep{.kind = OpKind::SmaCentralStep,
                             .inputs_min = 1,
                             .inputs_max = 1,
                             .outputs_min = 3,
-                            .outputs_max = 3,
+                            .outputs_max = 4,
                             .internal = true};
 const OpDef kSmaRowSum{.kind = OpKind::SmaRowSum,
                        .name = "SmaRowSum",
+                       .inputs_min = 1,
+                       .inputs_max = 1,
+                       .outputs_min = 1,
+                       .outputs_max = 1,
+                       .internal = true};
+const OpDef kSmaRowEma{.kind = OpKind::SmaRowEma,
+                       .name = "SmaRowEma",
                        .inputs_min = 1,
                        .inputs_max = 1,
                        .outputs_min = 1,

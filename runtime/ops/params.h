@@ -230,6 +230,11 @@ struct SmaStepParams {
 };
 struct SmaCentralStepParams {
   float momentum = 0.9f;  // mu_z
+  float ema_decay = 0;    // with the ema output: ema = decay * ema + (1 - decay) * z_new
+};
+struct SmaRowEmaParams {
+  float decay = 0.999f;  // ema = decay * ema + (1 - decay) * (sum over rows of scale * row)
+  float scale = 1;
 };
 struct SmaRowSumParams {
   float scale = 1;  // out = sum over rows of (scale * row)
@@ -268,6 +273,7 @@ CB_PARAMS_POD(AdamWParams)
 CB_PARAMS_POD(SmaStepParams)
 CB_PARAMS_POD(SmaCentralStepParams)
 CB_PARAMS_POD(SmaRowSumParams)
+CB_PARAMS_POD(SmaRowEmaParams)
 #undef CB_PARAMS_POD
 
 }  // namespace cb::ops

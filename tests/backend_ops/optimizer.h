@@ -49,6 +49,7 @@ void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<T
 void ref_sma_central_step(const std::any& params, std::vector<Tensor>& in,
                           std::vector<Tensor>& out);
 void ref_sma_row_sum(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out);
+void ref_sma_row_ema(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out);
 
 inline std::vector<Case> sgd_step(OpKind, DType) {
   std::vector<Case> cs;
@@ -113,16 +114,36 @@ inline std::vector<Case> sma_step(OpKind, DType) {
   return cs;
 }
 
-// SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite f32 [1]).
+// SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite f32 [1], ema [P]?).
 inline std::vector<Case> sma_central_step(OpKind, DType) {
-  auto c = [](std::string name, int64_t n, float mu) {
-    return Case{.name = std::move(name),
-                .in = {x({n})},
-                .params = ops::SmaCentralStepParams{mu},
-                .outs = {inout(x({n})), inout(x({n})), x({1})},
-                .ref = ref_sma_central_step};
+  auto c = [](std::string name, int64_t n, float mu, std::optional<float> ema = {}) {
+    Case k{.name = std::move(name),
+           .in = {x({n})},
+           .params = ops::SmaCentralStepParams{mu, ema.value_or(0.0f)},
+           .outs = {inout(x({n})), inout(x({n})), x({1})},
+           .ref = ref_sma_central_step};
+    if (ema) k.outs.push_back(inout(x({n})));
+    return k;
   };
-  return {c("momentum", 1000, 0.9f), c("no momentum", 13, 0), c("large", 20011, 0.5f)};
+  return {c("momentum", 1000, 0.9f),
+          c("no momentum", 13, 0),
+          c("large", 20011, 0.5f),
+          c("with the weight average", 1000, 0.9f, 0.99f),
+          c("weight average before its start (decay 0)", 77, 0.9f, 0.0f),
+          c("weight average, large", 20011, 0, 0.9f)};
+}
+
+// SmaRowEma(rows [R,S]) -> ema [S].
+inline std::vector<Case> sma_row_ema(OpKind, DType) {
+  auto c = [](std::string name, int64_t rows, int64_t n, float decay, float scale) {
+    return Case{.name = std::move(name),
+                .in = {x({rows, n})},
+                .params = ops::SmaRowEmaParams{decay, scale},
+                .outs = {inout(x({n}))},
+                .ref = ref_sma_row_ema};
+  };
+  return {c("3 rows", 3, 17, 0.9f, 1.0f / 3), c("one row", 1, 5, 0.999f, 1),
+          c("decay 0 (a copy of the mean)", 2, 33, 0, 0.5f), c("large", 4, 10007, 0.99f, 0.25f)};
 }
 
 inline std::vector<Case> sma_row_sum(OpKind, DType) {

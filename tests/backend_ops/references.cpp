@@ -100,14 +100,17 @@ void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<T
 // z' = z + sum + mu (z - z_prev); z_prev = z; nonfinite = count of non-finite z'.
 void ref_sma_central_step(const std::any& params, std::vector<Tensor>& in,
                           std::vector<Tensor>& out) {
-  const double mu = std::any_cast<const ops::SmaCentralStepParams&>(params).momentum;
+  const auto& p = std::any_cast<const ops::SmaCentralStepParams&>(params);
+  const double mu = p.momentum, d = p.ema_decay;
   const double* s = in[0].data<double>();
   double *z = out[0].data<double>(), *zp = out[1].data<double>();
+  double* ema = out.size() > 3 && out[3].numel() > 0 ? out[3].data<double>() : nullptr;
   double bad = 0;
   for (int64_t i = 0; i < out[0].numel(); ++i) {
     const double nz = z[i] + s[i] + mu * (z[i] - zp[i]);
     zp[i] = z[i];
     z[i] = nz;
+    if (ema) ema[i] = d * ema[i] + (1 - d) * nz;
     bad += !std::isfinite(nz);
   }
   out.at(2).data<double>()[0] = bad;
@@ -121,6 +124,19 @@ void ref_sma_row_sum(const std::any& params, std::vector<Tensor>& in, std::vecto
     double s = 0;
     for (int64_t r = 0; r < rows; ++r) s += scale * in[0].data<double>()[r * n + i];
     out[0].data<double>()[i] = s;
+  }
+}
+
+// SmaRowEma: ema[i] = d * ema[i] + (1 - d) * sum over rows of scale * rows[r][i].
+void ref_sma_row_ema(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const auto& p = std::any_cast<const ops::SmaRowEmaParams&>(params);
+  const double d = p.decay;
+  const int64_t n = out.at(0).numel(), rows = in[0].numel() / n;
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t r = 0; r < rows; ++r) s += p.scale * in[0].data<double>()[r * n + i];
+    double& e = out[0].data<double>()[i];
+    e = d * e + (1 - d) * s;
   }
 }
 
