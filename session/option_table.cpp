@@ -342,13 +342,32 @@ std::vector<OptionSpec> make_table() {
       .show_default = false;
   t.real_at("central-momentum", CB_FIELD(trainer.central_momentum), "SMA's central momentum mu_z");
   t.add(
-       "ema", Kind::Value,
-       "keep an exponential moving average of the model's weights and BatchNorm statistics "
-       "with this decay (such as 0.999; timm's model EMA): evaluated, checkpointed and exported "
-       "instead of the model (the unaveraged model's test scores are reported alongside)",
-       [](SessionOptions& o, const std::string& s) { o.trainer.ema = parse_double("ema", s); },
-       [](const SessionOptions& o) { return o.trainer.ema ? num(*o.trainer.ema) : std::string(); })
-      .show_default = false;
+      "ema", Kind::Value,
+      "the exponential moving average of the weights and BatchNorm statistics (timm's model "
+      "EMA), evaluated, checkpointed and exported instead of the model: Ne for a time constant "
+      "of N epochs (the decay per step follows the learners), a decay per step such as 0.999, or "
+      "off",
+      [](SessionOptions& o, const std::string& s) {
+        if (s == "off" || s == "none") {
+          o.trainer.ema.reset();
+          o.run.ema_epochs = 0;
+        } else if (!s.empty() && s.back() == 'e') {
+          const double e = parse_double("ema", s.substr(0, s.size() - 1));
+          if (!(e > 0)) fail("--ema '{}': the time constant must be positive epochs", s);
+          o.trainer.ema = 0.999;  // until the loop sets it from the epochs
+          o.run.ema_epochs = e;
+        } else {
+          o.trainer.ema = parse_double("ema", s);
+          o.run.ema_epochs = 0;
+        }
+      },
+      [](const SessionOptions& o) {
+        if (!o.trainer.ema) return std::string("off");
+        return o.run.ema_epochs > 0 ? num(o.run.ema_epochs) + "e" : num(*o.trainer.ema);
+      });
+  t.flag_at("eval-unaveraged", CB_FIELD(run.eval_unaveraged),
+            "with --ema: evaluate the weights it averages too (z, or the learners' mean), "
+            "reported alongside the average's scores");
   t.integer_at("ema-start", CB_FIELD(trainer.ema_start),
                "with --ema: steps before the average starts (until then it is a copy of the "
                "model)");

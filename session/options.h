@@ -43,9 +43,20 @@ struct SessionOptions {
   std::string cache;         // image folders: train from this .cbpack, made on first use
 
   // The training.
-  TrainerOptions trainer;     // trainer.learners: the start, or the fixed number
+  // trainer.learners: the start, or the fixed number. The weight average is on by default, with a
+  // time constant of kEmaEpochs (run.ema_epochs; trainer.ema is its decay until the loop sets it).
+  static constexpr double kEmaEpochs = 0.25;
+  TrainerOptions trainer = [] {
+    TrainerOptions t;
+    t.ema = 0.999;
+    return t;
+  }();
   bool auto_learners = true;  // --learners auto: the auto-tuner (SGD only)
-  RunOptions run;             // run.schedule.lr is --lr
+  RunOptions run = [] {       // run.schedule.lr is --lr
+    RunOptions r;
+    r.ema_epochs = kEmaEpochs;
+    return r;
+  }();
   std::string devices = "cpu";
   int threads = 0;  // worker threads (CPU cores); 0: every core this process may use
   bool tf32 = false;

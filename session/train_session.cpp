@@ -517,9 +517,12 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
       topts.overlap_sync ? "overlapped" : "not overlapped");
   if (topts.ema)
     fmt::print(
-        "average  the weights' exponential moving average, decay {:g}{}: evaluated and exported "
-        "instead of the model\n",
-        *topts.ema,
+        "average  the weights' exponential moving average, {}{}: evaluated and exported instead "
+        "of the model (--ema off: the model itself)\n",
+        ropts.ema_epochs > 0 && spe > 0
+            ? fmt::format("time constant {:g} epochs (decay {:.6g} per step at K = {})",
+                          ropts.ema_epochs, ema_decay_for(ropts.ema_epochs, spe, K), K)
+            : fmt::format("decay {:g} per step", *topts.ema),
         topts.ema_start > 0 ? fmt::format(", from step {}", topts.ema_start) : std::string());
   fmt::print(
       "memory   {} per replica ({} arena + the flat parameter, gradient, optimizer and snapshot "

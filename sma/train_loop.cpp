@@ -15,6 +15,11 @@ double seconds_since(Clock::time_point t0) {
 }
 }  // namespace
 
+double ema_decay_for(double epochs, int64_t batches, int K) {
+  const double steps = epochs * static_cast<double>(batches) / K;
+  return std::clamp(1 - 1 / std::max(steps, 1.0), 1e-6, 1 - 1e-9);
+}
+
 void RunOptions::validate() const {
   schedule.validate();
   if (steps < 0) fail("--steps must not be negative, got {}", steps);
@@ -25,6 +30,7 @@ void RunOptions::validate() const {
   if (!(target_accuracy >= 0 && target_accuracy <= 1))
     fail("--target-accuracy must be in [0, 1], got {}", target_accuracy);
   if (workers < 0) fail("--workers must not be negative, got {}", workers);
+  if (!(ema_epochs >= 0)) fail("--ema: the time constant must be positive, got {}e", ema_epochs);
   if (auto_tune) AutoTuner(tuner, 1);  // its settings, checked where they are defined
 }
 
@@ -92,6 +98,13 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     return t.evaluate([&](Batch& b) { return ev.next(b); }, w);
   };
   const bool evaluates = has_test || (sources && sources->evaluate);
+
+  // The average's time constant in epochs: a decay per step of K batches.
+  auto set_ema_decay = [&] {
+    if (o.ema_epochs <= 0 || !t.averages() || spe == 0) return;
+    t.set_ema_decay(ema_decay_for(o.ema_epochs, spe, t.total_learners()));
+  };
+  set_ema_decay();
 
   LoopState fresh;
   LoopState& st = loop_in ? *loop_in : fresh;
@@ -180,8 +193,8 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     r.data_wait_s = eval_wait_s;
     r.spread = t.spread();
     if (evaluates) r.test = evaluate();
-    // With --ema, the unaveraged weights too (as timm evaluates both), from the test data.
-    if (has_test && t.averages() && !(sources && sources->evaluate))
+    // The weights the average is of too (as timm evaluates both), from the test data.
+    if (o.eval_unaveraged && has_test && t.averages() && !(sources && sources->evaluate))
       r.unaveraged = evaluate(EvalWeights::Unaveraged);
     r.time_s = seconds_since(t_run);
     sum.test = r.test;
@@ -276,6 +289,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
           if (cb.on_tune) cb.on_tune(dec, t.memory());
           if (dec.learners != before) {
             t.set_learners(dec.learners);
+            set_ema_decay();
             start_pipe();
           }
           st.since_change = 0;

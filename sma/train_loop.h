@@ -49,11 +49,20 @@ struct RunOptions {
   bool auto_tune = false;  // --learners auto
   TunerOptions tuner;
   double target_accuracy = 0;  // > 0: evaluate z and stop once its test accuracy reaches this
+  // > 0 (a trainer with TrainerOptions::ema): the weight average's time constant in epochs; its
+  // decay per step, 1 - K / (ema_epochs x batches per epoch), is set whenever K changes. For a
+  // stream of unknown length the trainer's decay stays.
+  double ema_epochs = 0;
+  bool eval_unaveraged = false;  // with an average: evaluate the weights it averages too
   double progress_interval_s = 0.5;
 
   // Throws cb::Error naming the setting by its cb-train flag (train() calls it too).
   void validate() const;
 };
+
+// The weight average's decay per step for a time constant of `epochs` epochs of `batches`
+// batches, with K learners (K batches a step): 1 - K / (epochs x batches), in (0, 1).
+double ema_decay_for(double epochs, int64_t batches, int K);
 
 struct Progress {
   double epoch = 0;         // batches consumed / batches per epoch

@@ -450,7 +450,17 @@ void Trainer::agree(std::span<double> values, ReduceOp op) {
 }
 
 float Trainer::ema_decay(int64_t step) const {
-  return step > opts_.ema_start ? static_cast<float>(opts_.ema.value_or(0)) : 0.0f;
+  const int64_t n = step - opts_.ema_start;  // the n-th update since the start
+  if (n <= 0) return 0.0f;
+  const double warm = static_cast<double>(1 + n) / static_cast<double>(10 + n);
+  return static_cast<float>(std::min(opts_.ema.value_or(0), warm));
+}
+
+void Trainer::set_ema_decay(double d) {
+  CB_CHECK(averages());
+  if (!(d > 0 && d < 1)) fail("--ema: the decay must be in (0, 1), got {}", d);
+  settle();  // a z update still running reads it
+  opts_.ema = d;
 }
 
 void Trainer::average_for_eval() {

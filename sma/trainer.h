@@ -66,6 +66,9 @@
 //     Per device, e of z is the same on every device; the averages of means are each device's
 //     share (its rows' sum / K), added over the devices when evaluated, so no collective runs per
 //     step. Evaluation and export use e; evaluate(next, EvalWeights::Unaveraged) gives m's.
+//     The decay warms up as TensorFlow's ExponentialMovingAverage with num_updates does:
+//     min(d, (1 + n) / (10 + n)) at the n-th update since the start, so that a short run's
+//     average is not its initial model.
 #pragma once
 
 #include <atomic>
@@ -221,6 +224,8 @@ class Trainer {
   EvalResult evaluate(const NextBatch& next, EvalWeights w = EvalWeights::Model);
   EvalResult evaluate(const ImageSet& set);
   bool averages() const { return opts_.ema.has_value(); }  // --ema
+  // The average's decay from now on (in (0, 1); a trainer made with TrainerOptions::ema).
+  void set_ema_decay(double d);
   // The eval graph's outputs for one batch, from the model evaluation uses (z, or the learners'
   // average with alpha 0, and the averaged BN statistics): what an exported model computes.
   // Every output of the model (not the loss evaluation appends), in the forward graph's order.

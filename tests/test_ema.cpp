@@ -11,6 +11,8 @@
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
 #include "runtime/error.h"
+#include "session/option_table.h"
+#include "session/options.h"
 #include "sma/checkpoint.h"
 #include "sma/train_loop.h"
 #include "sma/trainer.h"
@@ -107,7 +109,9 @@ TEST_CASE("ema: the average follows z (or the learners' mean), BN statistics too
       CAPTURE(step);
       t.step(batches(rng, t.local_learners(), 2), 0.05);
       st = t.state();
-      const float decay = step <= 2 ? 0.0f : 0.75f;
+      // Before --ema-start a copy; then warmed up: min(d, (1 + n) / (10 + n)) at update n.
+      const int n = step - 2;
+      const float decay = n <= 0 ? 0.0f : static_cast<float>(std::min(0.75, (1.0 + n) / (10.0 + n)));
       for (int d = 0; d < c.devices; ++d) {
         mix(e[d], mean ? share(st, d, true, K) : st.z, decay);
         mix(es[d], share(st, d, false, K), decay);
@@ -207,6 +211,8 @@ TEST_CASE("ema: the exported model computes what evaluation evaluates; the loop 
   ro.steps = 4;
   ro.eval_every = 2;
   ro.schedule.lr = 0.05;
+  ro.eval_unaveraged = true;
+  ro.ema_epochs = 4;  // 4 batches an epoch, 2 a step: a time constant of 8 steps
   std::vector<EvalReport> reports;
   Callbacks cb;
   cb.on_eval = [&](const EvalReport& e) { reports.push_back(e); };
@@ -219,6 +225,8 @@ TEST_CASE("ema: the exported model computes what evaluation evaluates; the loop 
     CHECK(e.unaveraged->loss != e.test.loss);
   }
   CHECK(t.evaluate(*set).loss == doctest::Approx(reports.back().test.loss));
+  CHECK(t.options().ema == 0.875);
+  CHECK(ema_decay_for(4, 4, 2) == 0.875);
 }
 
 TEST_CASE("ema: settings out of range are named") {
@@ -233,4 +241,24 @@ TEST_CASE("ema: settings out of range are named") {
   o.ema = 0.99;
   o.ema_start = -1;
   CHECK(contains(error_of([&] { o.validate(); }), "--ema-start must not be negative"));
+}
+
+TEST_CASE("ema: cb-train's --ema: on by default (a quarter epoch), a time constant, a decay, off") {
+  SessionOptions o;
+  CHECK(o.trainer.ema.has_value());
+  CHECK(o.run.ema_epochs == SessionOptions::kEmaEpochs);
+  const OptionSpec& spec = find_session_option("ema");
+  CHECK(spec.get(o) == "0.25e");
+  set_session_option(o, "ema", "2e");
+  CHECK(o.run.ema_epochs == 2);
+  CHECK(spec.get(o) == "2e");
+  set_session_option(o, "ema", "0.99");
+  CHECK(*o.trainer.ema == 0.99);
+  CHECK(o.run.ema_epochs == 0);
+  CHECK(spec.get(o) == "0.99");
+  set_session_option(o, "ema", "off");
+  CHECK(!o.trainer.ema);
+  CHECK(spec.get(o) == "off");
+  CHECK(contains(error_of([&] { set_session_option(o, "ema", "-1e"); }), "must be positive"));
+  CHECK(contains(error_of([&] { set_session_option(o, "ema", "fast"); }), "--ema"));
 }
