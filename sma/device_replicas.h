@@ -28,7 +28,7 @@ struct DeviceReplicas {
   Device* dev = nullptr;
   Collective* coll = nullptr;
   DeviceBuffer params, grads, opt1, opt2, snap, state, steps;
-  DeviceBuffer z, z_prev, sum, mean, state_avg, flag;  // flag: [1] non-finite values of z
+  DeviceBuffer z, z_prev, sum, mean, state_avg, flag;   // flag: [1] non-finite values of z
   DeviceBuffer ema, ema_state, ema_sum, ema_state_sum;  // --ema only
   std::any step_params, central_params, state_sum_params, param_sum_params;
   std::any ema_params, ema_state_params;

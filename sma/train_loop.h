@@ -83,9 +83,9 @@ struct EvalReport {
   double lr = 0;
   double images_per_s = 0;  // since the previous evaluation
   int learners = 0;
-  double data_wait_s = 0;  // waiting for training data since the previous evaluation
-  double spread = 0;       // Trainer::spread() at this evaluation
-  EvalResult test;         // of the model (with --ema, the weight average)
+  double data_wait_s = 0;                // waiting for training data since the previous evaluation
+  double spread = 0;                     // Trainer::spread() at this evaluation
+  EvalResult test;                       // of the model (with --ema, the weight average)
   std::optional<EvalResult> unaveraged;  // with --ema: of the weights it averages
 };
 

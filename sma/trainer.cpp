@@ -560,7 +560,8 @@ std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelStat
   };
   // The weight average: its parts added in device order (the collective's all-reduce).
   auto parts = [&](const std::vector<std::vector<float>>& v, size_t len) {
-    if (v.size() != n / k) fail("the saved weight average has {} parts for {} devices", v.size(), n / k);
+    if (v.size() != n / k)
+      fail("the saved weight average has {} parts for {} devices", v.size(), n / k);
     for (const std::vector<float>& x : v)
       if (x.size() != len) fail("the saved weight average does not fit the model");
     std::vector<float> total = v[0];
@@ -724,10 +725,13 @@ void Trainer::restore(const ModelState& s) {
     g.load(s.z, s.z_prev, s.learners, static_cast<size_t>(g.index * k_), k_, P, S);
     if (averages() && !s.ema.empty()) {
       const auto d = static_cast<size_t>(g.index);
-      if (s.ema[d].size() != static_cast<size_t>(P) || s.ema_state[d].size() != static_cast<size_t>(S))
+      if (s.ema[d].size() != static_cast<size_t>(P) ||
+          s.ema_state[d].size() != static_cast<size_t>(S))
         fail("the saved weight average does not fit this model");
       g.dev->upload(g.ema.get(), s.ema[d].data(), s.ema[d].size() * sizeof(float));
-      if (S > 0) g.dev->upload(g.ema_state.get(), s.ema_state[d].data(), s.ema_state[d].size() * sizeof(float));
+      if (S > 0)
+        g.dev->upload(g.ema_state.get(), s.ema_state[d].data(),
+                      s.ema_state[d].size() * sizeof(float));
       g.dev->synchronize();
     }
   });

@@ -111,7 +111,8 @@ TEST_CASE("ema: the average follows z (or the learners' mean), BN statistics too
       st = t.state();
       // Before --ema-start a copy; then warmed up: min(d, (1 + n) / (10 + n)) at update n.
       const int n = step - 2;
-      const float decay = n <= 0 ? 0.0f : static_cast<float>(std::min(0.75, (1.0 + n) / (10.0 + n)));
+      const float decay =
+          n <= 0 ? 0.0f : static_cast<float>(std::min(0.75, (1.0 + n) / (10.0 + n)));
       for (int d = 0; d < c.devices; ++d) {
         mix(e[d], mean ? share(st, d, true, K) : st.z, decay);
         mix(es[d], share(st, d, false, K), decay);

@@ -430,12 +430,9 @@ void SmaRowEma(const KernelArgs& a, const GpuCtx& c) {
 }
 
 constexpr GpuKernel kKernels[] = {
-    {OpKind::AdamWStep, &AdamWStep, kFloat},
-    {OpKind::SgdStep, &SgdStep, kFloat},
-    {OpKind::SmaCentralStep, &SmaCentralStep, kF32},
-    {OpKind::SmaRowEma, &SmaRowEma, kF32},
-    {OpKind::SmaRowSum, &SmaRowSum, kF32},
-    {OpKind::SmaStep, &SmaStep, kF32},
+    {OpKind::AdamWStep, &AdamWStep, kFloat},         {OpKind::SgdStep, &SgdStep, kFloat},
+    {OpKind::SmaCentralStep, &SmaCentralStep, kF32}, {OpKind::SmaRowEma, &SmaRowEma, kF32},
+    {OpKind::SmaRowSum, &SmaRowSum, kF32},           {OpKind::SmaStep, &SmaStep, kF32},
 };
 
 }  // namespace

@@ -7,8 +7,8 @@
 //   AdamWStep(grad [P]) -> (param [P], m [P], v [P])        torch.optim.AdamW (f32 or f64)
 //   SmaStep(grad [R,P], z [P]?) -> (param [R,P], opt1 [R,P]?, opt2 [R,P]?, snapshot [R,P],
 //                                   sum [P]?, steps i64 [R])
-//       for every learner r and element i (sma/trainer.h has the whole algorithm): theta = param (pre-step,
-//       copied to snapshot), its optimizer step (SGD: opt1 = velocity, first step when
+//       for every learner r and element i (sma/trainer.h has the whole algorithm): theta = param
+//       (pre-step, copied to snapshot), its optimizer step (SGD: opt1 = velocity, first step when
 //       steps[r] == 0; AdamW: opt1 = m, opt2 = v, bias correction at step steps[r] + 1), then
 //       c = alpha * (theta - z), param = stepped - c, and sum[i] = sum over r (in row order) of
 //       c: the SMA update and the intra-device sum in one pass. Without z (or with alpha 0) it is

@@ -73,7 +73,7 @@ def main():
     common = [args.cb_train, MODEL, "--data", DATA, "--batch-size", "16", "--no-shuffle",
               "--lr", "0.01", "--momentum", "0.9", "--threads", str(args.threads),
               # one learner, no pull toward z: plain SGD (cb-train's default is SMA, auto-tuned)
-              "--learners", "1", "--alpha", "0", "--central-momentum", "0"]
+              "--learners", "1", "--alpha", "0", "--central-momentum", "0", "--ema", "off"]
     subprocess.run(common + ["--steps", "50", "--output", os.path.join(tmp, "cb50.onnx")],
                    check=True, capture_output=True)
     cb50 = weights(os.path.join(tmp, "cb50.onnx"))

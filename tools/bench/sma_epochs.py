@@ -65,7 +65,8 @@ def run(args, side, k, lr, seed):
            "--epochs", str(args.max_epochs), "--seed", str(seed),
            "--learners", str(learners), "--threads", str(args.threads),
            "--eval-every", str(max(1, steps_per_epoch // args.evals_per_epoch)),
-           "--metrics", metrics, "--tuner-window", "1000000"] + schedule_args(args.schedule)
+           "--metrics", metrics, "--tuner-window", "1000000",
+           "--ema", "off"] + schedule_args(args.schedule)  # the models themselves (sma_scale.py: EMA)
     if side == "sgd":
         cmd += ["--alpha", "0", "--central-momentum", "0"]
     else:
