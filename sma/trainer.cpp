@@ -111,8 +111,8 @@ double lr_scale(LrScaling s, int K) {
   switch (s) {
     case LrScaling::None:
       return 1;
-    case LrScaling::Sqrt:
-      return std::sqrt(static_cast<double>(K));
+    case LrScaling::Sqrt:  // at most 8x: each learner still trains at its own small batch
+      return std::min(std::sqrt(static_cast<double>(K)), kMaxSqrtScale);
     case LrScaling::Linear:
       return K;
   }

@@ -227,6 +227,15 @@ TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand, with the
   }
 }
 
+TEST_CASE("sma: the learners' rate grows as sqrt(K) up to 8x (K = 64), then stays") {
+  CHECK(lr_scale(LrScaling::Sqrt, 1) == 1);
+  CHECK(lr_scale(LrScaling::Sqrt, 16) == 4);
+  CHECK(lr_scale(LrScaling::Sqrt, 64) == 8);
+  CHECK(lr_scale(LrScaling::Sqrt, 256) == 8);  // 16x: a learner at batch 16 dies (README)
+  CHECK(lr_scale(LrScaling::Linear, 256) == 256);
+  CHECK(lr_scale(LrScaling::None, 256) == 1);
+}
+
 TEST_CASE("sma: --sync-every 3 is local SGD for two steps, then the correction and z update") {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
