@@ -511,7 +511,7 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
       topts.lr_scaling == LrScaling::None
           ? std::string("--lr, --lr-scaling none")
           : fmt::format("--lr {} x {} at K = {}; --lr-scaling {}", lr,
-                        topts.lr_scaling == LrScaling::Sqrt ? "min(sqrt(K), 8)" : "K", K,
+                        topts.lr_scaling == LrScaling::Sqrt ? "min(sqrt(K), 64/sqrt(K))" : "K", K,
                         lr_scaling_name(topts.lr_scaling)),
       topts.central_momentum, topts.sync_every, topts.sync_every == 1 ? "" : "s",
       topts.overlap_sync ? "overlapped" : "not overlapped");

@@ -111,8 +111,10 @@ double lr_scale(LrScaling s, int K) {
   switch (s) {
     case LrScaling::None:
       return 1;
-    case LrScaling::Sqrt:  // at most 8x: each learner still trains at its own small batch
-      return std::min(std::sqrt(static_cast<double>(K)), kMaxSqrtScale);
+    case LrScaling::Sqrt: {  // at most 8x (K = 64): each learner still trains at batch 16
+      const double r = std::sqrt(static_cast<double>(K));
+      return std::min(r, 64 / r);
+    }
     case LrScaling::Linear:
       return K;
   }

@@ -8,12 +8,12 @@
 // central momentum mu_z. From K, unless set, recomputed whenever K changes:
 //
 //   alpha = min(2 / K, 1/2), 0 for K = 1 (the pull; --alpha sets it)
-//   gamma = lr x s(K), s(K) = min(sqrt(K), 8)  (the learners' rate; --lr-scaling none | sqrt |
-//                                               linear)
+//   gamma = lr x s(K), s(K) = min(sqrt(K), 64 / sqrt(K))  (the learners' rate; --lr-scaling none
+//                                                          | sqrt | linear)
 //
-// chosen by tools/bench/sma_epochs.py and sma_scale.py (README: "SMA against large-batch SGD"; the
-// cap: a learner at batch 16 and 16x the rate dies at K = 256, 8x is the best measured at K = 64
-// and 256): one learner alone is
+// chosen by tools/bench/sma_epochs.py and sma_scale.py (README: "SMA against large-batch SGD"):
+// sqrt(K) up to K = 64 (8x), then less, as alpha's weaker pull lets the learners drift apart
+// (measured at K = 256: 16x and 8x lose to 4x and 2x): one learner alone is
 // plain SGD (PyTorch's), and z starts as the learners' average when a second learner arrives.
 // One step:
 //
@@ -100,8 +100,7 @@ const char* lr_scaling_name(LrScaling s);
 OptimizerKind parse_optimizer(const std::string& s);
 const char* optimizer_name(OptimizerKind k);
 LrScaling parse_lr_scaling(const std::string& s);  // none | sqrt | linear; cb::Error otherwise
-// sqrt: min(sqrt(K), kMaxSqrtScale); linear: K; none: 1.
-constexpr double kMaxSqrtScale = 8;
+// sqrt: min(sqrt(K), 64 / sqrt(K)) (the most, 8, at K = 64); linear: K; none: 1.
 double lr_scale(LrScaling s, int total_learners);
 // alpha with K learners in all when it is not set (the rule is in the comment at the top).
 double default_alpha(int total_learners);

@@ -227,11 +227,12 @@ TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand, with the
   }
 }
 
-TEST_CASE("sma: the learners' rate grows as sqrt(K) up to 8x (K = 64), then stays") {
+TEST_CASE("sma: the learners' rate grows as sqrt(K) up to 8x (K = 64), then falls as 64/sqrt(K)") {
   CHECK(lr_scale(LrScaling::Sqrt, 1) == 1);
   CHECK(lr_scale(LrScaling::Sqrt, 16) == 4);
   CHECK(lr_scale(LrScaling::Sqrt, 64) == 8);
-  CHECK(lr_scale(LrScaling::Sqrt, 256) == 8);  // 16x: a learner at batch 16 dies (README)
+  CHECK(lr_scale(LrScaling::Sqrt, 256) == 4);  // 16x: a learner at batch 16 dies (README)
+  CHECK(lr_scale(LrScaling::Sqrt, 4096) == 1);
   CHECK(lr_scale(LrScaling::Linear, 256) == 256);
   CHECK(lr_scale(LrScaling::None, 256) == 1);
 }
