@@ -186,7 +186,8 @@ class CROSSBOW_API Trainer {
   // say. On a handled signal (FitCallbacks::handle_signals) or a callback's stop, returns with
   // History::stopped; the trainer stays usable.
   History fit(const Data& train, const Data& validation = {}, const FitCallbacks& callbacks = {});
-  // The trained model (the central model) on `data`, which must hold the target.
+  // The trained model (the weight average of the central model, or with --ema off the central
+  // model itself) on `data`, which must hold the target.
   Scores evaluate(const Data& data);
   // The model's outputs (every output, by name; rows in the order of the inputs) for `inputs`
   // (arrays, or batches; targets are not needed).
