@@ -712,6 +712,15 @@ void Trainer::restore(const ModelState& s) {
         l.opt2.size() != (adamw ? static_cast<size_t>(P) : 0) ||
         l.state.size() != static_cast<size_t>(S))
       fail("the saved state's learner buffers do not fit this model and optimizer");
+  // Checked before anything changes: a refused state leaves the trainer as it was.
+  if (!s.ema.empty() && averages() &&
+      (s.ema.size() != groups_.size() || s.ema_state.size() != groups_.size()))
+    fail("the saved weight average has {} parts, this run has {} devices", s.ema.size(),
+         groups_.size());
+  for (size_t d = 0; averages() && d < s.ema.size(); ++d)
+    if (s.ema[d].size() != static_cast<size_t>(P) ||
+        s.ema_state[d].size() != static_cast<size_t>(S))
+      fail("the saved weight average does not fit this model");
   steps_ = s.steps;  // start_learners() sets each learner's Dropout stream at this step
   if (s.learners_per_device != k_) {
     set_learners(s.learners_per_device);
@@ -719,17 +728,10 @@ void Trainer::restore(const ModelState& s) {
     learners_.clear();  // restarted below at the restored step (their Dropout position)
     start_learners();
   }
-  if (!s.ema.empty() && averages() &&
-      (s.ema.size() != groups_.size() || s.ema_state.size() != groups_.size()))
-    fail("the saved weight average has {} parts, this run has {} devices", s.ema.size(),
-         groups_.size());
   on_drivers([&, P, S](Group& g) {
     g.load(s.z, s.z_prev, s.learners, static_cast<size_t>(g.index * k_), k_, P, S);
     if (averages() && !s.ema.empty()) {
       const auto d = static_cast<size_t>(g.index);
-      if (s.ema[d].size() != static_cast<size_t>(P) ||
-          s.ema_state[d].size() != static_cast<size_t>(S))
-        fail("the saved weight average does not fit this model");
       g.dev->upload(g.ema.get(), s.ema[d].data(), s.ema[d].size() * sizeof(float));
       if (S > 0)
         g.dev->upload(g.ema_state.get(), s.ema_state[d].data(),
