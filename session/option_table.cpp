@@ -354,7 +354,7 @@ std::vector<OptionSpec> make_table() {
         } else if (!s.empty() && s.back() == 'e') {
           const double e = parse_double("ema", s.substr(0, s.size() - 1));
           if (!(e > 0)) fail("--ema '{}': the time constant must be positive epochs", s);
-          o.trainer.ema = 0.999;  // until the loop sets it from the epochs
+          o.trainer.ema = SessionOptions::kEmaDecayUntilSet;  // the loop sets it from the epochs
           o.run.ema_epochs = e;
         } else {
           o.trainer.ema = parse_double("ema", s);

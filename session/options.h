@@ -46,9 +46,10 @@ struct SessionOptions {
   // trainer.learners: the start, or the fixed number. The weight average is on by default, with a
   // time constant of kEmaEpochs (run.ema_epochs; trainer.ema is its decay until the loop sets it).
   static constexpr double kEmaEpochs = 0.25;
+  static constexpr double kEmaDecayUntilSet = 0.999;  // the trainer's until the loop sets it
   TrainerOptions trainer = [] {
     TrainerOptions t;
-    t.ema = 0.999;
+    t.ema = kEmaDecayUntilSet;
     return t;
   }();
   bool auto_learners = true;  // --learners auto: the auto-tuner (SGD only)

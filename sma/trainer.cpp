@@ -323,11 +323,11 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
           const float d = ema_decay(steps_ + 1);
           const auto scale = static_cast<float>(1.0 / total_learners());
           if (model_.state_elems() > 0) {
-            g.ema_state_params = ops::SmaRowEmaParams{d, scale};
+            std::any_cast<ops::SmaRowEmaParams&>(g.ema_state_params) = {d, scale};
             g.dev->launch(OpKind::SmaRowEma, g.ema_state_args);
           }
           if (alpha_ == 0) {
-            g.ema_params = ops::SmaRowEmaParams{d, scale};
+            std::any_cast<ops::SmaRowEmaParams&>(g.ema_params) = {d, scale};
             g.dev->launch(OpKind::SmaRowEma, g.ema_args);
           }
         }

@@ -68,6 +68,15 @@ std::vector<float> share(const ModelState& s, int d, bool params, int K) {
   return m;
 }
 
+// Two learners of batch 2 on one CPU device, with the average's decay `ema`.
+test::CpuSetup two_learners(double ema) {
+  test::CpuSetup s;
+  s.opts.batch = 2;
+  s.opts.learners = 2;
+  s.opts.ema = ema;
+  return s;
+}
+
 bool same(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (const auto& [name, t] : a)
@@ -135,10 +144,7 @@ TEST_CASE("ema: the average follows z (or the learners' mean), BN statistics too
 TEST_CASE("ema: a restored state (and a checkpoint read back) continues bit for bit") {
   ImportResult r = import_model(kResnet20);
   const LossSpec loss = detect_loss(r.graph);
-  test::CpuSetup s;
-  s.opts.batch = 2;
-  s.opts.learners = 2;
-  s.opts.ema = 0.9;
+  const test::CpuSetup s = two_learners(0.9);
   std::mt19937_64 rng(8);
   std::vector<std::vector<Batch>> steps;
   for (int i = 0; i < 5; ++i) steps.push_back(batches(rng, 2, 2));
@@ -180,10 +186,7 @@ TEST_CASE("ema: a restored state (and a checkpoint read back) continues bit for 
 TEST_CASE("ema: the exported model computes what evaluation evaluates; the loop reports both") {
   ImportResult r = import_model(kResnet20);
   const LossSpec loss = detect_loss(r.graph);
-  test::CpuSetup s;
-  s.opts.batch = 2;
-  s.opts.learners = 2;
-  s.opts.ema = 0.5;
+  const test::CpuSetup s = two_learners(0.5);
   test::CpuTrainer t(r.graph, loss, s);
   std::mt19937_64 rng(3);
   for (int i = 0; i < 3; ++i) t.step(batches(rng, 2, 2), 0.05);

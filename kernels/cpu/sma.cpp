@@ -146,43 +146,44 @@ void SmaCentralStep(const KernelArgs& a) {
   out.ptr<float>()[0] = static_cast<float>(bad.load());
 }
 
-void SmaRowSum(const KernelArgs& a) {
-  const auto& p = a.p<ops::SmaRowSumParams>();
+namespace {
+// SmaRowSum's and SmaRowEma's operands: rows [R,S] in, out [S].
+struct RowsView {
+  const float* x;
+  float* y;
+  int64_t rows, n;
+};
+RowsView rows_view(const KernelArgs& a) {
   const TensorView &rows_v = a.in.at(0), &out = a.out.at(0);
   const int64_t n = out.numel();
   CB_CHECK(n > 0 && rows_v.numel() % n == 0 && rows_v.dtype == DType::F32 &&
            out.dtype == DType::F32);
-  const int64_t rows = rows_v.numel() / n;
-  const float* x = rows_v.ptr<float>();
-  float* y = out.ptr<float>();
-  const float scale = p.scale;
-  parallel(n, rows, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = scale * x[i];
-    for (int64_t r = 1; r < rows; ++r)
-      for (int64_t i = b; i < e; ++i) y[i] = y[i] + scale * x[r * n + i];
-  });
+  return {rows_v.ptr<float>(), out.ptr<float>(), rows_v.numel() / n, n};
+}
+// out[i] = sum over r (in row order) of scale * x[r][i0 + i], for i < len.
+void scaled_row_sum(const RowsView& v, float scale, int64_t i0, int64_t len, float* out) {
+  for (int64_t i = 0; i < len; ++i) out[i] = scale * v.x[i0 + i];
+  for (int64_t r = 1; r < v.rows; ++r)
+    for (int64_t i = 0; i < len; ++i) out[i] = out[i] + scale * v.x[r * v.n + i0 + i];
+}
+}  // namespace
+
+void SmaRowSum(const KernelArgs& a) {
+  const float scale = a.p<ops::SmaRowSumParams>().scale;
+  const RowsView v = rows_view(a);
+  parallel(v.n, v.rows, [&](int64_t b, int64_t e) { scaled_row_sum(v, scale, b, e - b, v.y + b); });
 }
 
 void SmaRowEma(const KernelArgs& a) {
   const auto& p = a.p<ops::SmaRowEmaParams>();
-  const TensorView &rows_v = a.in.at(0), &out = a.out.at(0);
-  const int64_t n = out.numel();
-  CB_CHECK(n > 0 && rows_v.numel() % n == 0 && rows_v.dtype == DType::F32 &&
-           out.dtype == DType::F32);
-  const int64_t rows = rows_v.numel() / n;
-  const float* x = rows_v.ptr<float>();
-  float* y = out.ptr<float>();
-  const float scale = p.scale;
+  const RowsView v = rows_view(a);
   const math::Ema mix = math::Ema::make(p.decay);
-  parallel(n, rows + 1, [&](int64_t b, int64_t e) {
-    // The mean as SmaRowSum computes it, block by block (kBlock floats on the stack).
-    float m[kBlock];
+  parallel(v.n, v.rows + 1, [&](int64_t b, int64_t e) {
+    float m[kBlock];  // the mean, a block at a time
     for (int64_t b0 = b; b0 < e; b0 += kBlock) {
       const int64_t len = std::min(e, b0 + kBlock) - b0;
-      for (int64_t i = 0; i < len; ++i) m[i] = scale * x[b0 + i];
-      for (int64_t r = 1; r < rows; ++r)
-        for (int64_t i = 0; i < len; ++i) m[i] = m[i] + scale * x[r * n + b0 + i];
-      for (int64_t i = 0; i < len; ++i) y[b0 + i] = mix(y[b0 + i], m[i]);
+      scaled_row_sum(v, p.scale, b0, len, m);
+      for (int64_t i = 0; i < len; ++i) v.y[b0 + i] = mix(v.y[b0 + i], m[i]);
     }
   });
 }

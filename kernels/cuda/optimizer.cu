@@ -394,38 +394,39 @@ void SmaCentralStep(const KernelArgs& a, const GpuCtx& c) {
   });
 }
 
-void SmaRowSum(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::SmaRowSumParams>();
+// SmaRowSum's and SmaRowEma's operands: rows [R,S] in, out [S]; `what` names the op's contract.
+struct RowsView {
+  const float* x;
+  float* y;
+  int64_t rows, n;
+};
+RowsView rows_view(const KernelArgs& a, const char* what) {
   const TensorView &rows_v = a.in.at(0), &out = a.out.at(0);
   const int64_t n = out.numel();
   if (n <= 0 || rows_v.numel() % n != 0 || rows_v.dtype != DType::F32 || out.dtype != DType::F32)
-    fail("SmaRowSum: f32 rows [R,S] and out [S] with S > 0");
-  const int64_t rows = rows_v.numel() / n;
-  const float* x = rows_v.ptr<float>();
-  float* y = out.ptr<float>();
-  const RnF scale(p.scale);
-  parallel_for(c, n, [=] CB_HOST_DEVICE(int64_t i) {
-    RnF acc = scale * RnF(x[i]);
-    for (int64_t r = 1; r < rows; ++r) acc = acc + scale * RnF(x[r * n + i]);
-    y[i] = acc.v;
-  });
+    fail("{}", what);
+  return {rows_v.ptr<float>(), out.ptr<float>(), rows_v.numel() / n, n};
+}
+// Element i of the sum over rows (in row order) of scale * x[r].
+CB_HOST_DEVICE inline RnF scaled_row_sum(const RowsView& v, RnF scale, int64_t i) {
+  RnF acc = scale * RnF(v.x[i]);
+  for (int64_t r = 1; r < v.rows; ++r) acc = acc + scale * RnF(v.x[r * v.n + i]);
+  return acc;
+}
+
+void SmaRowSum(const KernelArgs& a, const GpuCtx& c) {
+  const RowsView v = rows_view(a, "SmaRowSum: f32 rows [R,S] and out [S] with S > 0");
+  const RnF scale(a.p<ops::SmaRowSumParams>().scale);
+  parallel_for(c, v.n, [=] CB_HOST_DEVICE(int64_t i) { v.y[i] = scaled_row_sum(v, scale, i).v; });
 }
 
 void SmaRowEma(const KernelArgs& a, const GpuCtx& c) {
   const auto& p = a.p<ops::SmaRowEmaParams>();
-  const TensorView &rows_v = a.in.at(0), &out = a.out.at(0);
-  const int64_t n = out.numel();
-  if (n <= 0 || rows_v.numel() % n != 0 || rows_v.dtype != DType::F32 || out.dtype != DType::F32)
-    fail("SmaRowEma: f32 rows [R,S] and ema [S] with S > 0");
-  const int64_t rows = rows_v.numel() / n;
-  const float* x = rows_v.ptr<float>();
-  float* y = out.ptr<float>();
+  const RowsView v = rows_view(a, "SmaRowEma: f32 rows [R,S] and ema [S] with S > 0");
   const RnF scale(p.scale);
   const math::Ema mix = math::Ema::make(p.decay);
-  parallel_for(c, n, [=] CB_HOST_DEVICE(int64_t i) {
-    RnF acc = scale * RnF(x[i]);
-    for (int64_t r = 1; r < rows; ++r) acc = acc + scale * RnF(x[r * n + i]);
-    y[i] = mix(RnF(y[i]), acc).v;
+  parallel_for(c, v.n, [=] CB_HOST_DEVICE(int64_t i) {
+    v.y[i] = mix(RnF(v.y[i]), scaled_row_sum(v, scale, i)).v;
   });
 }
 

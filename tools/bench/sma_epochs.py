@@ -52,6 +52,31 @@ def eval_k(expr, k):
     return float(eval(expr, {"__builtins__": {}}, {"k": k, "sqrt": math.sqrt}))
 
 
+def watch(cmd, metrics, enough):
+    """Runs one cb-train process writing --metrics to `metrics`, reading its evaluation records as
+    they come; stops it (SIGTERM) once enough(rows) is true. Returns (the evaluation records, the
+    last line of its error output, or None when it ended well or was stopped)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    while True:
+        done = proc.poll() is not None
+        rows = []
+        if os.path.exists(metrics):
+            with open(metrics) as f:
+                rows = [json.loads(line) for line in f if line.endswith("\n")]
+            rows = [r for r in rows if r.get("type", "eval") == "eval"]
+        if done:
+            break
+        if rows and enough(rows):
+            proc.terminate()
+            proc.wait()
+            break
+        time.sleep(0.2)
+    err = None
+    if proc.returncode not in (0, -15, 128 + 15):  # cb-train exits 143 when stopped by SIGTERM
+        err = (proc.stderr.read().strip().splitlines() or ["exit %d" % proc.returncode])[-1]
+    return rows, err
+
+
 def run(args, side, k, lr, seed):
     """One cb-train process; returns (epoch at the target or None, accuracy at the budget, error)."""
     tmp = tempfile.mkdtemp(prefix="cb_sma_epochs_")
@@ -73,30 +98,13 @@ def run(args, side, k, lr, seed):
         if args.alpha:
             cmd += ["--alpha", repr(eval_k(args.alpha, k))]
         cmd += args.sma_args.split()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    hit, at_budget = None, None
-    while True:
-        done = proc.poll() is not None
-        rows = []
-        if os.path.exists(metrics):
-            with open(metrics) as f:
-                rows = [json.loads(line) for line in f if line.endswith("\n")]
-            rows = [r for r in rows if r.get("type", "eval") == "eval"]
-        for r in rows:
-            if hit is None and r["accuracy"] >= args.target:
-                hit = r["epoch"]
-            if at_budget is None and r["epoch"] >= args.budget - 1e-9:
-                at_budget = r["accuracy"]
-        if done:
-            break
-        if hit is not None and at_budget is not None:
-            proc.terminate()
-            proc.wait()
-            break
-        time.sleep(0.2)
-    err = None
-    if proc.returncode not in (0, -15):
-        err = (proc.stderr.read().strip().splitlines() or ["exit %d" % proc.returncode])[-1]
+    def reached(rows):
+        hit = next((r["epoch"] for r in rows if r["accuracy"] >= args.target), None)
+        at_budget = next((r["accuracy"] for r in rows if r["epoch"] >= args.budget - 1e-9), None)
+        return hit, at_budget
+
+    rows, err = watch(cmd, metrics, lambda rows: None not in reached(rows))
+    hit, at_budget = reached(rows)
     if at_budget is None and rows:
         at_budget = rows[-1]["accuracy"]
     return hit, at_budget, err

@@ -24,14 +24,13 @@ batches of 16, an SGD step one batch of 16K.
 """
 import argparse
 import concurrent.futures
-import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+from sma_epochs import fmt_epochs, watch  # the same folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BATCH = 16
@@ -63,16 +62,9 @@ def run(args, side, k, f, seed):
     else:
         cmd += ["--learners", str(k), "--batch-size", str(BATCH), "--lr", repr(args.lr)]
         cmd += args.sma_args.split()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     curves = {side: "unaveraged_accuracy", side + "+ema": "accuracy"}
-    last_at = max(args.at)
-    while True:
-        done = proc.poll() is not None
-        rows = []
-        if os.path.exists(metrics):
-            with open(metrics) as fh:
-                rows = [json.loads(line) for line in fh if line.endswith("\n")]
-            rows = [r for r in rows if r.get("type") == "eval"]
+
+    def reached(rows):  # per curve: (epoch at the target or None, {at: accuracy})
         out = {}
         for name, key in curves.items():
             hit = next((r["epoch"] for r in rows if (r.get(key) or 0) >= args.target), None)
@@ -82,25 +74,18 @@ def run(args, side, k, f, seed):
                 if past and past[-1]["epoch"] > at - 1.0 / args.evals_per_epoch:
                     acc[at] = past[-1].get(key) or 0
             out[name] = (hit, acc)
-        enough = rows and last_at in out[next(iter(out))][1] and all(
-            h is not None for h, _ in out.values())
-        if done or enough:
-            if not done:
-                proc.terminate()
-                proc.wait()
-            break
-        time.sleep(0.2)
-    err = None
-    if proc.returncode not in (0, -15, 128 + 15):  # cb-train stops cleanly on SIGTERM
-        err = (proc.stderr.read().strip().splitlines() or ["exit %d" % proc.returncode])[-1]
+        return out
+
+    def enough(rows):
+        out = reached(rows)
+        return all(h is not None and max(args.at) in acc for h, acc in out.values())
+
+    rows, err = watch(cmd, metrics, enough)
+    out = reached(rows)
     for name, (hit, acc) in out.items():  # a run that ended early (diverged): its last accuracy
         for at in args.at:
             acc.setdefault(at, (rows[-1].get(curves[name]) or 0) if rows and not err else 0)
     return out, err
-
-
-def fmt_epochs(e):
-    return "%.2f" % e if e is not None and e != math.inf else "-"
 
 
 def main():
