@@ -500,7 +500,11 @@ TEST_CASE("cb-train: LeNet-5 from the Fashion-MNIST image folder reaches the IDX
   MESSAGE("IDX: " << accuracy_of(a) << ", image folder: " << accuracy_of(b));
   CHECK(contains(b, "image folder (train/ and val/ class folders), 60000 training, 10000 test"));
   CHECK(contains(b, "data wait"));
-  CHECK(std::abs(accuracy_of(a) - accuracy_of(b)) <= 0.003);
+  // The order alone moves a 2-epoch run's accuracy: seeds 3..9 on the IDX files gave 87.38 to
+  // 88.00% (sd 0.2 points, so sd 0.3 for a difference of two runs), and an ASan build's arithmetic
+  // is another draw. 0.8 points is about 3 sd of the difference; a wrong scale, crop or label map
+  // costs far more (the pixels themselves are checked against PIL in test_image).
+  CHECK(std::abs(accuracy_of(a) - accuracy_of(b)) <= 0.008);
 }
 
 namespace {
