@@ -1,13 +1,56 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
-#include <cstring>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "runtime/error.h"
 
 namespace cb {
 
 namespace {
+// CB_PROFILE=1 in the environment: every launch is timed (the stream synchronised after each
+// node, so on CUDA the times are the kernels' own but the run is slower) and the totals per op,
+// over all executors and streams of the process, are printed to stderr at exit, largest first.
+class OpProfile {
+ public:
+  static OpProfile* get() {
+    static OpProfile* p = std::getenv("CB_PROFILE") ? new OpProfile : nullptr;
+    return p;
+  }
+  void add(std::string_view op, double seconds) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& [t, n] = totals_[std::string(op)];
+    t += seconds;
+    ++n;
+  }
+
+ private:
+  OpProfile() {
+    std::atexit([] { get()->print(); });
+  }
+  void print() {
+    std::lock_guard<std::mutex> lock(mu_);
+    double all = 0;
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto& [op, tn] : totals_) {
+      all += tn.first;
+      rows.emplace_back(tn.first, op);
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "CB_PROFILE: %.3f s in kernels\n%-28s %10s %7s %10s\n", all, "op",
+                 "seconds", "share", "launches");
+    for (const auto& [t, op] : rows)
+      std::fprintf(stderr, "%-28s %10.3f %6.1f%% %10lld\n", op.c_str(), t, 100 * t / all,
+                   static_cast<long long>(totals_[op].second));
+  }
+  std::mutex mu_;
+  std::map<std::string, std::pair<double, int64_t>> totals_;
+};
+
 // The dtype a kernel is selected by (as kernel_dtype() in runtime/kernel_args.h).
 DType node_kernel_dtype(const Graph& g, const Node& n) {
   for (ValueId i : n.inputs)
@@ -149,6 +192,14 @@ void Executor::run() {
   for (size_t n = 0; n < args_.size(); ++n) {
     if (skip_[n]) continue;
     args_[n].seed = ((step_ << 20) ^ n) ^ stream_;
+    if (OpProfile* prof = OpProfile::get()) {
+      auto t0 = std::chrono::steady_clock::now();
+      dev_.launch(g_.nodes[n].def->kind, args_[n], stream_id_);
+      dev_.synchronize(stream_id_);
+      prof->add(g_.nodes[n].def->name,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      continue;
+    }
     dev_.launch(g_.nodes[n].def->kind, args_[n], stream_id_);
   }
   dev_.synchronize(stream_id_);
