@@ -9,6 +9,7 @@
 #include "runtime/graph_builder.h"
 #include "runtime/lower.h"
 #include "runtime/op_catalog.h"
+#include "runtime/ops/params.h"
 
 namespace cb {
 
@@ -250,6 +251,31 @@ int64_t freeze_parameters(Graph& g, const std::vector<std::string>& patterns) {
 void set_training(Graph& g, bool training) {
   for (Node& n : g.nodes)
     if (n.def && n.def->set_training) n.def->set_training(n, training);
+}
+
+Precision parse_precision(const std::string& s) {
+  if (s == "f32" || s == "fp32") return Precision::F32;
+  if (s == "bf16") return Precision::BF16;
+  if (s == "fp16" || s == "f16")
+    fail(
+        "--precision {}: fp16 (with loss scaling) is not implemented; bf16 needs no loss "
+        "scaling and is the mixed precision crossbow has (f32 or bf16)",
+        s);
+  fail("--precision {}: expected f32 or bf16", s);
+}
+
+const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "f32"; }
+
+int64_t set_compute_precision(Graph& g, Precision p) {
+  int64_t marked = 0;
+  for (Node& n : g.nodes) {
+    if (!n.def || (n.def->name != "Conv" && n.def->name != "ConvGrad")) continue;
+    const ValueId x = n.inputs.at(n.def->name == "Conv" ? 0 : 1);
+    const bool bf16 = p == Precision::BF16 && g.value(x).dtype == DType::F32;
+    std::any_cast<ops::ConvParams&>(n.params).bf16 = bf16;
+    marked += bf16;
+  }
+  return marked;
 }
 
 }  // namespace cb

@@ -315,6 +315,13 @@ std::vector<OptionSpec> make_table() {
   t.flag_at("tf32", CB_FIELD(tf32),
             "on GPUs, let cuBLASLt and cuDNN use TF32 tensor cores for f32 (faster, about 10 "
             "mantissa bits in products)");
+  t.add(
+      "precision", Kind::Value,
+      "f32, or bf16: mixed precision (the convolutions, forward and backward, multiply in bf16 "
+      "with f32 accumulation; weights, optimizer, SMA state, BatchNorm, softmax and losses stay "
+      "f32; checkpoints and exports are f32). CPU: needs AVX-512 BF16 cores",
+      [](SessionOptions& o, const std::string& s) { o.trainer.precision = parse_precision(s); },
+      [](const SessionOptions& o) { return std::string(precision_name(o.trainer.precision)); });
   t.flag_at("deterministic", CB_FIELD(deterministic),
             "on GPUs, results identical from run to run (with a fixed --learners: the auto-tuner "
             "decides from measured throughput): the gradients that scatter with atomic adds "

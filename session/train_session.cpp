@@ -515,6 +515,15 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
                         lr_scaling_name(topts.lr_scaling)),
       topts.central_momentum, topts.sync_every, topts.sync_every == 1 ? "" : "s",
       topts.overlap_sync ? "overlapped" : "not overlapped");
+  if (topts.precision == Precision::BF16) {
+    const int64_t n = trainer.model().bf16_nodes();
+    fmt::print(
+        "precision bf16: {} convolution{} (forward and backward) multiply in bf16 with f32 "
+        "accumulation where oneDNN runs them; weights, optimizer state and every other op "
+        "f32{}\n",
+        n, n == 1 ? "" : "s",
+        n == 0 ? " (this model has no f32 convolution: bf16 changes nothing)" : "");
+  }
   if (topts.ema)
     fmt::print(
         "average  the weights' exponential moving average, {}{}: evaluated and exported instead "

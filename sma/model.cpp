@@ -59,12 +59,14 @@ FeedSpec feed_spec(const Graph& forward, const LossSpec& loss) {
   return TrainModel(forward, loss).feed_spec();
 }
 
-TrainModel::TrainModel(const Graph& forward, const LossSpec& loss)
+TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision precision)
     : tg_(build_training_graph(forward, loss)) {
+  bf16_nodes_ = set_compute_precision(tg_.graph, precision);
   feeds_ = inputs_of(forward, tg_.loss_kind);
   label_input_ = feeds_.labels_input;
   LossNodes nodes;
   eval_graph_ = build_eval_graph(forward, loss, &nodes);
+  set_compute_precision(eval_graph_, precision);
   forward_outputs_ = forward.outputs.size();
   const Graph& g = tg_.graph;
   const Value& out = g.value(tg_.output);

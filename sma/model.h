@@ -23,6 +23,7 @@
 #include "runtime/data/pipeline.h"
 #include "runtime/device.h"
 #include "runtime/executor.h"
+#include "runtime/passes.h"
 
 namespace cb {
 
@@ -61,14 +62,17 @@ ModelInput model_input_of(const Value& v);
 
 class TrainModel {
  public:
-  // Throws cb::Error when the model cannot be trained with `loss` (which it says).
-  TrainModel(const Graph& forward, const LossSpec& loss);
+  // Throws cb::Error when the model cannot be trained with `loss` (which it says). `precision`
+  // marks the training and evaluation graphs' convolutions (set_compute_precision).
+  TrainModel(const Graph& forward, const LossSpec& loss, Precision precision = Precision::F32);
 
   const TrainingGraph& training_graph() const { return tg_; }
   // The forward graph in inference mode, with the loss appended (its target the last input, the
   // loss the last output) unless the model computes its own.
   const Graph& eval_graph() const { return eval_graph_; }
   const FeedSpec& feed_spec() const { return feeds_; }
+  // Training-graph nodes (Conv and ConvGrad) that compute in bf16.
+  int64_t bf16_nodes() const { return bf16_nodes_; }
   const std::vector<FlatSlot>& param_slots() const { return params_; }
   const std::vector<FlatSlot>& state_slots() const { return state_; }
   int64_t flat_elems() const { return flat_elems_; }    // P: one replica's row, with padding
@@ -105,6 +109,7 @@ class TrainModel {
   TrainingGraph tg_;
   Graph eval_graph_;
   FeedSpec feeds_;
+  int64_t bf16_nodes_ = 0;
   int64_t classes_ = 0;
   size_t forward_outputs_ = 0;      // the eval graph's first outputs are the forward graph's
   int64_t target_input_ = -1;       // training graph input of the target (-1: none)

@@ -144,10 +144,17 @@ void TrainerOptions::validate() const {
 
 Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOptions& opts,
                  Placement where)
-    : opts_(opts), model_(forward, loss) {
+    : opts_(opts), model_(forward, loss, opts.precision) {
   const TrainerOptions& t = opts_;
   t.validate();
   if (where.devices.empty()) fail("the trainer needs at least one device");
+  if (t.precision == Precision::BF16)
+    for (Device* d : where.devices) {
+      const DeviceCaps c = d->caps();
+      if (!c.bf16)
+        fail("--precision bf16: {} cannot run bf16 convolutions at speed: {}. Use --precision f32",
+             c.name, c.bf16_why);
+    }
   CB_CHECK(where.collectives.size() == where.devices.size());
   const int ranks = where.collectives[0]->size();
   for (Collective* c : where.collectives) CB_CHECK(c && c->size() == ranks);

@@ -119,6 +119,7 @@ struct TrainerOptions {
   double central_momentum = 0.9;                  // mu_z
   std::optional<double> ema;                      // the weight average's decay, in (0, 1)
   int64_t ema_start = 0;                          // steps before it starts (decay 0 until then)
+  Precision precision = Precision::F32;           // bf16: mixed precision (runtime/passes.h)
   int64_t sync_every = 1;     // SMA correction every N steps; local steps in between
   bool overlap_sync = true;   // the z update runs while the learners start their next step
   int64_t memory_budget = 0;  // bytes per device; 0: the device's free memory (shared host

@@ -44,6 +44,7 @@
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "runtime/graph_builder.h"
+#include "runtime/passes.h"
 #include "tests/backend_ops_cases.h"
 #include "tests/device_util.h"
 
@@ -261,6 +262,8 @@ void emit(OpKind op, const Case& c, Prepared& p) {
                               : c.params.has_value() ? gb.emit_with(name, ids, c.params, c.outputs)
                                                      : gb.emit(name, ids, c.attrs, c.outputs);
   for (size_t o : c.omit) gb.omit(outs.at(o));
+  // Marks f32 nodes only: the f64 reference's copy stays exact.
+  if (c.bf16) set_compute_precision(p.g, Precision::BF16);
   p.out.clear();
   for (ValueId v : p.g.nodes.back().outputs) {
     OutSpec s;

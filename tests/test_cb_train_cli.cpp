@@ -12,6 +12,7 @@
 #include <string>
 
 #include "importer/onnx_importer.h"
+#include "kernels/cpu/conv.h"
 #include "tests/sma_util.h"
 #include "tests/test_util.h"
 #include "viz/report.h"
@@ -97,4 +98,37 @@ TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergenc
   CHECK(!fs::exists(out + ".tmp"));
   import_model(out);  // loads: a whole file
   fs::remove_all(dir);
+}  // --precision bf16 on the CPU: the convolutions marked (the session says how many), training
+   // runs
+// and the exported model is the usual f32 one; where the cores have no bf16 kernels the run is
+// refused before training, naming the device and why. fp16 is refused with what to use.
+TEST_CASE("cb-train --precision: bf16 where the cores have it, refused with the reason elsewhere") {
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return;
+  test::TempDir dir("precision");
+  const std::string out = dir / "m.onnx", log = dir / "log.txt";
+  auto run = [&](const std::string& args) {
+    std::string cmd = fmt::format("{}/cb-train {} --data {} {} > {} 2>&1", CB_BINARY_DIR, kLenet,
+                                  kFashion, args, log);
+    int rc = std::system(cmd.c_str());
+    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, test::read_text(log));
+  };
+  auto [rc, text] =
+      run("--learners 1 --threads 2 --steps 40 --test-limit 200 --precision bf16 --output " + out);
+  CAPTURE(text);
+  if (cpu::dnnl_bf16_available()) {
+    CHECK(rc == 0);
+    // LeNet-5: two Conv and their two ConvGrad.
+    CHECK(contains(text, "precision bf16: 4 convolutions (forward and backward) multiply in bf16"));
+    const Graph g = import_model(out).graph;
+    for (const Value& v : g.values)
+      if (v.data) CHECK(v.data->dtype == DType::F32);
+  } else {
+    CHECK(rc != 0);
+    CHECK(contains(text, "--precision bf16: cpu cannot run bf16 convolutions at speed"));
+  }
+  std::tie(rc, text) = run("--steps 1 --precision fp16");
+  CHECK(rc != 0);
+  CHECK(contains(text, "--precision fp16: fp16 (with loss scaling) is not implemented"));
 }

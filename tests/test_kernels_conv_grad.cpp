@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <any>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_device.h"
 #include "runtime/device.h"
 #include "runtime/ops/params.h"
@@ -39,8 +41,8 @@ int64_t numel(const std::vector<int64_t>& d) {
 template <class T>
 std::vector<std::vector<double>> run_grad(const GradCase& gc, const std::vector<double>& dy,
                                           const std::vector<double>& x,
-                                          const std::vector<double>& w, Device& dev,
-                                          int omit = -1) {
+                                          const std::vector<double>& w, Device& dev, int omit = -1,
+                                          bool bf16 = false, bool fwd = false) {
   size_t r = gc.in.size();
   ops::ConvParams p;
   p.window.kernel_shape = gc.k;
@@ -48,6 +50,7 @@ std::vector<std::vector<double>> run_grad(const GradCase& gc, const std::vector<
   p.window.dilations = gc.d;
   p.window.pads = gc.pads;
   p.group = gc.group;
+  p.bf16 = bf16;
   std::any params = p;
   std::vector<int64_t> xd{gc.n, gc.c}, wd{gc.m, gc.c / gc.group}, yd{gc.n, gc.m};
   for (size_t i = 0; i < r; ++i) {
@@ -57,6 +60,17 @@ std::vector<std::vector<double>> run_grad(const GradCase& gc, const std::vector<
         (gc.in[i] + gc.pads[i] + gc.pads[i + r] - (gc.d[i] * (gc.k[i] - 1) + 1)) / gc.s[i] + 1);
   }
   REQUIRE(static_cast<int64_t>(dy.size()) == numel(yd));
+  if (fwd) {  // Conv(X, W) -> Y [N, M, D'...] into the first output; dy is unused
+    std::vector<T> tx(x.begin(), x.end()), tw(w.begin(), w.end()),
+        y(static_cast<size_t>(numel(yd)), T(-99));
+    constexpr DType t = std::is_same_v<T, double> ? DType::F64 : DType::F32;
+    KernelArgs a;
+    a.params = &params;
+    a.in = {{tx.data(), t, xd}, {tw.data(), t, wd}, {}};
+    a.out = {{y.data(), t, yd}};
+    test::launch_host(dev, OpKind::Conv, a);
+    return {{y.begin(), y.end()}};
+  }
   std::vector<T> tdy(dy.begin(), dy.end()), tx(x.begin(), x.end()), tw(w.begin(), w.end());
   std::vector<T> dx(x.size(), T(-99)), dw(w.size(), T(-99)), db(static_cast<size_t>(gc.m), T(-99));
   constexpr DType t = std::is_same_v<T, double> ? DType::F64 : DType::F32;
@@ -142,4 +156,78 @@ TEST_CASE("ConvGrad f32 agrees with f64: groups, depthwise, dilations, pads, 1-D
       {"3-D", 2, 3, 4, 1, {6, 7, 5}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 0, 1, 0, 1}},
   };
   for (const GradCase& gc : cases) check_case(gc, *dev);
+}
+
+namespace {
+// x rounded to the nearest bf16 (ties to even), as oneDNN's f32 -> bf16 reorder rounds.
+double to_bf16(double x) {
+  const auto f = static_cast<float>(x);
+  uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u;
+  float r = 0;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+std::vector<double> to_bf16(std::vector<double> v) {
+  for (double& e : v) e = to_bf16(e);
+  return v;
+}
+double max_err(const std::vector<double>& a, const std::vector<double>& b) {
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
+  return e;
+}
+double max_abs(const std::vector<double>& a) {
+  double m = 0;
+  for (double v : a) m = std::max(m, std::abs(v));
+  return m;
+}
+}  // namespace
+
+// ConvParams::bf16 (--precision bf16): where oneDNN has bf16 kernels for these cores, Conv's Y and
+// ConvGrad's dX and dW are the exact products of the bf16-rounded operands summed in f32: they
+// match an f64 computation on rounded inputs to f32 accuracy, and differ from the f32 path by
+// the rounding (so the bf16 kernels really ran). Without bf16 cores the f32 path runs: equal to
+// it bit for bit.
+TEST_CASE("Conv and ConvGrad in bf16: bf16-rounded operands, f32 accumulation") {
+  auto dev = make_cpu_device(2);
+  const bool bf16_cores = cpu::dnnl_bf16_available();
+  if (!bf16_cores) MESSAGE("no bf16 kernels on these cores: checking the f32 fallback");
+  const GradCase cases[] = {
+      {"resnet20 16x32x32 -> 32 k3 s2", 4, 16, 32, 1, {32, 32}, k3, s2, d1, p1},
+      {"resnet50 64x14x14 -> 256 k1", 4, 64, 256, 1, {14, 14}, k1, s1, d1, p0},
+      {"grouped dilated asymmetric pads", 3, 8, 12, 4, {11, 9}, k3, {2, 1}, {2, 1}, {1, 0, 2, 1}},
+      {"depthwise stride 2", 4, 16, 16, 16, {15, 15}, k3, s2, d1, p1},
+  };
+  for (const GradCase& gc : cases) {
+    std::string name = gc.name;
+    CAPTURE(name);
+    size_t r = gc.in.size();
+    int64_t xn = gc.n * gc.c, wn = gc.m * (gc.c / gc.group), yn = gc.n * gc.m;
+    for (size_t i = 0; i < r; ++i) {
+      xn *= gc.in[i];
+      wn *= gc.k[i];
+      yn *= (gc.in[i] + gc.pads[i] + gc.pads[i + r] - (gc.d[i] * (gc.k[i] - 1) + 1)) / gc.s[i] + 1;
+    }
+    auto dy = random(yn, 1), x = random(xn, 2), w = random(wn, 3);
+    for (bool fwd : {true, false}) {
+      CAPTURE(fwd);
+      auto rounded =
+          run_grad<double>(gc, to_bf16(dy), to_bf16(x), to_bf16(w), *dev, -1, false, fwd);
+      auto f32 = run_grad<float>(gc, dy, x, w, *dev, -1, false, fwd);
+      auto got = run_grad<float>(gc, dy, x, w, *dev, -1, true, fwd);
+      for (size_t o = 0; o < (fwd ? 1u : 2u); ++o) {  // Y; or dX, dW (dB is not a product)
+        CAPTURE(o);
+        const double scale = max_abs(rounded[o]);
+        CHECK(scale > 0);
+        if (bf16_cores) {
+          CHECK(max_err(got[o], rounded[o]) <= 1e-4 * scale);
+          CHECK(max_err(got[o], f32[o]) > 1e-4 * scale);  // the rounding shows
+        } else {
+          CHECK(got[o] == f32[o]);
+        }
+      }
+    }
+  }
 }

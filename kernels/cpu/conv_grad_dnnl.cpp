@@ -6,7 +6,9 @@
 // at the end (add_partials). Layouts are oneDNN's choice (tag::any): dY, W and X are reordered in,
 // dX and dW out, on every call. Primitives are cached per thread and per shape; the reordered
 // tensors live in per-thread scratch buffers shared by all shapes, so the steady state builds and
-// allocates nothing.
+// allocates nothing. With ConvParams::bf16 the reorders round dY, W and X to bf16 and both
+// primitives multiply in bf16; dX and dW are accumulated and written in f32 (as the forward, f32
+// where the cores have no bf16 kernels).
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_device.h"
 
@@ -72,7 +74,7 @@ Mem make_mem(const dnnl::engine& eng, const dnnl::memory::desc& user,
   return m;
 }
 
-std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb) {
+std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bool bf16) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
   size_t rank = X.dims.size(), r = rank - 2;
@@ -94,8 +96,9 @@ std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb) {
     pl[i] = p.window.pads[i];
     pr[i] = p.window.pads[i + r];
   }
-  auto any = [](const dnnl::memory::desc& d) {
-    return dnnl::memory::desc(d.dims(), dt::f32, tag::any);
+  const dt in_type = bf16 ? dt::bf16 : dt::f32;  // X, W and dY as the primitives read them
+  auto any = [](const dnnl::memory::desc& d, dt type = dt::f32) {
+    return dnnl::memory::desc(d.dims(), type, tag::any);
   };
   const auto algo = dnnl::algorithm::convolution_direct;
   dnnl::primitive_attr attr;
@@ -104,20 +107,22 @@ std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb) {
   dnnl::convolution_backward_weights::primitive_desc wpd;
   try {
     dnnl::convolution_forward::primitive_desc hint(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x_md),
-                                        any(w_md), any(y_md), st, dil, pl, pr),
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x_md, in_type),
+                                        any(w_md, in_type), any(y_md, in_type), st, dil, pl, pr),
         attr, ts.eng);
     dpd = dnnl::convolution_backward_data::primitive_desc(
-        dnnl::convolution_backward_data::desc(algo, any(x_md), any(w_md), any(y_md), st, dil, pl,
-                                              pr),
+        dnnl::convolution_backward_data::desc(algo, any(x_md), any(w_md, in_type),
+                                              any(y_md, in_type), st, dil, pl, pr),
         attr, ts.eng, hint);
     wpd = dnnl::convolution_backward_weights::primitive_desc(
-        dnnl::convolution_backward_weights::desc(algo, any(x_md), any(w_md), any(y_md), st, dil, pl,
-                                                 pr),
+        dnnl::convolution_backward_weights::desc(algo, any(x_md, in_type), any(w_md),
+                                                 any(y_md, in_type), st, dil, pl, pr),
         attr, ts.eng, hint);
   } catch (const dnnl::error&) {
     return prim;  // not ok
   }
+  // No bf16 cores: oneDNN offers only its reference kernels; the caller runs f32 instead.
+  if (bf16 && (is_reference(dpd.impl_info_str()) || is_reference(wpd.impl_info_str()))) return prim;
   prim->data = dnnl::convolution_backward_data(dpd);
   prim->weights = dnnl::convolution_backward_weights(wpd);
   prim->dy_d = make_mem(ts.eng, y_md, dpd.diff_dst_desc(), true);
@@ -135,13 +140,21 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
   const TensorView& dX = a.out[0];
-  const ConvKey key = conv_key(p, X.dims, dY.dims[1], n1 - n0, 0);
   ThreadState& ts = state();
   const OmpTeamOfOne omp_guard;
-  auto& slot = ts.prims[key];
-  if (!slot) slot = build(ts, a, n1 - n0);
-  Prim& pr = *slot;
-  if (!pr.ok) return false;
+  Prim* found = nullptr;
+  // bf16 first where asked; a shape or machine without a bf16 kernel falls back to f32.
+  for (bool bf16 : {p.bf16, false}) {
+    auto& slot = ts.prims[conv_key(p, X.dims, dY.dims[1], n1 - n0, bf16 ? 2 : 0)];
+    if (!slot) slot = build(ts, a, n1 - n0, bf16);
+    if (slot->ok) {
+      found = slot.get();
+      break;
+    }
+    if (!bf16) break;
+  }
+  if (!found) return false;
+  Prim& pr = *found;
   const int64_t x_sample = X.numel() / X.dims[0], y_sample = dY.numel() / dY.dims[0];
   float* x = X.ptr<float>() + n0 * x_sample;
   float* dy = dY.ptr<float>() + n0 * y_sample;

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/copy_bytes.h"
 #include "runtime/error.h"
@@ -43,6 +44,12 @@ class CpuDevice final : public Device {
     c.memory_free = m.free;  // the container's cgroup limit when that is smaller than the host's
     c.memory_source = m.describe();
     c.cores = threads_;
+    c.bf16 = cpu::dnnl_bf16_available();
+    if (!c.bf16)
+      c.bf16_why = cpu::conv_dnnl_available()
+                       ? "oneDNN found no AVX-512 BF16 (or newer) on these cores"
+                       : "crossbow was built without oneDNN (libdnnl-dev), which runs its bf16 "
+                         "convolutions";
     return c;
   }
   void* allocate(size_t bytes) override { return allocate_host_memory(bytes, name_); }

@@ -164,6 +164,7 @@ class CudaDevice final : public Device {
       c.memory_free = static_cast<int64_t>(free);
     }
     c.cores = sm_count_;
+    c.bf16_why = "the CUDA kernels have no bf16 path yet (cuDNN's bf16 convolutions are not wired)";
     return c;
   }
 

@@ -33,6 +33,7 @@ class HostRunDevice final : public Device {
     c.memory_free = m.free;  // the container's cgroup limit when that is smaller than the host's
     c.memory_source = m.describe();
     c.cores = 1;
+    c.bf16_why = "the CUDA kernels have no bf16 path yet (cuDNN's bf16 convolutions are not wired)";
     return c;
   }
   void* allocate(size_t bytes) override { return allocate_host_memory(bytes, "cuda-host"); }

@@ -61,6 +61,10 @@ struct ConstantParams {
 struct ConvParams {
   WindowAttrs window;  // pads resolved by infer() are stored back here for kernels
   int64_t group = 1;
+  // Mixed precision (set_compute_precision in runtime/passes.h): an f32 Conv / ConvGrad whose
+  // kernel may round its operands (X, W, dY) to bf16 and multiply in bf16, accumulating and
+  // writing f32. Where a kernel has no bf16 path it computes in f32, which is never less exact.
+  bool bf16 = false;
   // ConvTranspose only: its attributes as given. ConvTranspose is the data gradient of the Conv
   // from its output Y back to its input X; its infer() derives `window` (auto_pad NOTSET, the
   // pads of that Conv: begin pads as resolved, end pads minus output_padding, either may be
