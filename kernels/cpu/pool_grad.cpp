@@ -9,21 +9,24 @@
 //     valid count, or with count_include_pad the window's positions inside the padded input.
 // Windows are clipped to the input by arithmetic (geom::window_taps), never walked over padding.
 // dX is assigned (zeroed, then accumulated per plane). Planes [n, c] run across the pool.
+// MaxPoolGrad finds each row's maxima with MaxPool's vectorised row loop (max_pool_rows.h), then
+// routes dY through them in output order (the result of the one-window-at-a-time loop, which is
+// kept for windows far wider than the input); 2x2 stride-2 windows have their own fast path.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/max_pool_2x2.h"
+#include "kernels/cpu/max_pool_rows.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {
 
 namespace {
-
-using geom::pool_greater;
 
 // Calls f(o, sd, sh, sw) for every output position o of a plane, with its window's start.
 template <typename F>
@@ -48,6 +51,17 @@ void max_pool_grad_plane(const WindowGeom& g, const T* x, const T* dy, T* dx) {
     });
     if (best_at >= 0) dx[best_at] += dy[o];
   });
+}
+
+// The same, each row's windows at once: the row loop's first-maximum indices (-1: a window wholly
+// in padding, which passes nothing back), then dy routed through them in output order.
+template <typename T>
+void max_pool_grad_rows(const WindowGeom& g, const T* x, const T* dy, T* dx) {
+  T* y = scratch<T, 0>(g.out_vol);
+  int64_t* at = scratch<int64_t, 1>(g.out_vol);
+  max_pool_plane<T, true>(g, x, y, at, 0, false, true);
+  for (int64_t o = 0; o < g.out_vol; ++o)
+    if (at[o] >= 0) dx[at[o]] += dy[o];
 }
 
 // dx [I0,I1,I2] (zeroed) += dy [O0,O1,O2] / divisor over each window's valid positions.
@@ -105,8 +119,12 @@ void MaxPoolGrad(const KernelArgs& a) {
       });
       return;
     }
+    const bool rows = rows_pay(g);
     over_planes<T>(a, g, [&](int64_t pc, const T* dyp, T* dxp) {
-      max_pool_grad_plane(g, x + pc * g.in_vol, dyp, dxp);
+      if (rows)
+        max_pool_grad_rows(g, x + pc * g.in_vol, dyp, dxp);
+      else
+        max_pool_grad_plane(g, x + pc * g.in_vol, dyp, dxp);
     });
   });
 }
