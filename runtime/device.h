@@ -44,6 +44,9 @@ struct DeviceCaps {
   // not, `bf16_why` says why (no AVX-512 BF16 on these cores, not built, not implemented).
   bool bf16 = false;
   std::string bf16_why;
+  // Kernels read and write activations in oneDNN's blocked layout (Value::blocked) where
+  // assign_blocked_layouts puts them: the CPU with oneDNN.
+  bool blocked_layouts = false;
 };
 
 class Device {

@@ -125,11 +125,16 @@ Executor::Executor(const Graph& g, Device& dev, int64_t batch,
   arena_ = DeviceBuffer(dev, static_cast<size_t>(std::max<int64_t>(plan_.bytes_peak, 64)));
   auto* base = static_cast<std::byte*>(arena_.get());
   views_.resize(g.values.size());
+  const bool blocked_ok = dev.caps().blocked_layouts;
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
     TensorView& tv = views_[v];
     tv.dtype = val.dtype;
     tv.dims = resolve(val.shape, batch);
+    tv.blocked = val.blocked;
+    if (val.blocked && !blocked_ok)
+      throw InternalError(fmt::format("value '{}' is in the blocked layout, which {} cannot run",
+                                      val.name, dev.caps().name));
     if (auto b = bound.find(static_cast<ValueId>(v)); b != bound.end()) {
       tv.data = b->second;
       continue;

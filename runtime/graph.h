@@ -47,6 +47,11 @@ struct Value {
   // Integer contents known before execution (shape arithmetic), possibly in terms of N.
   std::optional<std::vector<Dim>> known;
   NodeId producer = -1;
+  // How an f32 activation [N, C, H, W] is stored on the CPU: row-major, or oneDNN's blocked
+  // nChw16c ([N, C/16, H, W, 16]: channel c in block c/16, lane c%16; C a multiple of 16, so the
+  // bytes are the same). Set by assign_blocked_layouts (runtime/passes.h); kernels see it as
+  // TensorView::blocked.
+  bool blocked = false;
 };
 
 struct Node {

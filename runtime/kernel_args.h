@@ -24,6 +24,7 @@ struct TensorView {
   void* data = nullptr;
   DType dtype = DType::F32;
   std::vector<int64_t> dims;
+  bool blocked = false;  // [N, C/16, H, W, 16] (Value::blocked), not row-major [N, C, H, W]
 
   int64_t numel() const {
     int64_t n = 1;

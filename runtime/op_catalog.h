@@ -117,6 +117,7 @@ namespace cb {
   X(HardSigmoidGrad)             \
   X(HardSwishGrad)               \
   X(LayerNormalizationGrad)      \
+  X(LayoutReorder)               \
   X(LeakyReluGrad)               \
   X(LogSoftmaxGrad)              \
   X(MaxPoolGrad)                 \

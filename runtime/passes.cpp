@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "runtime/error.h"
 #include "runtime/graph_builder.h"
@@ -262,6 +263,174 @@ Precision parse_precision(const std::string& s) {
         "scaling and is the mixed precision crossbow has (f32 or bf16)",
         s);
   fail("--precision {}: expected f32 or bf16", s);
+}
+
+namespace {
+
+// For node n: per input and output slot, 0 when its kernel reads / writes only the plain layout,
+// else a class k > 0: the node's slots of one class share one layout (their kernels index them
+// alike), slots of different classes are independent (Conv reorders each of its own).
+struct LayoutSlots {
+  std::vector<int> in, out;
+  bool conv = false;  // a Conv or ConvGrad: where the blocked layout saves reorders
+};
+
+LayoutSlots layout_slots(const Graph& g, const Node& n) {
+  LayoutSlots s{std::vector<int>(n.inputs.size(), 0), std::vector<int>(n.outputs.size(), 0)};
+  if (!n.def) return s;
+  const std::string_view op = n.def->name;
+  auto set = [](std::vector<int>& v, size_t i, int k) {
+    if (i < v.size()) v[i] = k;
+  };
+  if (op == "Conv") {
+    set(s.in, 0, 1);
+    set(s.out, 0, 2);
+    s.conv = true;
+  } else if (op == "ConvGrad") {
+    set(s.in, 0, 1);
+    set(s.in, 1, 2);
+    set(s.out, 0, 3);
+    s.conv = true;
+  } else if (op == "BatchNormalization" || op == "Relu" || op == "Clip") {
+    set(s.in, 0, 1);  // Clip's bounds (inputs 1, 2) are scalars: plain
+    set(s.out, 0, 1);
+  } else if (op == "BatchNormalizationGrad" || op == "ReluGrad" || op == "ClipGrad") {
+    set(s.in, 0, 1);
+    set(s.in, 1, 1);
+    set(s.out, 0, 1);
+  } else if (op == "Add" && n.inputs.size() == 2 && n.outputs.size() == 1 &&
+             n.inputs[0] != kNoValue && n.inputs[1] != kNoValue &&
+             g.value(n.inputs[0]).shape == g.value(n.outputs[0]).shape &&
+             g.value(n.inputs[1]).shape == g.value(n.outputs[0]).shape) {
+    set(s.in, 0, 1);
+    set(s.in, 1, 1);
+    set(s.out, 0, 1);
+  }
+  return s;
+}
+
+// An activation that can be stored blocked: f32 [N, C, H, W], C a multiple of 16.
+bool blockable(const Graph& g, ValueId v) {
+  const Value& x = g.value(v);
+  if (x.kind != ValueKind::Activation || x.dtype != DType::F32 || !x.shape_known) return false;
+  const Shape& s = x.shape;
+  return s.size() == 4 && s[1].is_static() && s[1].value > 0 && s[1].value % 16 == 0 &&
+         s[2].is_static() && s[3].is_static();
+}
+
+ValueId find_root(std::vector<ValueId>& parent, ValueId v) {
+  while (parent[static_cast<size_t>(v)] != v) {
+    parent[static_cast<size_t>(v)] = parent[static_cast<size_t>(parent[static_cast<size_t>(v)])];
+    v = parent[static_cast<size_t>(v)];
+  }
+  return v;
+}
+
+}  // namespace
+
+LayoutStats assign_blocked_layouts(Graph& g) {
+  const size_t nv = g.values.size();
+  std::vector<ValueId> parent(nv);
+  for (size_t v = 0; v < nv; ++v) parent[v] = static_cast<ValueId>(v);
+  std::vector<LayoutSlots> slots;
+  for (const Node& n : g.nodes) slots.push_back(layout_slots(g, n));
+  // Groups: values a node reads and writes with one indexing.
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    std::map<int, ValueId> first;
+    auto join = [&](ValueId v, int cls) {
+      if (v == kNoValue || cls == 0) return;
+      auto [it, fresh] = first.emplace(cls, v);
+      if (!fresh) parent[static_cast<size_t>(find_root(parent, v))] = find_root(parent, it->second);
+    };
+    for (size_t i = 0; i < n.inputs.size(); ++i) join(n.inputs[i], slots[k].in[i]);
+    for (size_t o = 0; o < n.outputs.size(); ++o) join(n.outputs[o], slots[k].out[o]);
+  }
+  // A group is blocked when every member can be and one of them is a conv's operand.
+  std::vector<char> can(nv, 1), conv(nv, 0);
+  for (size_t v = 0; v < nv; ++v)
+    if (!blockable(g, static_cast<ValueId>(v))) can[find_root(parent, static_cast<ValueId>(v))] = 0;
+  for (ValueId v : g.inputs) can[find_root(parent, v)] = 0;
+  for (ValueId v : g.outputs) can[find_root(parent, v)] = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (!slots[k].conv) continue;
+    const Node& n = g.nodes[k];
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] != kNoValue && slots[k].in[i]) conv[find_root(parent, n.inputs[i])] = 1;
+    for (size_t o = 0; o < n.outputs.size(); ++o)
+      if (n.outputs[o] != kNoValue && slots[k].out[o]) conv[find_root(parent, n.outputs[o])] = 1;
+  }
+  LayoutStats stats;
+  std::vector<char> blocked(nv, 0);
+  for (size_t v = 0; v < nv; ++v) {
+    const ValueId r = find_root(parent, static_cast<ValueId>(v));
+    blocked[v] = can[r] && conv[r];
+    stats.blocked += blocked[v];
+  }
+  if (stats.blocked == 0) return stats;
+
+  // Reorders where a plain-only op meets a blocked value, each placed right after the node that
+  // makes its input (so the order stays topological).
+  const OpDef* reorder = find_op("LayoutReorder");
+  CB_CHECK(reorder);
+  std::vector<std::vector<Node>> after(g.nodes.size());
+  auto make = [&](ValueId from, ValueId to, bool to_blocked) {
+    Node r;
+    r.name = g.value(to).name;
+    r.op_type = "LayoutReorder";
+    r.def = reorder;
+    r.opset = kEmitOpset;
+    r.inputs = {from};
+    r.outputs = {to};
+    r.params = ops::LayoutParams{to_blocked};
+    ++stats.reorders;
+    return r;
+  };
+  auto fresh_value = [&](ValueId like, const std::string& suffix) {
+    Value x = g.value(like);
+    x.name += suffix;
+    x.blocked = false;
+    return g.add_value(std::move(x));
+  };
+  const auto users = g.consumers();
+  for (size_t v = 0; v < nv; ++v) {
+    if (!blocked[v]) continue;
+    const auto id = static_cast<ValueId>(v);
+    const NodeId p = g.value(id).producer;
+    CB_CHECK(p >= 0);  // an activation
+    Node& prod = g.nodes[static_cast<size_t>(p)];
+    size_t o = 0;
+    while (prod.outputs[o] != id) ++o;
+    ValueId plain = kNoValue;                         // a plain copy, made once
+    if (slots[static_cast<size_t>(p)].out[o] == 0) {  // the producer writes plain: reorder after
+      plain = fresh_value(id, "/plain");
+      prod.outputs[o] = plain;
+      after[static_cast<size_t>(p)].push_back(make(plain, id, true));
+    }
+    for (NodeId c : users[v]) {
+      Node& user = g.nodes[static_cast<size_t>(c)];
+      for (size_t i = 0; i < user.inputs.size(); ++i) {
+        if (user.inputs[i] != id || slots[static_cast<size_t>(c)].in[i] != 0) continue;
+        if (plain == kNoValue) {
+          plain = fresh_value(id, "/plain");
+          after[static_cast<size_t>(p)].push_back(make(id, plain, false));
+        }
+        user.inputs[i] = plain;
+      }
+    }
+  }
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size() + static_cast<size_t>(stats.reorders));
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    nodes.push_back(std::move(g.nodes[k]));
+    for (Node& r : after[k]) nodes.push_back(std::move(r));
+  }
+  g.nodes = std::move(nodes);
+  for (size_t v = 0; v < nv; ++v) g.values[v].blocked = blocked[v];
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (ValueId o : g.nodes[k].outputs)
+      if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(k);
+  return stats;
 }
 
 const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "f32"; }

@@ -49,4 +49,19 @@ const char* precision_name(Precision p);
 // nodes compute in bf16.
 int64_t set_compute_precision(Graph& g, Precision p);
 
+// For the CPU with oneDNN (DeviceCaps::blocked_layouts): keeps f32 activations [N, C, H, W] (C a
+// multiple of 16) in oneDNN's blocked nChw16c layout (Value::blocked) along chains of the ops
+// whose kernels read and write it -- Conv and ConvGrad (X, Y, dY, dX: no reorder in or out),
+// BatchNormalization and its gradient, Relu, Clip (ReLU6), their gradients and same-shape Add --
+// so that a conv's
+// output reaches the next conv without two reorders. Values an op reads or writes together
+// element for element share a layout; such a group goes blocked when every member can and it
+// touches a conv. A blocked value gets a LayoutReorder node where a plain-only op writes it or
+// reads it (one per value). Graph inputs and outputs stay plain. Returns the values made blocked.
+struct LayoutStats {
+  int64_t blocked = 0;   // values kept in the blocked layout
+  int64_t reorders = 0;  // LayoutReorder nodes inserted
+};
+LayoutStats assign_blocked_layouts(Graph& g);
+
 }  // namespace cb

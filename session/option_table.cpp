@@ -322,6 +322,11 @@ std::vector<OptionSpec> make_table() {
       "f32; checkpoints and exports are f32). CPU: needs AVX-512 BF16 cores",
       [](SessionOptions& o, const std::string& s) { o.trainer.precision = parse_precision(s); },
       [](const SessionOptions& o) { return std::string(precision_name(o.trainer.precision)); });
+  t.flag_at("plain-layout", CB_FIELD(trainer.blocked_layouts),
+            "keep every activation in the row-major layout of the ONNX graph (by default, on the "
+            "CPU, activations between oneDNN's convolutions stay in its blocked layout, which "
+            "saves a reorder on each side of every conv)",
+            true);
   t.flag_at("deterministic", CB_FIELD(deterministic),
             "on GPUs, results identical from run to run (with a fixed --learners: the auto-tuner "
             "decides from measured throughput): the gradients that scatter with atomic adds "

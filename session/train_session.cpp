@@ -515,6 +515,11 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
                         lr_scaling_name(topts.lr_scaling)),
       topts.central_momentum, topts.sync_every, topts.sync_every == 1 ? "" : "s",
       topts.overlap_sync ? "overlapped" : "not overlapped");
+  if (const LayoutStats& l = trainer.model().layouts(); l.blocked > 0)
+    fmt::print(
+        "layout   {} activations kept in oneDNN's blocked layout between its ops, {} "
+        "reorder{} where other ops need the plain one (--plain-layout: none)\n",
+        l.blocked, l.reorders, l.reorders == 1 ? "" : "s");
   if (topts.precision == Precision::BF16) {
     const int64_t n = trainer.model().bf16_nodes();
     fmt::print(

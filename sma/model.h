@@ -63,8 +63,11 @@ ModelInput model_input_of(const Value& v);
 class TrainModel {
  public:
   // Throws cb::Error when the model cannot be trained with `loss` (which it says). `precision`
-  // marks the training and evaluation graphs' convolutions (set_compute_precision).
-  TrainModel(const Graph& forward, const LossSpec& loss, Precision precision = Precision::F32);
+  // marks the training and evaluation graphs' convolutions (set_compute_precision);
+  // `blocked_layouts` keeps their activations in oneDNN's layout where it can
+  // (assign_blocked_layouts: only for devices with DeviceCaps::blocked_layouts).
+  TrainModel(const Graph& forward, const LossSpec& loss, Precision precision = Precision::F32,
+             bool blocked_layouts = false);
 
   const TrainingGraph& training_graph() const { return tg_; }
   // The forward graph in inference mode, with the loss appended (its target the last input, the
@@ -73,6 +76,8 @@ class TrainModel {
   const FeedSpec& feed_spec() const { return feeds_; }
   // Training-graph nodes (Conv and ConvGrad) that compute in bf16.
   int64_t bf16_nodes() const { return bf16_nodes_; }
+  // The training graph's activations kept in the blocked layout, and the reorders that needs.
+  const LayoutStats& layouts() const { return layouts_; }
   const std::vector<FlatSlot>& param_slots() const { return params_; }
   const std::vector<FlatSlot>& state_slots() const { return state_; }
   int64_t flat_elems() const { return flat_elems_; }    // P: one replica's row, with padding
@@ -110,6 +115,7 @@ class TrainModel {
   Graph eval_graph_;
   FeedSpec feeds_;
   int64_t bf16_nodes_ = 0;
+  LayoutStats layouts_;
   int64_t classes_ = 0;
   size_t forward_outputs_ = 0;      // the eval graph's first outputs are the forward graph's
   int64_t target_input_ = -1;       // training graph input of the target (-1: none)

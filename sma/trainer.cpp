@@ -144,7 +144,11 @@ void TrainerOptions::validate() const {
 
 Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOptions& opts,
                  Placement where)
-    : opts_(opts), model_(forward, loss, opts.precision) {
+    : opts_(opts),
+      model_(forward, loss, opts.precision,
+             opts.blocked_layouts &&
+                 std::all_of(where.devices.begin(), where.devices.end(),
+                             [](Device* d) { return d->caps().blocked_layouts; })) {
   const TrainerOptions& t = opts_;
   t.validate();
   if (where.devices.empty()) fail("the trainer needs at least one device");

@@ -120,6 +120,9 @@ struct TrainerOptions {
   std::optional<double> ema;                      // the weight average's decay, in (0, 1)
   int64_t ema_start = 0;                          // steps before it starts (decay 0 until then)
   Precision precision = Precision::F32;           // bf16: mixed precision (runtime/passes.h)
+  // Activations between oneDNN ops in its blocked layout where the devices can
+  // (assign_blocked_layouts); false: every activation row-major, as the ONNX graph has it.
+  bool blocked_layouts = true;
   int64_t sync_every = 1;     // SMA correction every N steps; local steps in between
   bool overlap_sync = true;   // the z update runs while the learners start their next step
   int64_t memory_budget = 0;  // bytes per device; 0: the device's free memory (shared host

@@ -112,6 +112,7 @@ inline const std::vector<OpCases>& case_table() {
       {OpKind::HardSigmoidGrad, hard_sigmoid_grad},
       {OpKind::HardSwishGrad, hard_sigmoid_grad},
       {OpKind::LayerNormalizationGrad, layer_norm_grad},
+      {OpKind::LayoutReorder, layout_reorder},
       {OpKind::LeakyReluGrad, leaky_relu_grad},
       {OpKind::LogSoftmaxGrad, softmax_grad},
       {OpKind::MaxPoolGrad, max_pool_grad},

@@ -96,6 +96,22 @@ inline void transpose_strides(const char* op, const ops::TransposeParams& p,
 }
 
 // Expand: `in` right-aligned against `out_rank` dims; missing and unit dims get stride 0.
+// LayoutReorder of X [N, C, H, W] (C a multiple of 16) as one strided copy: the output's dims
+// in memory order (blocked [N, C/16, H, W, 16], or plain [N, C/16, 16, H, W]) and, for each, the
+// input's element stride.
+inline std::vector<int64_t> layout_reorder_strides(const std::vector<int64_t>& x, bool to_blocked,
+                                                   int64_t* st) {
+  const int64_t n = x.at(0), cb = x.at(1) / 16, h = x.at(2), w = x.at(3);
+  if (to_blocked) {  // read plain: c = 16 cb + l at ((n C + c) H + y) W + x
+    const int64_t v[5] = {cb * 16 * h * w, 16 * h * w, w, 1, h * w};
+    std::copy(v, v + 5, st);
+    return {n, cb, h, w, 16};
+  }
+  const int64_t v[5] = {cb * h * w * 16, h * w * 16, 1, w * 16, 16};  // read blocked
+  std::copy(v, v + 5, st);
+  return {n, cb, 16, h, w};
+}
+
 inline void expand_strides(const char* op, const std::vector<int64_t>& in_dims, size_t out_rank,
                            int64_t* st) {
   if (out_rank > kMaxRank || in_dims.size() > out_rank)

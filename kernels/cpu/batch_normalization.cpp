@@ -10,7 +10,9 @@
 //   out 3, 4 (opset <= 13): saved_mean = batch_mean, saved_var = batch_var (biased), as the
 //             ONNX spec names them.
 // Statistics are accumulated in double. Outputs 1..4 may alias inputs 3/4 (each channel is read
-// before it is written); Y may alias X.
+// before it is written); Y may alias X. X and Y in oneDNN's blocked layout (TensorView::blocked,
+// [N, C/16, S, 16]; both alike, assign_blocked_layouts couples them) are normalised a block of 16
+// channels at a time, the lanes side by side.
 #include <cmath>
 #include <vector>
 
@@ -54,6 +56,45 @@ CB_CPU_CLONES void scale_shift(const T* x, T* y, int64_t p0, int64_t p1, int64_t
   }
 }
 
+// The same two, blocked: x [N, C/16, S, 16], blocks [b0, b1) of 16 channels each.
+template <typename T>
+CB_CPU_CLONES void channel_stats_blocked(const T* x, int64_t n, int64_t cb, int64_t s, int64_t b0,
+                                         int64_t b1, double* mean, double* var) {
+  const int64_t count = n * s;
+  for (int64_t b = b0; b < b1; ++b) {
+    double sum[16] = {}, sq[16] = {}, mu[16];
+    for (int64_t i = 0; i < n; ++i) {
+      const T* p = x + (i * cb + b) * s * 16;
+      for (int64_t j = 0; j < s; ++j)
+        for (int l = 0; l < 16; ++l) sum[l] += p[j * 16 + l];
+    }
+    for (int l = 0; l < 16; ++l) mu[l] = count ? sum[l] / static_cast<double>(count) : 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const T* p = x + (i * cb + b) * s * 16;
+      for (int64_t j = 0; j < s; ++j)
+        for (int l = 0; l < 16; ++l) {
+          const double d = p[j * 16 + l] - mu[l];
+          sq[l] += d * d;
+        }
+    }
+    for (int l = 0; l < 16; ++l) {
+      mean[b * 16 + l] = mu[l];
+      var[b * 16 + l] = count ? sq[l] / static_cast<double>(count) : 0;
+    }
+  }
+}
+
+template <typename T>
+CB_CPU_CLONES void scale_shift_blocked(const T* x, T* y, int64_t p0, int64_t p1, int64_t cb,
+                                       int64_t s, const T* mul, const T* add) {
+  for (int64_t pl = p0; pl < p1; ++pl) {  // pl = i * cb + b: one block of one sample
+    const T *xp = x + pl * s * 16, *m = mul + (pl % cb) * 16, *d = add + (pl % cb) * 16;
+    T* yp = y + pl * s * 16;
+    for (int64_t j = 0; j < s; ++j)
+      for (int l = 0; l < 16; ++l) yp[j * 16 + l] = xp[j * 16 + l] * m[l] + d[l];
+  }
+}
+
 template <typename T>
 void batch_norm(const KernelArgs& a) {
   const auto& p = a.p<ops::BatchNormalizationParams>();
@@ -67,7 +108,13 @@ void batch_norm(const KernelArgs& a) {
   double* var = scratch<double, 1>(c);
   T* mul = scratch<T, 2>(c);
   T* add = scratch<T, 3>(c);
-  if (p.training) {
+  const bool blocked = X.blocked;
+  CB_CHECK(Y.blocked == blocked && (!blocked || c % 16 == 0));
+  if (p.training && blocked) {
+    parallel(c / 16, 32 * n * s, [&](int64_t b0, int64_t b1) {
+      channel_stats_blocked(x, n, c / 16, s, b0, b1, mean, var);
+    });
+  } else if (p.training) {
     parallel(c, 2 * n * s,
              [&](int64_t c0, int64_t c1) { channel_stats(x, n, c, s, c0, c1, mean, var); });
   } else {
@@ -81,7 +128,12 @@ void batch_norm(const KernelArgs& a) {
     mul[ch] = static_cast<T>(m);
     add[ch] = static_cast<T>(real_at(a.in[2], ch) - mean[ch] * m);
   }
-  parallel(n * c, s, [&](int64_t p0, int64_t p1) { scale_shift(x, y, p0, p1, c, s, mul, add); });
+  if (blocked)
+    parallel(n * c / 16, 16 * s, [&](int64_t p0, int64_t p1) {
+      scale_shift_blocked(x, y, p0, p1, c / 16, s, mul, add);
+    });
+  else
+    parallel(n * c, s, [&](int64_t p0, int64_t p1) { scale_shift(x, y, p0, p1, c, s, mul, add); });
   if (!p.training) return;
   const double mom = p.momentum;
   const double unbias = p.unbiased_running_var && count > 1

@@ -143,6 +143,13 @@ void conv_im2col(const KernelArgs& a) {
 }
 
 void Conv(const KernelArgs& a) {
+  if (a.in[0].blocked || a.out[0].blocked) {
+    // Only oneDNN reads and writes the blocked layout (assign_blocked_layouts puts it only where
+    // oneDNN runs the conv).
+    if (!conv_dnnl(a))
+      throw InternalError("Conv: oneDNN has no implementation for a blocked-layout conv");
+    return;
+  }
   if (!conv_c1(a) && !conv_dnnl(a)) conv_im2col(a);
 }
 

@@ -64,6 +64,10 @@ tag plain(size_t rank, bool grouped) {
   if (grouped) return rank == 3 ? tag::goiw : rank == 4 ? tag::goihw : tag::goidhw;
   return rank == 3 ? tag::ncw : rank == 4 ? tag::nchw : tag::ncdhw;
 }
+// An activation's layout as it lies in our buffer (TensorView::blocked: nChw16c).
+tag layout_of(const TensorView& t) {
+  return t.blocked ? tag::nChw16c : plain(t.dims.size(), false);
+}
 
 std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bool has_bias,
                             bool bf16) {
@@ -79,7 +83,7 @@ std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bo
     wd[0] /= p.group;
     wd.insert(wd.begin(), p.group);
   }
-  dnnl::memory::desc x_md(xd, dt::f32, plain(rank, false)), y_md(yd, dt::f32, plain(rank, false));
+  dnnl::memory::desc x_md(xd, dt::f32, layout_of(X)), y_md(yd, dt::f32, layout_of(Y));
   dnnl::memory::desc w_md(wd, dt::f32, plain(rank, grouped)), b_md({Y.dims[1]}, dt::f32, tag::x);
   dnnl::memory::dims st(r), dil(r), pl(r), pr(r);
   for (size_t i = 0; i < r; ++i) {
@@ -142,7 +146,8 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
   Prim* found = nullptr;
   // bf16 first where asked; a shape or machine without a bf16 kernel falls back to f32.
   for (bool bf16 : {p.bf16, false}) {
-    auto& slot = ts.prims[conv_key(p, X.dims, Y.dims[1], n1 - n0, has_bias | (bf16 << 1))];
+    const int64_t flags = has_bias | (bf16 << 1) | (X.blocked << 2) | (Y.blocked << 3);
+    auto& slot = ts.prims[conv_key(p, X.dims, Y.dims[1], n1 - n0, flags)];
     if (!slot) slot = build(ts, a, n1 - n0, has_bias, bf16);
     if (slot->ok) {
       found = slot.get();

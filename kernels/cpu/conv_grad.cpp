@@ -22,6 +22,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/plane_sum.h"
+#include "runtime/error.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {
@@ -179,6 +180,20 @@ void bias_grad(const KernelArgs& a) {
   const int64_t vol = n * m != 0 ? dY.numel() / (n * m) : 0;
   const T* dy = dY.ptr<T>();
   T* db = dB.ptr<T>();
+  if (dY.blocked) {  // [N, M/16, vol, 16]: a block of 16 channels at a time, in double
+    parallel(m / 16, 16 * n * vol, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        double sum[16] = {};
+        for (int64_t i = 0; i < n; ++i) {
+          const T* p = dy + (i * (m / 16) + b) * vol * 16;
+          for (int64_t j = 0; j < vol; ++j)
+            for (int l = 0; l < 16; ++l) sum[l] += p[j * 16 + l];
+        }
+        for (int l = 0; l < 16; ++l) db[b * 16 + l] = static_cast<T>(sum[l]);
+      }
+    });
+    return;
+  }
   parallel(m, n * vol, [&](int64_t m0, int64_t m1) { channel_sums(dy, db, n, m, vol, m0, m1); });
 }
 
@@ -207,7 +222,14 @@ void conv_grad_im2col(const KernelArgs& a) {
 
 void ConvGrad(const KernelArgs& a) {
   const bool dx = a.out[0].present(), dw = a.out.size() > 1 && a.out[1].present();
-  if ((dx || dw) && !conv_grad_c1(a) && !conv_grad_dnnl(a)) conv_grad_im2col(a);
+  if (a.in[0].blocked || a.in[1].blocked || (dx && a.out[0].blocked)) {
+    // Only oneDNN reads and writes the blocked layout (assign_blocked_layouts puts it only where
+    // oneDNN runs the conv).
+    if ((dx || dw) && !conv_grad_dnnl(a))
+      throw InternalError("ConvGrad: oneDNN has no implementation for a blocked-layout conv");
+  } else if ((dx || dw) && !conv_grad_c1(a) && !conv_grad_dnnl(a)) {
+    conv_grad_im2col(a);
+  }
   if (a.out.size() > 2 && a.out[2].present())
     dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) { bias_grad<T>(a); });
 }

@@ -62,6 +62,10 @@ tag plain(size_t rank, bool grouped) {
   if (grouped) return rank == 3 ? tag::goiw : rank == 4 ? tag::goihw : tag::goidhw;
   return rank == 3 ? tag::ncw : rank == 4 ? tag::nchw : tag::ncdhw;
 }
+// An activation's layout as it lies in our buffer (TensorView::blocked: nChw16c).
+tag layout_of(const TensorView& t) {
+  return t.blocked ? tag::nChw16c : plain(t.dims.size(), false);
+}
 
 // `user` in our layout; the primitive wants `want`. `in`: reorder user -> own, else own -> user.
 Mem make_mem(const dnnl::engine& eng, const dnnl::memory::desc& user,
@@ -87,7 +91,10 @@ std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bo
     wd[0] /= p.group;
     wd.insert(wd.begin(), p.group);
   }
-  dnnl::memory::desc x_md(xd, dt::f32, plain(rank, false)), y_md(yd, dt::f32, plain(rank, false));
+  // dX is written in the layout dX has; X in its own (they may differ).
+  const TensorView* dX = a.out[0].present() ? &a.out[0] : nullptr;
+  dnnl::memory::desc x_md(xd, dt::f32, layout_of(X)), y_md(yd, dt::f32, layout_of(dY));
+  dnnl::memory::desc dx_md(xd, dt::f32, dX ? layout_of(*dX) : plain(rank, false));
   dnnl::memory::desc w_md(wd, dt::f32, plain(rank, grouped));
   dnnl::memory::dims st(r), dil(r), pl(r), pr(r);
   for (size_t i = 0; i < r; ++i) {
@@ -127,7 +134,7 @@ std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bo
   prim->weights = dnnl::convolution_backward_weights(wpd);
   prim->dy_d = make_mem(ts.eng, y_md, dpd.diff_dst_desc(), true);
   prim->w_d = make_mem(ts.eng, w_md, dpd.weights_desc(), true);
-  prim->dx_d = make_mem(ts.eng, x_md, dpd.diff_src_desc(), false);
+  prim->dx_d = make_mem(ts.eng, dx_md, dpd.diff_src_desc(), false);
   prim->x_w = make_mem(ts.eng, x_md, wpd.src_desc(), true);
   prim->dy_w = make_mem(ts.eng, y_md, wpd.diff_dst_desc(), true);
   prim->dw_w = make_mem(ts.eng, w_md, wpd.diff_weights_desc(), false);
@@ -145,7 +152,9 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   Prim* found = nullptr;
   // bf16 first where asked; a shape or machine without a bf16 kernel falls back to f32.
   for (bool bf16 : {p.bf16, false}) {
-    auto& slot = ts.prims[conv_key(p, X.dims, dY.dims[1], n1 - n0, bf16 ? 2 : 0)];
+    const int64_t flags =
+        (bf16 << 1) | (X.blocked << 2) | (dY.blocked << 3) | (dX.present() && dX.blocked) << 4;
+    auto& slot = ts.prims[conv_key(p, X.dims, dY.dims[1], n1 - n0, flags)];
     if (!slot) slot = build(ts, a, n1 - n0, bf16);
     if (slot->ok) {
       found = slot.get();

@@ -45,6 +45,7 @@ class CpuDevice final : public Device {
     c.memory_source = m.describe();
     c.cores = threads_;
     c.bf16 = cpu::dnnl_bf16_available();
+    c.blocked_layouts = cpu::conv_dnnl_available();
     if (!c.bf16)
       c.bf16_why = cpu::conv_dnnl_available()
                        ? "oneDNN found no AVX-512 BF16 (or newer) on these cores"

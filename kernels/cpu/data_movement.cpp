@@ -91,6 +91,15 @@ void Transpose(const KernelArgs& a) {
   strided_copy(a, a.in[0], a.out[0], st, 0);
 }
 
+// LayoutReorder: plain [N, C, H, W] <-> oneDNN's nChw16c, one strided copy over the output's
+// 5-D memory order.
+void LayoutReorder(const KernelArgs& a) {
+  int64_t st[kMaxRank] = {};
+  TensorView out = a.out[0];
+  out.dims = geom::layout_reorder_strides(a.in[0].dims, a.p<ops::LayoutParams>().to_blocked, st);
+  strided_copy(a, a.in[0], out, st, 0);
+}
+
 // Expand: [a...] -> broadcast([a...], shape) (a 1 in X repeats along the output dim).
 void Expand(const KernelArgs& a) {
   const TensorView &in = a.in[0], &out = a.out[0];

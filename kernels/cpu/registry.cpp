@@ -74,6 +74,7 @@ constexpr CpuKernel kKernels[] = {
     {OpKind::Tanh, &Tanh, kFloat},
     {OpKind::Tile, &Tile, kAll},
     {OpKind::Transpose, &Transpose, kAll},
+    {OpKind::LayoutReorder, &LayoutReorder, kFloat},
     {OpKind::Unsqueeze, &Unsqueeze, kAll},
     {OpKind::Upsample, &Resize, kFloat},
     {OpKind::Where, &Where, type_bit(DType::Bool)},

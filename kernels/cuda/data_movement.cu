@@ -48,6 +48,15 @@ void strided_copy(const GpuCtx& c, const char* op, const TensorView& in, const T
   CB_DM_DISPATCH_BYTES(out.dtype, op, strided_copy_t, c, in.data, out.data, n, s)
 }
 
+// LayoutReorder: the CPU backend's blocked layout and back, as one strided copy (CUDA graphs hold
+// no blocked values; the kernel keeps the backends' op sets equal and runs in the harness).
+void LayoutReorder(const KernelArgs& a, const GpuCtx& c) {
+  int64_t st[kMaxRank] = {};
+  const std::vector<int64_t> dims =
+      geom::layout_reorder_strides(a.in[0].dims, a.p<ops::LayoutParams>().to_blocked, st);
+  strided_copy(c, "LayoutReorder", a.in[0], a.out[0], dims, st, 0);
+}
+
 // ---- reshape-likes: same bytes, new dims --------------------------------------------------------
 void copy_if_distinct(const KernelArgs& a, const GpuCtx& c) {
   copy_device(c, a.out[0].data, a.in[0].data, a.out[0].bytes());
@@ -351,6 +360,7 @@ constexpr GpuKernel kKernels[] = {
     {OpKind::Squeeze, &Squeeze, kAll},
     {OpKind::Tile, &Tile, kAll},
     {OpKind::Transpose, &Transpose, kAll},
+    {OpKind::LayoutReorder, &LayoutReorder, kFloat},
     {OpKind::Unsqueeze, &Unsqueeze, kAll},
 };
 }  // namespace

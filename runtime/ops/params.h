@@ -76,6 +76,11 @@ struct ConvParams {
   } transpose;
 };
 
+// layout_reorder.cpp
+struct LayoutParams {
+  bool to_blocked = true;  // plain -> nChw16c; false: nChw16c -> plain
+};
+
 // dropout.cpp
 struct DropoutParams {
   float ratio = 0.5f;

@@ -171,6 +171,22 @@ inline std::vector<Case> unsqueeze(OpKind, DType) {
   };
 }
 
+// LayoutReorder: plain <-> oneDNN's nChw16c, a permutation (exact); its index formula is
+// checked by hand in test_layouts.cpp.
+inline std::vector<Case> layout_reorder(OpKind, DType) {
+  std::vector<Case> cs;
+  for (bool to_blocked : {true, false}) {
+    const std::string dir = to_blocked ? "to blocked" : "to plain";
+    cs.push_back(
+        {.name = dir, .in = {x({2, 32, 3, 5})}, .tol = 0, .params = ops::LayoutParams{to_blocked}});
+    cs.push_back({.name = dir + ", 1x1 spatial",
+                  .in = {x({3, 16, 1, 1})},
+                  .tol = 0,
+                  .params = ops::LayoutParams{to_blocked}});
+  }
+  return cs;
+}
+
 inline std::vector<Case> transpose(OpKind, DType) {
   return {
       {.name = "perm", .in = {x({2, 3, 4})}, .attrs = {{"perm", ints_attr({2, 0, 1})}}, .tol = 0},
