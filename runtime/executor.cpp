@@ -132,6 +132,7 @@ Executor::Executor(const Graph& g, Device& dev, int64_t batch,
     tv.dtype = val.dtype;
     tv.dims = resolve(val.shape, batch);
     tv.blocked = val.blocked;
+    tv.bf16_storage = val.bf16_storage;
     if (val.blocked && !blocked_ok)
       throw InternalError(fmt::format("value '{}' is in the blocked layout, which {} cannot run",
                                       val.name, dev.caps().name));

@@ -24,7 +24,8 @@ struct TensorView {
   void* data = nullptr;
   DType dtype = DType::F32;
   std::vector<int64_t> dims;
-  bool blocked = false;  // [N, C/16, H, W, 16] (Value::blocked), not row-major [N, C, H, W]
+  bool blocked = false;       // [N, C/16, H, W, 16] (Value::blocked), not row-major [N, C, H, W]
+  bool bf16_storage = false;  // f32 values stored as bf16 (Value::bf16_storage; with blocked)
 
   int64_t numel() const {
     int64_t n = 1;
@@ -32,7 +33,9 @@ struct TensorView {
     return n;
   }
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
-  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  size_t bytes() const {
+    return static_cast<size_t>(numel()) * (bf16_storage ? 2 : dtype_size(dtype));
+  }
   bool present() const { return data != nullptr; }
   template <typename T>
   T* ptr() const {

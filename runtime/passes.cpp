@@ -328,7 +328,7 @@ ValueId find_root(std::vector<ValueId>& parent, ValueId v) {
 
 }  // namespace
 
-LayoutStats assign_blocked_layouts(Graph& g) {
+LayoutStats assign_blocked_layouts(Graph& g, bool bf16_storage) {
   const size_t nv = g.values.size();
   std::vector<ValueId> parent(nv);
   for (size_t v = 0; v < nv; ++v) parent[v] = static_cast<ValueId>(v);
@@ -390,6 +390,7 @@ LayoutStats assign_blocked_layouts(Graph& g) {
     Value x = g.value(like);
     x.name += suffix;
     x.blocked = false;
+    x.bf16_storage = false;
     return g.add_value(std::move(x));
   };
   const auto users = g.consumers();
@@ -426,7 +427,10 @@ LayoutStats assign_blocked_layouts(Graph& g) {
     for (Node& r : after[k]) nodes.push_back(std::move(r));
   }
   g.nodes = std::move(nodes);
-  for (size_t v = 0; v < nv; ++v) g.values[v].blocked = blocked[v];
+  for (size_t v = 0; v < nv; ++v) {
+    g.values[v].blocked = blocked[v];
+    g.values[v].bf16_storage = blocked[v] && bf16_storage;
+  }
   for (size_t k = 0; k < g.nodes.size(); ++k)
     for (ValueId o : g.nodes[k].outputs)
       if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(k);

@@ -57,11 +57,13 @@ int64_t set_compute_precision(Graph& g, Precision p);
 // output reaches the next conv without two reorders. Values an op reads or writes together
 // element for element share a layout; such a group goes blocked when every member can and it
 // touches a conv. A blocked value gets a LayoutReorder node where a plain-only op writes it or
-// reads it (one per value). Graph inputs and outputs stay plain. Returns the values made blocked.
+// reads it (one per value). Graph inputs and outputs stay plain. With bf16_storage (mixed
+// precision) the blocked values are stored rounded to bf16 (Value::bf16_storage), half the bytes
+// for every op along the chain; LayoutReorder converts at its ends.
 struct LayoutStats {
   int64_t blocked = 0;   // values kept in the blocked layout
   int64_t reorders = 0;  // LayoutReorder nodes inserted
 };
-LayoutStats assign_blocked_layouts(Graph& g);
+LayoutStats assign_blocked_layouts(Graph& g, bool bf16_storage = false);
 
 }  // namespace cb

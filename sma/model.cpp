@@ -63,13 +63,14 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision pre
                        bool blocked_layouts)
     : tg_(build_training_graph(forward, loss)) {
   bf16_nodes_ = set_compute_precision(tg_.graph, precision);
-  if (blocked_layouts) layouts_ = assign_blocked_layouts(tg_.graph);
+  const bool bf16 = precision == Precision::BF16;
+  if (blocked_layouts) layouts_ = assign_blocked_layouts(tg_.graph, bf16);
   feeds_ = inputs_of(forward, tg_.loss_kind);
   label_input_ = feeds_.labels_input;
   LossNodes nodes;
   eval_graph_ = build_eval_graph(forward, loss, &nodes);
   set_compute_precision(eval_graph_, precision);
-  if (blocked_layouts) assign_blocked_layouts(eval_graph_);
+  if (blocked_layouts) assign_blocked_layouts(eval_graph_, bf16);
   forward_outputs_ = forward.outputs.size();
   const Graph& g = tg_.graph;
   const Value& out = g.value(tg_.output);

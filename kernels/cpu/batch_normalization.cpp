@@ -14,12 +14,14 @@
 // [N, C/16, S, 16]; both alike, assign_blocked_layouts couples them) are normalised a block of 16
 // channels at a time, the lanes side by side.
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/plane_sum.h"
+#include "kernels/cpu/storage.h"
 #include "runtime/ops/params.h"
 #include "runtime/thread_pool.h"
 
@@ -56,24 +58,25 @@ CB_CPU_CLONES void scale_shift(const T* x, T* y, int64_t p0, int64_t p1, int64_t
   }
 }
 
-// The same two, blocked: x [N, C/16, S, 16], blocks [b0, b1) of 16 channels each.
-template <typename T>
-CB_CPU_CLONES void channel_stats_blocked(const T* x, int64_t n, int64_t cb, int64_t s, int64_t b0,
+// The same two, blocked: x [N, C/16, S, 16] stored as S (float or bf16 bits, storage.h), blocks
+// [b0, b1) of 16 channels each.
+template <typename St>
+CB_CPU_CLONES void channel_stats_blocked(const St* x, int64_t n, int64_t cb, int64_t s, int64_t b0,
                                          int64_t b1, double* mean, double* var) {
   const int64_t count = n * s;
   for (int64_t b = b0; b < b1; ++b) {
     double sum[16] = {}, sq[16] = {}, mu[16];
     for (int64_t i = 0; i < n; ++i) {
-      const T* p = x + (i * cb + b) * s * 16;
+      const St* p = x + (i * cb + b) * s * 16;
       for (int64_t j = 0; j < s; ++j)
-        for (int l = 0; l < 16; ++l) sum[l] += p[j * 16 + l];
+        for (int l = 0; l < 16; ++l) sum[l] += load_s(p, j * 16 + l);
     }
     for (int l = 0; l < 16; ++l) mu[l] = count ? sum[l] / static_cast<double>(count) : 0;
     for (int64_t i = 0; i < n; ++i) {
-      const T* p = x + (i * cb + b) * s * 16;
+      const St* p = x + (i * cb + b) * s * 16;
       for (int64_t j = 0; j < s; ++j)
         for (int l = 0; l < 16; ++l) {
-          const double d = p[j * 16 + l] - mu[l];
+          const double d = load_s(p, j * 16 + l) - mu[l];
           sq[l] += d * d;
         }
     }
@@ -84,14 +87,15 @@ CB_CPU_CLONES void channel_stats_blocked(const T* x, int64_t n, int64_t cb, int6
   }
 }
 
-template <typename T>
-CB_CPU_CLONES void scale_shift_blocked(const T* x, T* y, int64_t p0, int64_t p1, int64_t cb,
-                                       int64_t s, const T* mul, const T* add) {
+template <typename St>
+CB_CPU_CLONES void scale_shift_blocked(const St* x, St* y, int64_t p0, int64_t p1, int64_t cb,
+                                       int64_t s, const float* mul, const float* add) {
   for (int64_t pl = p0; pl < p1; ++pl) {  // pl = i * cb + b: one block of one sample
-    const T *xp = x + pl * s * 16, *m = mul + (pl % cb) * 16, *d = add + (pl % cb) * 16;
-    T* yp = y + pl * s * 16;
+    const St* xp = x + pl * s * 16;
+    const float *m = mul + (pl % cb) * 16, *d = add + (pl % cb) * 16;
+    St* yp = y + pl * s * 16;
     for (int64_t j = 0; j < s; ++j)
-      for (int l = 0; l < 16; ++l) yp[j * 16 + l] = xp[j * 16 + l] * m[l] + d[l];
+      for (int l = 0; l < 16; ++l) store_s(yp, j * 16 + l, load_s(xp, j * 16 + l) * m[l] + d[l]);
   }
 }
 
@@ -111,9 +115,13 @@ void batch_norm(const KernelArgs& a) {
   const bool blocked = X.blocked;
   CB_CHECK(Y.blocked == blocked && (!blocked || c % 16 == 0));
   if (p.training && blocked) {
-    parallel(c / 16, 32 * n * s, [&](int64_t b0, int64_t b1) {
-      channel_stats_blocked(x, n, c / 16, s, b0, b1, mean, var);
-    });
+    if constexpr (std::is_same_v<T, float>)
+      with_storage(X.bf16_storage, [&](auto* tag) {
+        using St = std::remove_pointer_t<decltype(tag)>;
+        parallel(c / 16, 32 * n * s, [&](int64_t b0, int64_t b1) {
+          channel_stats_blocked(static_cast<const St*>(X.data), n, c / 16, s, b0, b1, mean, var);
+        });
+      });
   } else if (p.training) {
     parallel(c, 2 * n * s,
              [&](int64_t c0, int64_t c1) { channel_stats(x, n, c, s, c0, c1, mean, var); });
@@ -128,11 +136,17 @@ void batch_norm(const KernelArgs& a) {
     mul[ch] = static_cast<T>(m);
     add[ch] = static_cast<T>(real_at(a.in[2], ch) - mean[ch] * m);
   }
-  if (blocked)
-    parallel(n * c / 16, 16 * s, [&](int64_t p0, int64_t p1) {
-      scale_shift_blocked(x, y, p0, p1, c / 16, s, mul, add);
-    });
-  else
+  if (blocked) {
+    CB_CHECK(X.bf16_storage == Y.bf16_storage);
+    if constexpr (std::is_same_v<T, float>)
+      with_storage(X.bf16_storage, [&](auto* tag) {
+        using St = std::remove_pointer_t<decltype(tag)>;
+        parallel(n * c / 16, 16 * s, [&](int64_t p0, int64_t p1) {
+          scale_shift_blocked(static_cast<const St*>(X.data), static_cast<St*>(Y.data), p0, p1,
+                              c / 16, s, mul, add);
+        });
+      });
+  } else
     parallel(n * c, s, [&](int64_t p0, int64_t p1) { scale_shift(x, y, p0, p1, c, s, mul, add); });
   if (!p.training) return;
   const double mom = p.momentum;

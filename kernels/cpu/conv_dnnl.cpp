@@ -64,10 +64,12 @@ tag plain(size_t rank, bool grouped) {
   if (grouped) return rank == 3 ? tag::goiw : rank == 4 ? tag::goihw : tag::goidhw;
   return rank == 3 ? tag::ncw : rank == 4 ? tag::nchw : tag::ncdhw;
 }
-// An activation's layout as it lies in our buffer (TensorView::blocked: nChw16c).
+// An activation's layout and element type as it lies in our buffer (TensorView::blocked:
+// nChw16c; bf16_storage: bf16).
 tag layout_of(const TensorView& t) {
   return t.blocked ? tag::nChw16c : plain(t.dims.size(), false);
 }
+dt type_of(const TensorView& t) { return t.bf16_storage ? dt::bf16 : dt::f32; }
 
 std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bool has_bias,
                             bool bf16) {
@@ -83,7 +85,7 @@ std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bo
     wd[0] /= p.group;
     wd.insert(wd.begin(), p.group);
   }
-  dnnl::memory::desc x_md(xd, dt::f32, layout_of(X)), y_md(yd, dt::f32, layout_of(Y));
+  dnnl::memory::desc x_md(xd, type_of(X), layout_of(X)), y_md(yd, type_of(Y), layout_of(Y));
   dnnl::memory::desc w_md(wd, dt::f32, plain(rank, grouped)), b_md({Y.dims[1]}, dt::f32, tag::x);
   dnnl::memory::dims st(r), dil(r), pl(r), pr(r);
   for (size_t i = 0; i < r; ++i) {
@@ -105,9 +107,9 @@ std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bo
     auto desc =
         has_bias
             ? dnnl::convolution_forward::desc(fwd, algo, any(x_md, in_type), any(w_md, in_type),
-                                              b_md, any(y_md), st, dil, pl, pr)
+                                              b_md, any(y_md, type_of(Y)), st, dil, pl, pr)
             : dnnl::convolution_forward::desc(fwd, algo, any(x_md, in_type), any(w_md, in_type),
-                                              any(y_md), st, dil, pl, pr);
+                                              any(y_md, type_of(Y)), st, dil, pl, pr);
     pd = dnnl::convolution_forward::primitive_desc(desc, attr, ts.eng);
   } catch (const dnnl::error&) {
     return prim;  // not ok
@@ -146,7 +148,8 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
   Prim* found = nullptr;
   // bf16 first where asked; a shape or machine without a bf16 kernel falls back to f32.
   for (bool bf16 : {p.bf16, false}) {
-    const int64_t flags = has_bias | (bf16 << 1) | (X.blocked << 2) | (Y.blocked << 3);
+    const int64_t flags = has_bias | (bf16 << 1) | (X.blocked << 2) | (Y.blocked << 3) |
+                          (X.bf16_storage << 4) | (Y.bf16_storage << 5);
     auto& slot = ts.prims[conv_key(p, X.dims, Y.dims[1], n1 - n0, flags)];
     if (!slot) slot = build(ts, a, n1 - n0, has_bias, bf16);
     if (slot->ok) {
@@ -157,10 +160,12 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
   }
   if (!found) return false;
   Prim& pr = *found;
-  int64_t x_sample = X.numel() / X.dims[0], y_sample = Y.numel() / Y.dims[0];
-  pr.x_user.set_data_handle(X.ptr<float>() + n0 * x_sample);
+  // Bytes per sample (bf16 storage: 2 an element).
+  const auto x_sample = static_cast<int64_t>(X.bytes()) / X.dims[0],
+             y_sample = static_cast<int64_t>(Y.bytes()) / Y.dims[0];
+  pr.x_user.set_data_handle(static_cast<char*>(X.data) + n0 * x_sample);
   pr.w_user.set_data_handle(W.data);
-  pr.y_user.set_data_handle(Y.ptr<float>() + n0 * y_sample);
+  pr.y_user.set_data_handle(static_cast<char*>(Y.data) + n0 * y_sample);
   if (has_bias) pr.b_user.set_data_handle(a.in[2].data);
   auto bind = [](dnnl::memory& m, float* buf) { m.set_data_handle(buf); };
   auto floats = [](const dnnl::memory& m) {

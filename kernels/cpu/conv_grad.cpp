@@ -16,12 +16,14 @@
 // thread's scratch), summed at the end. BLAS runs single-threaded inside each task.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/plane_sum.h"
+#include "kernels/cpu/storage.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"
 
@@ -181,16 +183,20 @@ void bias_grad(const KernelArgs& a) {
   const T* dy = dY.ptr<T>();
   T* db = dB.ptr<T>();
   if (dY.blocked) {  // [N, M/16, vol, 16]: a block of 16 channels at a time, in double
-    parallel(m / 16, 16 * n * vol, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        double sum[16] = {};
-        for (int64_t i = 0; i < n; ++i) {
-          const T* p = dy + (i * (m / 16) + b) * vol * 16;
-          for (int64_t j = 0; j < vol; ++j)
-            for (int l = 0; l < 16; ++l) sum[l] += p[j * 16 + l];
+    with_storage(dY.bf16_storage, [&](auto* tag) {
+      using St = std::remove_pointer_t<decltype(tag)>;
+      const auto* d = static_cast<const St*>(dY.data);
+      parallel(m / 16, 16 * n * vol, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          double sum[16] = {};
+          for (int64_t i = 0; i < n; ++i) {
+            const St* p = d + (i * (m / 16) + b) * vol * 16;
+            for (int64_t j = 0; j < vol; ++j)
+              for (int l = 0; l < 16; ++l) sum[l] += load_s(p, j * 16 + l);
+          }
+          for (int l = 0; l < 16; ++l) db[b * 16 + l] = static_cast<T>(sum[l]);
         }
-        for (int l = 0; l < 16; ++l) db[b * 16 + l] = static_cast<T>(sum[l]);
-      }
+      });
     });
     return;
   }

@@ -62,10 +62,12 @@ tag plain(size_t rank, bool grouped) {
   if (grouped) return rank == 3 ? tag::goiw : rank == 4 ? tag::goihw : tag::goidhw;
   return rank == 3 ? tag::ncw : rank == 4 ? tag::nchw : tag::ncdhw;
 }
-// An activation's layout as it lies in our buffer (TensorView::blocked: nChw16c).
+// An activation's layout and element type as it lies in our buffer (TensorView::blocked:
+// nChw16c; bf16_storage: bf16).
 tag layout_of(const TensorView& t) {
   return t.blocked ? tag::nChw16c : plain(t.dims.size(), false);
 }
+dt type_of(const TensorView& t) { return t.bf16_storage ? dt::bf16 : dt::f32; }
 
 // `user` in our layout; the primitive wants `want`. `in`: reorder user -> own, else own -> user.
 Mem make_mem(const dnnl::engine& eng, const dnnl::memory::desc& user,
@@ -93,8 +95,9 @@ std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bo
   }
   // dX is written in the layout dX has; X in its own (they may differ).
   const TensorView* dX = a.out[0].present() ? &a.out[0] : nullptr;
-  dnnl::memory::desc x_md(xd, dt::f32, layout_of(X)), y_md(yd, dt::f32, layout_of(dY));
-  dnnl::memory::desc dx_md(xd, dt::f32, dX ? layout_of(*dX) : plain(rank, false));
+  dnnl::memory::desc x_md(xd, type_of(X), layout_of(X)), y_md(yd, type_of(dY), layout_of(dY));
+  dnnl::memory::desc dx_md(xd, dX ? type_of(*dX) : dt::f32,
+                           dX ? layout_of(*dX) : plain(rank, false));
   dnnl::memory::desc w_md(wd, dt::f32, plain(rank, grouped));
   dnnl::memory::dims st(r), dil(r), pl(r), pr(r);
   for (size_t i = 0; i < r; ++i) {
@@ -118,8 +121,9 @@ std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bo
                                         any(w_md, in_type), any(y_md, in_type), st, dil, pl, pr),
         attr, ts.eng);
     dpd = dnnl::convolution_backward_data::primitive_desc(
-        dnnl::convolution_backward_data::desc(algo, any(x_md), any(w_md, in_type),
-                                              any(y_md, in_type), st, dil, pl, pr),
+        dnnl::convolution_backward_data::desc(algo, any(dx_md, dx_md.data_type()),
+                                              any(w_md, in_type), any(y_md, in_type), st, dil, pl,
+                                              pr),
         attr, ts.eng, hint);
     wpd = dnnl::convolution_backward_weights::primitive_desc(
         dnnl::convolution_backward_weights::desc(algo, any(x_md, in_type), any(w_md),
@@ -152,8 +156,9 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   Prim* found = nullptr;
   // bf16 first where asked; a shape or machine without a bf16 kernel falls back to f32.
   for (bool bf16 : {p.bf16, false}) {
-    const int64_t flags =
-        (bf16 << 1) | (X.blocked << 2) | (dY.blocked << 3) | (dX.present() && dX.blocked) << 4;
+    const int64_t flags = (bf16 << 1) | (X.blocked << 2) | (dY.blocked << 3) |
+                          (dX.present() && dX.blocked) << 4 | (X.bf16_storage << 5) |
+                          (dY.bf16_storage << 6) | (dX.present() && dX.bf16_storage) << 7;
     auto& slot = ts.prims[conv_key(p, X.dims, dY.dims[1], n1 - n0, flags)];
     if (!slot) slot = build(ts, a, n1 - n0, bf16);
     if (slot->ok) {
@@ -164,9 +169,11 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   }
   if (!found) return false;
   Prim& pr = *found;
-  const int64_t x_sample = X.numel() / X.dims[0], y_sample = dY.numel() / dY.dims[0];
-  float* x = X.ptr<float>() + n0 * x_sample;
-  float* dy = dY.ptr<float>() + n0 * y_sample;
+  // Bytes per sample (bf16 storage: 2 an element).
+  const auto x_sample = static_cast<int64_t>(X.bytes()) / X.dims[0],
+             y_sample = static_cast<int64_t>(dY.bytes()) / dY.dims[0];
+  char* x = static_cast<char*>(X.data) + n0 * x_sample;
+  char* dy = static_cast<char*>(dY.data) + n0 * y_sample;
   auto floats = [](const dnnl::memory& m) {
     return static_cast<int64_t>(m.get_desc().get_size() / sizeof(float)) + 16;
   };
@@ -184,7 +191,8 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   if (dX.present()) {
     bind_in(pr.dy_d, dy, scratch<float, 1>(floats(pr.dy_d.own)));
     bind_in(pr.w_d, W.data, scratch<float, 2>(floats(pr.w_d.own)));
-    bind_out(pr.dx_d, dX.ptr<float>() + n0 * x_sample, scratch<float, 3>(floats(pr.dx_d.own)));
+    bind_out(pr.dx_d, static_cast<char*>(dX.data) + n0 * x_sample,
+             scratch<float, 3>(floats(pr.dx_d.own)));
     pr.data.execute(ts.strm, {{DNNL_ARG_DIFF_DST, pr.dy_d.own},
                               {DNNL_ARG_WEIGHTS, pr.w_d.own},
                               {DNNL_ARG_DIFF_SRC, pr.dx_d.own}});

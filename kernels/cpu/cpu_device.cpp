@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/storage.h"
 #include "runtime/copy_bytes.h"
 #include "runtime/error.h"
 #include "runtime/host_memory.h"
@@ -96,6 +97,10 @@ class CpuDevice final : public Device {
     KernelFn fn = cpu::find_cpu_kernel(op, kernel_dtype(args));
     CB_CHECK(fn);  // the executor checked coverage before step 0
     cpu::ScopedPool scope(pool(s));
+    // Elementwise ops on bf16-stored activations (--precision bf16's blocked values) widen and
+    // round per element; every other kernel reads TensorView::bf16_storage itself.
+    if (!args.out.empty() && args.out[0].bf16_storage && cpu::bf16_storage_elementwise(op, args))
+      return;
     fn(args);
   }
 

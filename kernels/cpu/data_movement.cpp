@@ -12,6 +12,7 @@
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/storage.h"
 #include "runtime/copy_bytes.h"
 #include "runtime/ops/params.h"
 
@@ -94,6 +95,31 @@ void Transpose(const KernelArgs& a) {
 // LayoutReorder: plain [N, C, H, W] <-> oneDNN's nChw16c, one strided copy over the output's
 // 5-D memory order.
 void LayoutReorder(const KernelArgs& a) {
+  const TensorView &in = a.in[0], &out0 = a.out[0];
+  const bool to_blocked = a.p<ops::LayoutParams>().to_blocked;
+  if (in.bf16_storage || out0.bf16_storage) {  // the blocked side stored as bf16: convert too
+    CB_CHECK(to_blocked ? out0.bf16_storage && !in.bf16_storage
+                        : in.bf16_storage && !out0.bf16_storage);
+    const int64_t n = in.dims[0], c = in.dims[1], hw = in.dims[2] * in.dims[3], cb = c / 16;
+    const float* src = static_cast<const float*>(in.data);
+    float* dst = static_cast<float*>(out0.data);
+    const uint16_t* bsrc = static_cast<const uint16_t*>(in.data);
+    uint16_t* bdst = static_cast<uint16_t*>(out0.data);
+    parallel(n * cb, 16 * hw, [&](int64_t p0, int64_t p1) {
+      for (int64_t pl = p0; pl < p1; ++pl) {  // one block of 16 channels of one sample
+        const int64_t plain0 = (pl / cb * c + pl % cb * 16) * hw, blocked0 = pl * hw * 16;
+        for (int64_t q = 0; q < hw; ++q)
+          for (int64_t l = 0; l < 16; ++l) {
+            const int64_t pi = plain0 + l * hw + q, bi = blocked0 + q * 16 + l;
+            if (to_blocked)
+              store_s(bdst, bi, src[pi]);
+            else
+              dst[pi] = load_s(bsrc, bi);
+          }
+      }
+    });
+    return;
+  }
   int64_t st[kMaxRank] = {};
   TensorView out = a.out[0];
   out.dims = geom::layout_reorder_strides(a.in[0].dims, a.p<ops::LayoutParams>().to_blocked, st);

@@ -16,6 +16,7 @@
 //   that scale broadcasts along.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/plane_sum.h"
+#include "kernels/cpu/storage.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {
@@ -68,31 +70,31 @@ CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, T* dx, const Tensor
 }
 
 // The same for blocks [b0, b1) of 16 channels of x, dy, dx in the blocked layout [N, C/16, S, 16]
-// (TensorView::blocked), the 16 lanes side by side.
-template <typename T>
-CB_CPU_CLONES void bn_grad_blocked(const T* x, const T* dy, T* dx, const TensorView* scale,
+// (TensorView::blocked) stored as St (float or bf16 bits, storage.h), the 16 lanes side by side.
+template <typename St>
+CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, St* dx, const TensorView* scale,
                                    int64_t n, int64_t cb, int64_t s, int64_t b0, int64_t b1,
                                    double eps, double* sdy_out, double* sdyx_out) {
   const int64_t count = n * s;
   for (int64_t b = b0; b < b1; ++b) {
     double sum[16] = {}, mean[16], sq[16] = {}, sdy[16] = {}, sdyx[16] = {}, invstd[16];
     for (int64_t i = 0; i < n; ++i) {
-      const T* xp = x + (i * cb + b) * s * 16;
+      const St* xp = x + (i * cb + b) * s * 16;
       for (int64_t j = 0; j < s; ++j)
-        for (int l = 0; l < 16; ++l) sum[l] += xp[j * 16 + l];
+        for (int l = 0; l < 16; ++l) sum[l] += load_s(xp, j * 16 + l);
     }
     for (int l = 0; l < 16; ++l) mean[l] = count ? sum[l] / static_cast<double>(count) : 0;
     for (int64_t i = 0; i < n; ++i) {
-      const T *xp = x + (i * cb + b) * s * 16, *dyp = dy + (i * cb + b) * s * 16;
+      const St *xp = x + (i * cb + b) * s * 16, *dyp = dy + (i * cb + b) * s * 16;
       for (int64_t j = 0; j < s; ++j)
         for (int l = 0; l < 16; ++l) {
-          const double d = xp[j * 16 + l] - mean[l], g = dyp[j * 16 + l];
+          const double d = load_s(xp, j * 16 + l) - mean[l], g = load_s(dyp, j * 16 + l);
           sq[l] += d * d;
           sdy[l] += g;
           sdyx[l] += g * d;
         }
     }
-    T k[16], bb[16], q[16], mu[16];
+    float k[16], bb[16], q[16], mu[16];
     const double inv_m = count ? 1.0 / static_cast<double>(count) : 0;
     for (int l = 0; l < 16; ++l) {
       const int64_t ch = b * 16 + l;
@@ -100,19 +102,21 @@ CB_CPU_CLONES void bn_grad_blocked(const T* x, const T* dy, T* dx, const TensorV
       sdyx[l] *= invstd[l];  // sum(dy * xhat)
       sdy_out[ch] = sdy[l];
       sdyx_out[ch] = sdyx[l];
-      k[l] = static_cast<T>(real_at(*scale, ch) * invstd[l]);
-      bb[l] = static_cast<T>(sdy[l] * inv_m);
-      q[l] = static_cast<T>(invstd[l] * sdyx[l] * inv_m);
-      mu[l] = static_cast<T>(mean[l]);
+      k[l] = static_cast<float>(real_at(*scale, ch) * invstd[l]);
+      bb[l] = static_cast<float>(sdy[l] * inv_m);
+      q[l] = static_cast<float>(invstd[l] * sdyx[l] * inv_m);
+      mu[l] = static_cast<float>(mean[l]);
     }
     if (!dx || count == 0) continue;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t at = (i * cb + b) * s * 16;
-      const T *xp = x + at, *dyp = dy + at;
-      T* dxp = dx + at;
+      const St *xp = x + at, *dyp = dy + at;
+      St* dxp = dx + at;
       for (int64_t j = 0; j < s; ++j)
-        for (int l = 0; l < 16; ++l)
-          dxp[j * 16 + l] = k[l] * (dyp[j * 16 + l] - bb[l] - (xp[j * 16 + l] - mu[l]) * q[l]);
+        for (int l = 0; l < 16; ++l) {
+          const int64_t e = j * 16 + l;
+          store_s(dxp, e, k[l] * (load_s(dyp, e) - bb[l] - (load_s(xp, e) - mu[l]) * q[l]));
+        }
     }
   }
 }
@@ -131,9 +135,16 @@ void batch_norm_grad(const KernelArgs& a) {
   const double eps = static_cast<double>(p.epsilon);
   if (X.blocked) {  // dY and dX alike (assign_blocked_layouts couples them)
     CB_CHECK(dY.blocked && (!dX || dX->blocked) && c % 16 == 0);
-    parallel(c / 16, 64 * n * s, [&](int64_t b0, int64_t b1) {
-      bn_grad_blocked(x, dy, dx, &scale, n, c / 16, s, b0, b1, eps, sdy, sdyx);
-    });
+    CB_CHECK(X.bf16_storage == dY.bf16_storage && (!dX || dX->bf16_storage == X.bf16_storage));
+    if constexpr (std::is_same_v<T, float>)
+      with_storage(X.bf16_storage, [&](auto* tag) {
+        using St = std::remove_pointer_t<decltype(tag)>;
+        parallel(c / 16, 64 * n * s, [&](int64_t b0, int64_t b1) {
+          bn_grad_blocked(static_cast<const St*>(X.data), static_cast<const St*>(dY.data),
+                          dX ? static_cast<St*>(dX->data) : nullptr, &scale, n, c / 16, s, b0, b1,
+                          eps, sdy, sdyx);
+        });
+      });
   } else {
     // One channel is N strided planes of S values; channels run across the pool.
     parallel(c, 4 * n * s, [&](int64_t c0, int64_t c1) {
