@@ -30,24 +30,6 @@ namespace {
 const std::string kResnet20 = CB_SOURCE_DIR "/models/resnet20_op17.onnx";
 
 // Random CIFAR-shaped batches of `n` images, one per learner.
-std::vector<Batch> batches(std::mt19937_64& rng, int learners, int64_t n) {
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<Batch> out(static_cast<size_t>(learners));
-  for (Batch& b : out) {
-    Tensor img, lab;
-    img.dims = {n, 3, 32, 32};
-    img.bytes.resize(static_cast<size_t>(img.numel()) * sizeof(float));
-    for (int64_t i = 0; i < img.numel(); ++i) img.data<float>()[i] = u(rng);
-    lab.dtype = DType::I64;
-    lab.dims = {n};
-    lab.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
-    for (int64_t i = 0; i < n; ++i) lab.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
-    b.inputs = {img};
-    b.target = lab;
-  }
-  return out;
-}
-
 // One update of the average as the kernels compute it, in float.
 void mix(std::vector<float>& e, const std::vector<float>& m, float decay) {
   const float rest = 1.0f - decay;
@@ -116,7 +98,7 @@ TEST_CASE("ema: the average follows z (or the learners' mean), BN statistics too
     std::mt19937_64 rng(5);
     for (int step = 1; step <= 5; ++step) {
       CAPTURE(step);
-      t.step(batches(rng, t.local_learners(), 2), 0.05);
+      t.step(test::random_cifar_batches(rng, t.local_learners(), 2), 0.05);
       st = t.state();
       // Before --ema-start a copy; then warmed up: min(d, (1 + n) / (10 + n)) at update n.
       const int n = step - 2;
@@ -147,7 +129,7 @@ TEST_CASE("ema: a restored state (and a checkpoint read back) continues bit for 
   const test::CpuSetup s = two_learners(0.9);
   std::mt19937_64 rng(8);
   std::vector<std::vector<Batch>> steps;
-  for (int i = 0; i < 5; ++i) steps.push_back(batches(rng, 2, 2));
+  for (int i = 0; i < 5; ++i) steps.push_back(test::random_cifar_batches(rng, 2, 2));
   test::CpuTrainer whole(r.graph, loss, s);
   for (const auto& b : steps) whole.step(b, 0.05);
 
@@ -189,8 +171,8 @@ TEST_CASE("ema: the exported model computes what evaluation evaluates; the loop 
   const test::CpuSetup s = two_learners(0.5);
   test::CpuTrainer t(r.graph, loss, s);
   std::mt19937_64 rng(3);
-  for (int i = 0; i < 3; ++i) t.step(batches(rng, 2, 2), 0.05);
-  const Batch probe = batches(rng, 1, 2)[0];
+  for (int i = 0; i < 3; ++i) t.step(test::random_cifar_batches(rng, 2, 2), 0.05);
+  const Batch probe = test::random_cifar_batches(rng, 1, 2)[0];
   TempDir d("ema_export");
   export_trained(kResnet20, d / "avg.onnx", t.trained_tensors());
   ImportResult back = import_model(d / "avg.onnx");

@@ -91,17 +91,25 @@ std::vector<double> random(int64_t n, uint32_t seed) {
   return v;
 }
 
-void check_case(const GradCase& gc, Device& dev) {
-  std::string name = gc.name;
-  CAPTURE(name);
-  size_t r = gc.in.size();
+// Random dY, X and W of the case's sizes (seeds 1, 2, 3).
+struct Operands {
+  std::vector<double> dy, x, w;
+};
+Operands random_operands(const GradCase& gc) {
+  const size_t r = gc.in.size();
   int64_t xn = gc.n * gc.c, wn = gc.m * (gc.c / gc.group), yn = gc.n * gc.m;
   for (size_t i = 0; i < r; ++i) {
     xn *= gc.in[i];
     wn *= gc.k[i];
     yn *= (gc.in[i] + gc.pads[i] + gc.pads[i + r] - (gc.d[i] * (gc.k[i] - 1) + 1)) / gc.s[i] + 1;
   }
-  auto dy = random(yn, 1), x = random(xn, 2), w = random(wn, 3);
+  return {random(yn, 1), random(xn, 2), random(wn, 3)};
+}
+
+void check_case(const GradCase& gc, Device& dev) {
+  std::string name = gc.name;
+  CAPTURE(name);
+  const auto [dy, x, w] = random_operands(gc);
   auto ref = run_grad<double>(gc, dy, x, w, dev);
   // The f32 path with all outputs, without dX (a first layer) and without dW.
   for (int omit = -1; omit < 2; ++omit) {
@@ -203,14 +211,7 @@ TEST_CASE("Conv and ConvGrad in bf16: bf16-rounded operands, f32 accumulation") 
   for (const GradCase& gc : cases) {
     std::string name = gc.name;
     CAPTURE(name);
-    size_t r = gc.in.size();
-    int64_t xn = gc.n * gc.c, wn = gc.m * (gc.c / gc.group), yn = gc.n * gc.m;
-    for (size_t i = 0; i < r; ++i) {
-      xn *= gc.in[i];
-      wn *= gc.k[i];
-      yn *= (gc.in[i] + gc.pads[i] + gc.pads[i + r] - (gc.d[i] * (gc.k[i] - 1) + 1)) / gc.s[i] + 1;
-    }
-    auto dy = random(yn, 1), x = random(xn, 2), w = random(wn, 3);
+    const auto [dy, x, w] = random_operands(gc);
     for (bool fwd : {true, false}) {
       CAPTURE(fwd);
       auto rounded =

@@ -93,21 +93,26 @@ int64_t check_layouts(const Graph& g) {
   return conv_operands;
 }
 
-std::vector<Batch> random_batches(std::mt19937_64& rng, int count, int64_t n) {
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<Batch> out(static_cast<size_t>(count));
-  for (Batch& b : out) {
-    Tensor img, lab;
-    img.dims = {n, 3, 32, 32};
-    img.bytes.resize(static_cast<size_t>(img.numel()) * sizeof(float));
-    for (int64_t i = 0; i < img.numel(); ++i) img.data<float>()[i] = u(rng);
-    lab.dtype = DType::I64;
-    lab.dims = {n};
-    lab.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
-    for (int64_t i = 0; i < n; ++i) lab.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
-    b.inputs = {img};
-    b.target = lab;
-  }
+// ResNet-20 trained on `steps` (batch 8, plain SGD at lr 0.05, 2 threads) with `precision` and
+// blocked layouts or not: the last step's loss and the trained tensors.
+struct Trained {
+  double loss = 0;
+  std::map<std::string, Tensor> tensors;
+  int64_t blocked_values = 0;
+};
+Trained train_resnet20(const std::vector<Batch>& steps, Precision precision, bool blocked) {
+  ImportResult r = import_model(kResnet20);
+  test::CpuSetup s;
+  s.opts = TrainerOptions::plain();
+  s.opts.batch = 8;
+  s.opts.precision = precision;
+  s.opts.blocked_layouts = blocked;
+  s.cores = {0, 1};
+  test::CpuTrainer t(r.graph, detect_loss(r.graph), s);
+  Trained out;
+  for (const Batch& b : steps) out.loss = t.step({b}, 0.05).at(0);
+  out.tensors = t.trained_tensors();
+  out.blocked_values = t.model().layouts().blocked;
   return out;
 }
 
@@ -169,22 +174,15 @@ TEST_CASE("layouts: ResNet-20 trains to the same weights blocked as plain") {
     MESSAGE("built without oneDNN: no blocked layouts to check");
     return;
   }
-  ImportResult r = import_model(kResnet20);
-  const LossSpec loss = detect_loss(r.graph);
   std::mt19937_64 rng(5);
-  const std::vector<Batch> steps = random_batches(rng, 3, 8);
+  const std::vector<Batch> steps = test::random_cifar_batches(rng, 3, 8);
   std::map<std::string, Tensor> result[2];
   double losses[2] = {};
   for (bool blocked : {false, true}) {
-    test::CpuSetup s;
-    s.opts = TrainerOptions::plain();
-    s.opts.batch = 8;
-    s.opts.blocked_layouts = blocked;
-    s.cores = {0, 1};
-    test::CpuTrainer t(r.graph, loss, s);
-    CHECK((t.model().layouts().blocked > 0) == blocked);
-    for (const Batch& b : steps) losses[blocked] = t.step({b}, 0.05).at(0);
-    result[blocked] = t.trained_tensors();
+    Trained t = train_resnet20(steps, Precision::F32, blocked);
+    CHECK((t.blocked_values > 0) == blocked);
+    losses[blocked] = t.loss;
+    result[blocked] = std::move(t.tensors);
   }
   CHECK(losses[1] == doctest::Approx(losses[0]).epsilon(1e-5));
   REQUIRE(result[0].size() == result[1].size());
@@ -305,23 +303,15 @@ TEST_CASE("layouts: ResNet-20 in bf16 with bf16 activations trains as with f32 a
     MESSAGE("no bf16 kernels on these cores: --precision bf16 is refused here");
     return;
   }
-  ImportResult r = import_model(kResnet20);
-  const LossSpec loss = detect_loss(r.graph);
   std::mt19937_64 rng(7);
-  const std::vector<Batch> steps = random_batches(rng, 3, 8);
+  const std::vector<Batch> steps = test::random_cifar_batches(rng, 3, 8);
   // 0: f32; 1: bf16 arithmetic, f32 activations (plain layout); 2: bf16 activations (blocked).
   std::map<std::string, Tensor> result[3];
   double losses[3] = {};
   for (int run : {0, 1, 2}) {
-    test::CpuSetup s;
-    s.opts = TrainerOptions::plain();
-    s.opts.batch = 8;
-    s.opts.precision = run == 0 ? Precision::F32 : Precision::BF16;
-    s.opts.blocked_layouts = run == 2;
-    s.cores = {0, 1};
-    test::CpuTrainer t(r.graph, loss, s);
-    for (const Batch& b : steps) losses[run] = t.step({b}, 0.05).at(0);
-    result[run] = t.trained_tensors();
+    Trained t = train_resnet20(steps, run == 0 ? Precision::F32 : Precision::BF16, run == 2);
+    losses[run] = t.loss;
+    result[run] = std::move(t.tensors);
   }
   // The largest difference over all tensors, each relative to its largest value (at least 0.1:
   // BatchNorm's biases start at 0).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
@@ -49,6 +50,26 @@ class CpuTrainer : private CpuPlacement, public Trainer {
   CpuTrainer(const Graph& g, const LossSpec& loss, const TrainerOptions& o, Device& dev)
       : CpuPlacement(dev), Trainer(g, loss, o, where) {}
 };
+
+// `count` batches of n random images [n, 3, 32, 32] in [-1, 1) with labels in [0, 10): data for
+// ResNet-20 where a test needs steps but no data set.
+inline std::vector<Batch> random_cifar_batches(std::mt19937_64& rng, int count, int64_t n) {
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<Batch> out(static_cast<size_t>(count));
+  for (Batch& b : out) {
+    Tensor img, lab;
+    img.dims = {n, 3, 32, 32};
+    img.bytes.resize(static_cast<size_t>(img.numel()) * sizeof(float));
+    for (int64_t i = 0; i < img.numel(); ++i) img.data<float>()[i] = u(rng);
+    lab.dtype = DType::I64;
+    lab.dims = {n};
+    lab.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
+    for (int64_t i = 0; i < n; ++i) lab.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
+    b.inputs = {img};
+    b.target = lab;
+  }
+  return out;
+}
 
 // The single learner of the reference path: TrainerOptions::plain with `o`'s optimizer settings.
 inline TrainerOptions plain(TrainerOptions o) {

@@ -65,13 +65,8 @@ CB_CPU_CLONES void channel_stats_blocked(const St* x, int64_t n, int64_t cb, int
                                          int64_t b1, double* mean, double* var) {
   const int64_t count = n * s;
   for (int64_t b = b0; b < b1; ++b) {
-    double sum[16] = {}, sq[16] = {}, mu[16];
-    for (int64_t i = 0; i < n; ++i) {
-      const St* p = x + (i * cb + b) * s * 16;
-      for (int64_t j = 0; j < s; ++j)
-        for (int l = 0; l < 16; ++l) sum[l] += load_s(p, j * 16 + l);
-    }
-    for (int l = 0; l < 16; ++l) mu[l] = count ? sum[l] / static_cast<double>(count) : 0;
+    double sq[16] = {}, mu[16];
+    block_means(x, n, cb, s, b, mu);
     for (int64_t i = 0; i < n; ++i) {
       const St* p = x + (i * cb + b) * s * 16;
       for (int64_t j = 0; j < s; ++j)

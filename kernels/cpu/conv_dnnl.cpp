@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/dnnl_conv_util.h"
 #include "runtime/thread_pool.h"
 
 namespace cb::cpu {
@@ -60,16 +61,9 @@ bool is_reference(const char* impl_info) {
 
 namespace {
 
-tag plain(size_t rank, bool grouped) {
-  if (grouped) return rank == 3 ? tag::goiw : rank == 4 ? tag::goihw : tag::goidhw;
-  return rank == 3 ? tag::ncw : rank == 4 ? tag::nchw : tag::ncdhw;
-}
-// An activation's layout and element type as it lies in our buffer (TensorView::blocked:
-// nChw16c; bf16_storage: bf16).
-tag layout_of(const TensorView& t) {
-  return t.blocked ? tag::nChw16c : plain(t.dims.size(), false);
-}
-dt type_of(const TensorView& t) { return t.bf16_storage ? dt::bf16 : dt::f32; }
+using dnnl_conv::layout_of;
+using dnnl_conv::plain;
+using dnnl_conv::type_of;
 
 std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bool has_bias,
                             bool bf16) {
@@ -145,27 +139,18 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
   bool has_bias = a.in.size() > 2 && a.in[2].present();
   ThreadState& ts = state();
   const OmpTeamOfOne omp_guard;
-  Prim* found = nullptr;
-  // bf16 first where asked; a shape or machine without a bf16 kernel falls back to f32.
-  for (bool bf16 : {p.bf16, false}) {
-    const int64_t flags = has_bias | (bf16 << 1) | (X.blocked << 2) | (Y.blocked << 3) |
-                          (X.bf16_storage << 4) | (Y.bf16_storage << 5);
-    auto& slot = ts.prims[conv_key(p, X.dims, Y.dims[1], n1 - n0, flags)];
-    if (!slot) slot = build(ts, a, n1 - n0, has_bias, bf16);
-    if (slot->ok) {
-      found = slot.get();
-      break;
-    }
-    if (!bf16) break;
-  }
+  const int64_t views = dnnl_conv::storage_bits({&X, &Y}) << 2;
+  Prim* found = dnnl_conv::find_prim(
+      ts.prims, p.bf16,
+      [&](bool bf16) {
+        return conv_key(p, X.dims, Y.dims[1], n1 - n0, has_bias | bf16 << 1 | views);
+      },
+      [&](bool bf16) { return build(ts, a, n1 - n0, has_bias, bf16); });
   if (!found) return false;
   Prim& pr = *found;
-  // Bytes per sample (bf16 storage: 2 an element).
-  const auto x_sample = static_cast<int64_t>(X.bytes()) / X.dims[0],
-             y_sample = static_cast<int64_t>(Y.bytes()) / Y.dims[0];
-  pr.x_user.set_data_handle(static_cast<char*>(X.data) + n0 * x_sample);
+  pr.x_user.set_data_handle(dnnl_conv::sample_ptr(X, n0));
   pr.w_user.set_data_handle(W.data);
-  pr.y_user.set_data_handle(static_cast<char*>(Y.data) + n0 * y_sample);
+  pr.y_user.set_data_handle(dnnl_conv::sample_ptr(Y, n0));
   if (has_bias) pr.b_user.set_data_handle(a.in[2].data);
   auto bind = [](dnnl::memory& m, float* buf) { m.set_data_handle(buf); };
   auto floats = [](const dnnl::memory& m) {

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/dnnl_conv_util.h"
 #include "runtime/thread_pool.h"
 
 namespace cb::cpu {
@@ -58,16 +59,9 @@ ThreadState& state() {
   return s;
 }
 
-tag plain(size_t rank, bool grouped) {
-  if (grouped) return rank == 3 ? tag::goiw : rank == 4 ? tag::goihw : tag::goidhw;
-  return rank == 3 ? tag::ncw : rank == 4 ? tag::nchw : tag::ncdhw;
-}
-// An activation's layout and element type as it lies in our buffer (TensorView::blocked:
-// nChw16c; bf16_storage: bf16).
-tag layout_of(const TensorView& t) {
-  return t.blocked ? tag::nChw16c : plain(t.dims.size(), false);
-}
-dt type_of(const TensorView& t) { return t.bf16_storage ? dt::bf16 : dt::f32; }
+using dnnl_conv::layout_of;
+using dnnl_conv::plain;
+using dnnl_conv::type_of;
 
 // `user` in our layout; the primitive wants `want`. `in`: reorder user -> own, else own -> user.
 Mem make_mem(const dnnl::engine& eng, const dnnl::memory::desc& user,
@@ -153,27 +147,17 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   const TensorView& dX = a.out[0];
   ThreadState& ts = state();
   const OmpTeamOfOne omp_guard;
-  Prim* found = nullptr;
-  // bf16 first where asked; a shape or machine without a bf16 kernel falls back to f32.
-  for (bool bf16 : {p.bf16, false}) {
-    const int64_t flags = (bf16 << 1) | (X.blocked << 2) | (dY.blocked << 3) |
-                          (dX.present() && dX.blocked) << 4 | (X.bf16_storage << 5) |
-                          (dY.bf16_storage << 6) | (dX.present() && dX.bf16_storage) << 7;
-    auto& slot = ts.prims[conv_key(p, X.dims, dY.dims[1], n1 - n0, flags)];
-    if (!slot) slot = build(ts, a, n1 - n0, bf16);
-    if (slot->ok) {
-      found = slot.get();
-      break;
-    }
-    if (!bf16) break;
-  }
+  const int64_t views = dnnl_conv::storage_bits({&X, &dY, &dX}) << 2;
+  Prim* found = dnnl_conv::find_prim(
+      ts.prims, p.bf16,
+      [&](bool bf16) {
+        return conv_key(p, X.dims, dY.dims[1], n1 - n0, int64_t{bf16} << 1 | views);
+      },
+      [&](bool bf16) { return build(ts, a, n1 - n0, bf16); });
   if (!found) return false;
   Prim& pr = *found;
-  // Bytes per sample (bf16 storage: 2 an element).
-  const auto x_sample = static_cast<int64_t>(X.bytes()) / X.dims[0],
-             y_sample = static_cast<int64_t>(dY.bytes()) / dY.dims[0];
-  char* x = static_cast<char*>(X.data) + n0 * x_sample;
-  char* dy = static_cast<char*>(dY.data) + n0 * y_sample;
+  char* x = dnnl_conv::sample_ptr(X, n0);
+  char* dy = dnnl_conv::sample_ptr(dY, n0);
   auto floats = [](const dnnl::memory& m) {
     return static_cast<int64_t>(m.get_desc().get_size() / sizeof(float)) + 16;
   };
@@ -191,8 +175,7 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   if (dX.present()) {
     bind_in(pr.dy_d, dy, scratch<float, 1>(floats(pr.dy_d.own)));
     bind_in(pr.w_d, W.data, scratch<float, 2>(floats(pr.w_d.own)));
-    bind_out(pr.dx_d, static_cast<char*>(dX.data) + n0 * x_sample,
-             scratch<float, 3>(floats(pr.dx_d.own)));
+    bind_out(pr.dx_d, dnnl_conv::sample_ptr(dX, n0), scratch<float, 3>(floats(pr.dx_d.own)));
     pr.data.execute(ts.strm, {{DNNL_ARG_DIFF_DST, pr.dy_d.own},
                               {DNNL_ARG_WEIGHTS, pr.w_d.own},
                               {DNNL_ARG_DIFF_SRC, pr.dx_d.own}});

@@ -77,13 +77,8 @@ CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, St* dx, const Tens
                                    double eps, double* sdy_out, double* sdyx_out) {
   const int64_t count = n * s;
   for (int64_t b = b0; b < b1; ++b) {
-    double sum[16] = {}, mean[16], sq[16] = {}, sdy[16] = {}, sdyx[16] = {}, invstd[16];
-    for (int64_t i = 0; i < n; ++i) {
-      const St* xp = x + (i * cb + b) * s * 16;
-      for (int64_t j = 0; j < s; ++j)
-        for (int l = 0; l < 16; ++l) sum[l] += load_s(xp, j * 16 + l);
-    }
-    for (int l = 0; l < 16; ++l) mean[l] = count ? sum[l] / static_cast<double>(count) : 0;
+    double mean[16], sq[16] = {}, sdy[16] = {}, sdyx[16] = {}, invstd[16];
+    block_means(x, n, cb, s, b, mean);
     for (int64_t i = 0; i < n; ++i) {
       const St *xp = x + (i * cb + b) * s * 16, *dyp = dy + (i * cb + b) * s * 16;
       for (int64_t j = 0; j < s; ++j)

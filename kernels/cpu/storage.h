@@ -29,6 +29,21 @@ decltype(auto) with_storage(bool bf16, F&& f) {
   return f(static_cast<float*>(nullptr));
 }
 
+// The means of block b's 16 channels of x [N, C/16, S, 16] (the blocked layout) stored as St,
+// summed in double over N and S: the first pass of BatchNorm's statistics, forward and backward.
+// Inline: called from CB_CPU_CLONES functions.
+template <class St>
+inline void block_means(const St* x, int64_t n, int64_t cb, int64_t s, int64_t b, double* mean) {
+  double sum[16] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    const St* p = x + (i * cb + b) * s * 16;
+    for (int64_t j = 0; j < s; ++j)
+      for (int l = 0; l < 16; ++l) sum[l] += load_s(p, j * 16 + l);
+  }
+  const int64_t count = n * s;
+  for (int l = 0; l < 16; ++l) mean[l] = count ? sum[l] / static_cast<double>(count) : 0;
+}
+
 // Relu, ReluGrad, Clip, ClipGrad and Add whose output is stored as bf16 (bf16_storage.cpp); false
 // for other ops.
 bool bf16_storage_elementwise(OpKind op, const KernelArgs& a);

@@ -1,0 +1,64 @@
+// What the two oneDNN convolution files (conv_dnnl.cpp, conv_grad_dnnl.cpp) share: our tensors'
+// layouts and element types as oneDNN memory descriptors, a view's layout flags as primitive-cache
+// key bits, the bf16-first primitive lookup, and a view's samples by bytes. Built with oneDNN only.
+#pragma once
+
+#ifdef CB_HAVE_DNNL
+#include <cstdint>
+#include <dnnl.hpp>
+#include <initializer_list>
+#include <map>
+#include <memory>
+
+#include "kernels/cpu/conv.h"
+#include "runtime/kernel_args.h"
+
+namespace cb::cpu::dnnl_conv {
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+// Row-major layouts of activations [N, C, spatial...] and (grouped) weights.
+inline tag plain(size_t rank, bool grouped) {
+  if (grouped) return rank == 3 ? tag::goiw : rank == 4 ? tag::goihw : tag::goidhw;
+  return rank == 3 ? tag::ncw : rank == 4 ? tag::nchw : tag::ncdhw;
+}
+// An activation's layout and element type as it lies in our buffer (TensorView::blocked:
+// nChw16c; bf16_storage: bf16).
+inline tag layout_of(const TensorView& t) {
+  return t.blocked ? tag::nChw16c : plain(t.dims.size(), false);
+}
+inline dt type_of(const TensorView& t) { return t.bf16_storage ? dt::bf16 : dt::f32; }
+
+// Two key bits per present view: blocked, stored as bf16 (for ConvKey's flags).
+inline int64_t storage_bits(std::initializer_list<const TensorView*> views) {
+  int64_t bits = 0, at = 0;
+  for (const TensorView* v : views) {
+    if (v && v->present()) bits |= (int64_t{v->blocked} | int64_t{v->bf16_storage} << 1) << at;
+    at += 2;
+  }
+  return bits;
+}
+
+// The cached primitive for `key(bf16)`, built by `build(bf16)` on first use: bf16 first where
+// asked, f32 where bf16 has no kernel (the shape, or cores without AVX-512 BF16); nullptr where
+// oneDNN has neither.
+template <class Prim, class Key, class Build>
+Prim* find_prim(std::map<ConvKey, std::unique_ptr<Prim>>& cache, bool want_bf16, Key&& key,
+                Build&& build) {
+  for (bool bf16 : {want_bf16, false}) {
+    auto& slot = cache[key(bf16)];
+    if (!slot) slot = build(bf16);
+    if (slot->ok) return slot.get();
+    if (!bf16) break;
+  }
+  return nullptr;
+}
+
+// Samples [n0, ...) of an activation: its bytes from sample n0 on (bf16 storage: 2 an element).
+inline char* sample_ptr(const TensorView& t, int64_t n0) {
+  return static_cast<char*>(t.data) + n0 * (static_cast<int64_t>(t.bytes()) / t.dims[0]);
+}
+
+}  // namespace cb::cpu::dnnl_conv
+#endif
