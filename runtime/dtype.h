@@ -11,6 +11,9 @@ namespace cb {
 enum class DType : uint8_t { F32, F16, BF16, F64, I64, I32, I8, U8, Bool };
 
 size_t dtype_size(DType t);
+// Bytes an element of a `t` tensor takes in memory: 2 for an f32 activation stored as bf16
+// (Value::bf16_storage), else dtype_size(t).
+inline size_t stored_size(DType t, bool bf16_storage) { return bf16_storage ? 2 : dtype_size(t); }
 std::string_view dtype_name(DType t);  // "f32", "i64", ...
 bool dtype_is_float(DType t);
 bool dtype_is_int(DType t);  // signed or unsigned integer, not bool

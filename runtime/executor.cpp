@@ -195,10 +195,11 @@ void Executor::set_input(size_t i, const Tensor& t) {
 
 void Executor::run() {
   ++step_;
+  OpProfile* const prof = OpProfile::get();
   for (size_t n = 0; n < args_.size(); ++n) {
     if (skip_[n]) continue;
     args_[n].seed = ((step_ << 20) ^ n) ^ stream_;
-    if (OpProfile* prof = OpProfile::get()) {
+    if (prof) {
       auto t0 = std::chrono::steady_clock::now();
       dev_.launch(g_.nodes[n].def->kind, args_[n], stream_id_);
       dev_.synchronize(stream_id_);

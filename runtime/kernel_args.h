@@ -33,9 +33,7 @@ struct TensorView {
     return n;
   }
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
-  size_t bytes() const {
-    return static_cast<size_t>(numel()) * (bf16_storage ? 2 : dtype_size(dtype));
-  }
+  size_t bytes() const { return static_cast<size_t>(numel()) * stored_size(dtype, bf16_storage); }
   bool present() const { return data != nullptr; }
   template <typename T>
   T* ptr() const {

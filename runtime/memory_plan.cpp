@@ -40,7 +40,7 @@ MemoryPlan plan_memory(const Graph& g, int64_t batch, const std::vector<ValueId>
     if (!in_arena(val) || ext[v]) continue;
     CB_CHECK(val.shape_known);
     // Checked: a batch size near 2^61 must be an error, not a wrapped size and a segfault.
-    int64_t n = val.bf16_storage ? 2 : static_cast<int64_t>(dtype_size(val.dtype));
+    auto n = static_cast<int64_t>(stored_size(val.dtype, val.bf16_storage));
     bool over = false;
     for (const Dim& d : val.shape) {
       int64_t extent = d.value;

@@ -18,7 +18,6 @@
 #include <dnnl.hpp>
 #include <map>
 #include <memory>
-#include <string_view>
 #include <unordered_map>
 
 #include "kernels/cpu/blas.h"
@@ -53,14 +52,7 @@ ThreadState& state() {
   return s;
 }
 
-}  // namespace
-
-bool is_reference(const char* impl_info) {
-  return std::string_view(impl_info).rfind("ref", 0) == 0;
-}
-
-namespace {
-
+using dnnl_conv::is_reference;
 using dnnl_conv::layout_of;
 using dnnl_conv::plain;
 using dnnl_conv::type_of;

@@ -188,12 +188,8 @@ void bias_grad(const KernelArgs& a) {
       const auto* d = static_cast<const St*>(dY.data);
       parallel(m / 16, 16 * n * vol, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
-          double sum[16] = {};
-          for (int64_t i = 0; i < n; ++i) {
-            const St* p = d + (i * (m / 16) + b) * vol * 16;
-            for (int64_t j = 0; j < vol; ++j)
-              for (int l = 0; l < 16; ++l) sum[l] += load_s(p, j * 16 + l);
-          }
+          double sum[16];
+          block_sums(d, n, m / 16, vol, b, sum);
           for (int l = 0; l < 16; ++l) db[b * 16 + l] = static_cast<T>(sum[l]);
         }
       });

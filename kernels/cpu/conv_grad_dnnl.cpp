@@ -59,6 +59,7 @@ ThreadState& state() {
   return s;
 }
 
+using dnnl_conv::is_reference;
 using dnnl_conv::layout_of;
 using dnnl_conv::plain;
 using dnnl_conv::type_of;

@@ -121,9 +121,9 @@ void LayoutReorder(const KernelArgs& a) {
     return;
   }
   int64_t st[kMaxRank] = {};
-  TensorView out = a.out[0];
-  out.dims = geom::layout_reorder_strides(a.in[0].dims, a.p<ops::LayoutParams>().to_blocked, st);
-  strided_copy(a, a.in[0], out, st, 0);
+  TensorView out = out0;
+  out.dims = geom::layout_reorder_strides(in.dims, to_blocked, st);
+  strided_copy(a, in, out, st, 0);
 }
 
 // Expand: [a...] -> broadcast([a...], shape) (a 1 in X repeats along the output dim).

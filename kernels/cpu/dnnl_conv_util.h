@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <string_view>
 
 #include "kernels/cpu/conv.h"
 #include "runtime/kernel_args.h"
@@ -29,6 +30,12 @@ inline tag layout_of(const TensorView& t) {
   return t.blocked ? tag::nChw16c : plain(t.dims.size(), false);
 }
 inline dt type_of(const TensorView& t) { return t.bf16_storage ? dt::bf16 : dt::f32; }
+
+// Whether a primitive's implementation is oneDNN's reference (unoptimised) kernel: what it offers
+// for bf16 on cores without AVX-512 BF16.
+inline bool is_reference(const char* impl_info) {
+  return std::string_view(impl_info).rfind("ref", 0) == 0;
+}
 
 // Two key bits per present view: blocked, stored as bf16 (for ConvKey's flags).
 inline int64_t storage_bits(std::initializer_list<const TensorView*> views) {

@@ -29,19 +29,23 @@ decltype(auto) with_storage(bool bf16, F&& f) {
   return f(static_cast<float*>(nullptr));
 }
 
-// The means of block b's 16 channels of x [N, C/16, S, 16] (the blocked layout) stored as St,
-// summed in double over N and S: the first pass of BatchNorm's statistics, forward and backward.
-// Inline: called from CB_CPU_CLONES functions.
+// The sums, in double over N and S, of block b's 16 channels of x [N, C/16, S, 16] (the blocked
+// layout) stored as St: ConvGrad's bias gradient. Inline: called from CB_CPU_CLONES functions.
 template <class St>
-inline void block_means(const St* x, int64_t n, int64_t cb, int64_t s, int64_t b, double* mean) {
-  double sum[16] = {};
+inline void block_sums(const St* x, int64_t n, int64_t cb, int64_t s, int64_t b, double* sum) {
+  for (int l = 0; l < 16; ++l) sum[l] = 0;
   for (int64_t i = 0; i < n; ++i) {
     const St* p = x + (i * cb + b) * s * 16;
     for (int64_t j = 0; j < s; ++j)
       for (int l = 0; l < 16; ++l) sum[l] += load_s(p, j * 16 + l);
   }
+}
+// Their means: the first pass of BatchNorm's statistics, forward and backward.
+template <class St>
+inline void block_means(const St* x, int64_t n, int64_t cb, int64_t s, int64_t b, double* mean) {
+  block_sums(x, n, cb, s, b, mean);
   const int64_t count = n * s;
-  for (int l = 0; l < 16; ++l) mean[l] = count ? sum[l] / static_cast<double>(count) : 0;
+  for (int l = 0; l < 16; ++l) mean[l] = count ? mean[l] / static_cast<double>(count) : 0;
 }
 
 // Relu, ReluGrad, Clip, ClipGrad and Add whose output is stored as bf16 (bf16_storage.cpp); false
