@@ -195,6 +195,24 @@ std::string devices_text(const Trainer& t) {
   return text;
 }
 
+// The job's collective under mpirun: host-memory devices in the two-level group (each process's
+// devices in the in-process group, the processes joined over MPI); GPUs in one NCCL communicator
+// over every GPU of the job (its id made by rank 0 and broadcast over MPI), their agreements
+// through the two-level host group.
+std::vector<std::unique_ptr<Collective>> job_collectives(
+    MpiJob& job, const std::string& spec, const std::vector<std::unique_ptr<Device>>& devs) {
+  const int n = static_cast<int>(devs.size());
+  std::vector<std::unique_ptr<Collective>> host = job.collectives(n);
+  if (!is_cuda_spec(spec)) return host;
+  NcclJob nj;
+  nj.id = job.broadcast(job.rank() == 0 ? nccl_unique_id() : std::string());
+  nj.first_rank = job.rank() * n;
+  nj.ranks = job.size() * n;
+  std::vector<Device*> raw;
+  for (const auto& d : devs) raw.push_back(d.get());
+  return make_nccl_collectives(raw, nj, std::move(host));
+}
+
 }  // namespace
 
 std::string failure_message(const std::string& who) {
@@ -214,21 +232,13 @@ TrainSession::TrainSession(SessionOptions o) : o_(std::move(o)), who_(o_.program
   if (o_.threads == 0) o_.threads = ThreadPool::hardware_threads();
   o_.validate();
   if (!launched_by_mpi()) return;
-  // Under mpirun: one process per device, rank 0 prints and writes.
+  // Under mpirun: every process drives its devices, rank 0 prints and writes.
   try {
     mpi_ = std::make_unique<MpiJob>(o_.collective_timeout);
     who_ = fmt::format("{} (rank {} of {})", o_.program, mpi_->rank(), mpi_->size());
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
     fmt::print(stderr, "{}: pid {} on {}\n", who_, getpid(), host);
-    if (is_cuda_spec(o_.devices))
-      fail(
-          "--devices {} under mpirun: not supported yet (the MPI collective sums host memory); "
-          "run GPUs in one process with --devices cuda, or CPUs under mpirun",
-          o_.devices);
-    if (count_devices(o_.devices) != 1)
-      fail("--devices {}: under mpirun each process is one device (start one rank per device)",
-           o_.devices);
     if (!o_.checkpoint.dir.empty() || !o_.checkpoint.resume.empty())
       fail("--checkpoint-dir and --resume are not supported under mpirun yet");
     if (!o_.cache.empty()) fail("--cache under mpirun: make the pack first with cb-pack");
@@ -346,7 +356,8 @@ void TrainSession::build_here(const Dataset& data) {
   }
 
   // The devices and their collective: CPU core groups (within this process's affinity: an MPI
-  // launcher binds each rank) and an in-process group, GPUs and NCCL, or the job's MPI collective.
+  // launcher binds each rank) and an in-process group, GPUs and NCCL; under mpirun the job's
+  // collective over every device of every process.
   std::vector<int> cores;
   const std::vector<int>& allowed = ThreadPool::allowed_cores();
   for (int c = 0; c < o.threads; ++c)
@@ -355,30 +366,34 @@ void TrainSession::build_here(const Dataset& data) {
   cuda_opts.tf32 = o.tf32;
   cuda_opts.deterministic = o.deterministic;
   devs_ = make_devices(o.devices, cores, cuda_opts);
-  if (mpi_)
-    colls_.push_back(mpi_->collective());
-  else
-    colls_ = make_collectives(o.devices, devs_);
-  Placement where;
-  for (size_t d = 0; d < devs_.size(); ++d) {
-    where.devices.push_back(devs_[d].get());
-    where.collectives.push_back(colls_[d].get());
-  }
   model_hash_ = file_hash(o.model);  // checkpoints and the ranks' agreement
   if (mpi_) {
     // Every rank must run the same job: refused before the first step, naming each difference.
     mpi_->require_same({{"crossbow version", CB_VERSION},
                         {"model (hash)", model_hash_},
+                        {"devices per process", std::to_string(devs_.size())},
                         {"--batch-size", std::to_string(topts.batch)},
                         {"--learners", o.auto_learners ? "auto" : std::to_string(topts.learners)},
                         {"training examples", std::to_string(data.train_size())},
                         {"test examples", std::to_string(data.test_size())},
                         {"--seed", std::to_string(o.run.seed)},
                         {"--steps/--epochs", fmt::format("{}/{}", o.run.steps, o.run.epochs)}});
+    colls_ = job_collectives(*mpi_, o.devices, devs_);
     fmt::print(
-        "ranks    {} processes (mpirun), one device each; sums: reduce to rank 0 + broadcast, "
-        "timeout {:.0f} s\n",
-        mpi_->size(), o.collective_timeout);
+        "ranks    {} processes (mpirun) x {} device{}; sums: {}, timeout {:.0f} s\n", mpi_->size(),
+        devs_.size(), devs_.size() == 1 ? "" : "s",
+        is_cuda_spec(o.devices)
+            ? std::string("NCCL across every GPU of the job")
+            : std::string("each process's devices in turn, chained from rank 0 to the last, which "
+                          "broadcasts the total (the order of one process with every device)"),
+        o.collective_timeout);
+  } else {
+    colls_ = make_collectives(o.devices, devs_);
+  }
+  Placement where;
+  for (size_t d = 0; d < devs_.size(); ++d) {
+    where.devices.push_back(devs_[d].get());
+    where.collectives.push_back(colls_[d].get());
   }
   trainer_ = std::make_unique<Trainer>(r.graph, spec_, topts, where);
   const Value& out =

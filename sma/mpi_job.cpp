@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -35,7 +36,8 @@ MpiJob::MpiJob(double timeout_s) : timeout_s_(timeout_s) {
       "again");
 }
 MpiJob::~MpiJob() = default;
-std::unique_ptr<Collective> MpiJob::collective() { return nullptr; }
+std::vector<std::unique_ptr<Collective>> MpiJob::collectives(int) { return {}; }
+std::string MpiJob::broadcast(const std::string& text) { return text; }
 std::vector<std::string> MpiJob::all_gather(const std::string&) { return {}; }
 std::string MpiJob::differences(const std::vector<std::pair<std::string, std::string>>&) {
   return "";
@@ -185,52 +187,73 @@ class Watchdog {
 
 enum Slots { kSums = 0, kAgree = 1, kStartup = 2 };
 
-class MpiCollective : public Collective {
+// The processes' step of the two-level collective (runtime/collective.h ProcessLink), called by
+// one thread of this process at a time: the chained sum's point-to-point messages and broadcast
+// on one communicator, the agreements' gathers on another. Every call is watched. The sums are
+// numbered by the broadcast that ends each (one per sum on every process), so the watchdog's
+// counts compare across ranks although the first process receives nothing and the last sends
+// nothing.
+class MpiLink final : public ProcessLink {
  public:
-  MpiCollective(int rank, int size, Watchdog& dog) : rank_(rank), size_(size), dog_(dog) {
+  MpiLink(int rank, int size, Watchdog& dog) : rank_(rank), size_(size), dog_(dog) {
     MPI_Comm_dup(MPI_COMM_WORLD, &sums_);
     MPI_Comm_dup(MPI_COMM_WORLD, &agree_);
   }
-  ~MpiCollective() override {
+  ~MpiLink() override {
+    flush();
     MPI_Comm_free(&sums_);
     MPI_Comm_free(&agree_);
   }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
+  int process() const override { return rank_; }
+  int processes() const override { return size_; }
 
-  void allreduce_sum(Device& dev, Stream stream, float* data, int64_t n) override {
-    if (size_ == 1 || n == 0) return;
-    CB_CHECK(dev.caps().host_memory);  // MPI reads and writes the buffer directly
-    dev.synchronize(stream);           // the work that produced `data` is done
-    ++calls_;
-    Watchdog::Guard g(dog_, kSums, calls_,
-                      fmt::format("the sum of {} values (call {})", n, calls_));
-    constexpr int64_t kChunk = 1 << 28;  // counts are ints
-    for (int64_t at = 0; at < n; at += kChunk) {
-      const int m = static_cast<int>(std::min(kChunk, n - at));
-      float* p = data + at;
-      MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : p, rank_ == 0 ? p : nullptr, m, MPI_FLOAT, MPI_SUM, 0,
-                 sums_);
-      MPI_Bcast(p, m, MPI_FLOAT, 0, sums_);
-    }
+  void receive_prefix(float* data, int64_t n) override {
+    Watchdog::Guard g(dog_, kSums, sums_done_ + 1,
+                      fmt::format("the sum (call {}): receiving {} values from rank {}",
+                                  sums_done_ + 1, n, rank_ - 1));
+    MPI_Recv(data, count(n), MPI_FLOAT, rank_ - 1, kTag, sums_, MPI_STATUS_IGNORE);
   }
-
-  void agree(std::span<double> values, ReduceOp op) override {
-    if (size_ == 1 || values.empty()) return;
+  void send_prefix(const float* data, int64_t n) override {
+    MPI_Request r;
+    MPI_Isend(data, count(n), MPI_FLOAT, rank_ + 1, kTag, sums_, &r);
+    sends_.push_back(r);
+  }
+  void flush() override {
+    if (sends_.empty()) return;
+    Watchdog::Guard g(
+        dog_, kSums, sums_done_ + 1,
+        fmt::format("the sum (call {}): sending to rank {}", sums_done_ + 1, rank_ + 1));
+    MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE);
+    sends_.clear();
+  }
+  void broadcast_from_last(float* data, int64_t n) override {
+    ++sums_done_;
+    Watchdog::Guard g(dog_, kSums, sums_done_,
+                      fmt::format("the sum of {} values (call {})", n, sums_done_));
+    constexpr int64_t kMax = int64_t{1} << 28;  // counts are ints
+    for (int64_t at = 0; at < n; at += kMax)
+      MPI_Bcast(data + at, count(std::min(kMax, n - at)), MPI_FLOAT, size_ - 1, sums_);
+  }
+  void all_gather(std::span<const double> mine, std::span<double> all) override {
     ++agrees_;
     Watchdog::Guard g(dog_, kAgree, agrees_,
                       fmt::format("an agreement between the ranks (call {})", agrees_));
-    MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : values.data(), rank_ == 0 ? values.data() : nullptr,
-               static_cast<int>(values.size()), MPI_DOUBLE, op == ReduceOp::Sum ? MPI_SUM : MPI_MAX,
-               0, agree_);
-    MPI_Bcast(values.data(), static_cast<int>(values.size()), MPI_DOUBLE, 0, agree_);
+    CB_CHECK(all.size() == mine.size() * static_cast<size_t>(size_));
+    MPI_Allgather(mine.data(), count(static_cast<int64_t>(mine.size())), MPI_DOUBLE, all.data(),
+                  count(static_cast<int64_t>(mine.size())), MPI_DOUBLE, agree_);
   }
 
  private:
+  static constexpr int kTag = 11;
+  static int count(int64_t n) {
+    CB_CHECK(n >= 0 && n <= std::numeric_limits<int>::max());
+    return static_cast<int>(n);
+  }
   int rank_, size_;
   Watchdog& dog_;
   MPI_Comm sums_, agree_;
-  int64_t calls_ = 0, agrees_ = 0;
+  std::vector<MPI_Request> sends_;
+  int64_t sums_done_ = 0, agrees_ = 0;
 };
 
 }  // namespace
@@ -257,9 +280,13 @@ MpiJob::~MpiJob() {
   MPI_Finalize();
 }
 
-std::unique_ptr<Collective> MpiJob::collective() {
-  return std::make_unique<MpiCollective>(rank_, size_, *std::static_pointer_cast<Watchdog>(dog_));
+std::vector<std::unique_ptr<Collective>> MpiJob::collectives(int devices) {
+  return make_two_level_collectives(
+      devices, std::make_shared<MpiLink>(rank_, size_, *std::static_pointer_cast<Watchdog>(dog_)),
+      timeout_s_);
 }
+
+std::string MpiJob::broadcast(const std::string& text) { return all_gather(text)[0]; }
 
 std::vector<std::string> MpiJob::all_gather(const std::string& text) {
   const int n = static_cast<int>(text.size());

@@ -2,16 +2,18 @@
 // Built when CMake finds MPI (CB_HAVE_MPI); without an MPI launch the binary runs as one process
 // and never touches MPI.
 //
-// The job's Collective (runtime/collective.h) spans every process: rank = the MPI rank, size = the
-// processes, one device each. Its sum is MPI_Reduce to rank 0 then MPI_Bcast (every rank ends with
-// rank 0's bits, so z stays identical everywhere, which MPI_Allreduce does not promise), its
-// agreement the same on doubles. The calls are MPI's blocking ones (its own progress loop has the
+// The job's collective (runtime/collective.h) spans every device of every process: each process
+// drives the same number of devices, device d of process p is global rank p x D + d. Within a
+// process its devices meet in the in-process group; one thread per process then joins the
+// processes (make_two_level_collectives over an MPI link): the sums are chained from rank 0 to the
+// last, a chunk at a time, and the last process broadcasts the total, so the result is the sum in
+// global rank order (bit for bit what one process with all the devices computes, and the same bits
+// on every rank, which MPI_Allreduce does not promise); agreements gather every rank's values and
+// reduce them in the same order. The calls are MPI's blocking ones (its own progress loop has the
 // lowest latency), watched by a thread: one in flight for longer than the job's timeout (a rank
 // died, hangs or is far slower) is reported and the whole job aborted (MPI_Abort), so no rank is
 // left waiting; rank 0 names the ranks at fault from their heartbeats (a rank that dies outright
-// is named by mpirun itself). Sums and agreements
-// use two communicators, since the trainer's sync thread and its loop thread call them
-// concurrently (each in the same order on every rank).
+// is named by mpirun itself). Sums and agreements use two communicators.
 #pragma once
 
 #include <memory>
@@ -38,8 +40,11 @@ class MpiJob {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // The job's collective (one per process: this process's one device).
-  std::unique_ptr<Collective> collective();
+  // The job's collective: one endpoint per device of this process (`devices` of them, the same
+  // number in every process), global rank rank() x devices + d.
+  std::vector<std::unique_ptr<Collective>> collectives(int devices);
+  // Rank 0's `text` on every rank (the others' `text` is ignored).
+  std::string broadcast(const std::string& text);
   // Every rank's `text`, gathered on every rank.
   std::vector<std::string> all_gather(const std::string& text);
   // The start-up agreement: every rank's (name, value) settings compared with rank 0's. Returns

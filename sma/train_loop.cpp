@@ -123,12 +123,20 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   // The ring holds two steps' batches (K each) beyond what the workers have in hand; it is made
   // again at the current position when the tuner changes K (the batches are the same: they depend
   // on their place in the sequence only).
+  // Several processes: this one makes only its own learners' batches (the sequence is global,
+  // the reading and decoding is not).
   std::optional<BatchPipeline> pipe;
+  int64_t made_before = 0;  // examples made by the pipelines before the current one
   auto start_pipe = [&] {
     if (stream) return;
+    if (pipe) made_before += pipe->examples_made();
     pipe.reset();
     po.start = st.consumed;
-    po.depth = 2 * t.total_learners() + 2 * workers + 2;
+    const int K = t.total_learners(), L = t.local_learners();
+    po.period = L != K ? K : 0;
+    po.first = L != K ? t.global_learner(0) : 0;
+    po.take = L != K ? L : 0;
+    po.depth = 2 * L + 2 * workers + 2;
     pipe.emplace(data.train_size(), make_batches(data, true, *plan, o.seed), po);
   };
   start_pipe();
@@ -224,15 +232,23 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     st.decays = d;
     st.prev_lr = lr;
     last_lr = lr;
-    all.resize(static_cast<size_t>(K));
     double wait = 0;
+    const std::vector<Batch>* mine = &all;
     if (stream) {
+      all.resize(static_cast<size_t>(K));
       const double waited = stream_wait;
       for (Batch& b : all)
         if (!stream_next(b)) break;
       wait = stream_wait - waited;
       if (stream_done) break;  // the last passes end inside a step: its batches are dropped
-    } else {
+      if (L != K) {            // several processes: this one feeds its own learners
+        local.resize(static_cast<size_t>(L));
+        for (int l = 0; l < L; ++l)
+          local[static_cast<size_t>(l)] = std::move(all[static_cast<size_t>(t.global_learner(l))]);
+        mine = &local;
+      }
+    } else {  // the pipeline makes this process's learners' batches only
+      all.resize(static_cast<size_t>(L));
       const double waited = pipe->wait_seconds();
       for (Batch& b : all) pipe->next(b);
       wait = pipe->wait_seconds() - waited;
@@ -240,19 +256,10 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     sum.data_wait_s += wait;
     eval_wait_s += wait;
     prog_wait_s += wait;
-    const std::vector<Batch>* mine = &all;
-    if (L != K) {  // several processes: this one feeds its own learners
-      local.resize(static_cast<size_t>(L));
-      for (int l = 0; l < L; ++l)
-        local[static_cast<size_t>(l)] = all[static_cast<size_t>(t.global_learner(l))];
-      mine = &local;
-    }
     const auto t0 = Clock::now();
-    const std::vector<double> losses = t.step(*mine, lr);
+    t.step(*mine, lr);
     const double dt = seconds_since(t0);
-    double mean = 0;
-    for (double l : losses) mean += l;
-    mean /= static_cast<double>(losses.size());
+    const double mean = t.job_loss();  // of every process's learners
     ++st.step;
     st.consumed += K;
     const int64_t images = K * batch;
@@ -336,6 +343,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     sum.test = evaluate();  // a run that was already complete (resumed at its end)
   }
   sum.steps = st.step;
+  sum.examples_made = made_before + (pipe ? pipe->examples_made() : 0);
   sum.epochs = epoch_now();
   sum.learners = t.total_learners();
   sum.seconds = seconds_since(t_run);

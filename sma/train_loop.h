@@ -9,12 +9,12 @@
 // last partial batch dropped) made ahead by a BatchPipeline's worker threads; at each step global
 // learner g of K takes the next batch in learner order, so learner j takes every K-th batch and
 // the K learners together see each example once per epoch (each process draws the same order and
-// feeds its own learners). The time the step waits for its batches is the data wait (reported
-// in Progress, EvalReport and RunSummary). Each evaluation is one pass of its own pipeline.
-// Positions are counted in batches (one learner's steps): an epoch is batches_per_epoch batches
-// whatever K, and the schedule is evaluated at the batch position of the step (warm-up and cosine
-// in batches too), so epoch-based schedules mean the same with any number of learners. When a
-// step/multistep schedule drops the rate, every replica is reset to z.
+// reads and decodes only its own learners' batches). The time the step waits for its batches is the
+// data wait (reported in Progress, EvalReport and RunSummary). Each evaluation is one pass of its
+// own pipeline. Positions are counted in batches (one learner's steps): an epoch is
+// batches_per_epoch batches whatever K, and the schedule is evaluated at the batch position of the
+// step (warm-up and cosine in batches too), so epoch-based schedules mean the same with any number
+// of learners. When a step/multistep schedule drops the rate, every replica is reset to z.
 //
 // Auto-tuner: after each change of the learners, `warmup_steps` unmeasured steps, then windows
 // of `window_steps` steps whose images/s (training time only, summed over processes) go to
@@ -94,8 +94,11 @@ struct RunSummary {
   double epochs = 0;
   double seconds = 0, train_seconds = 0, images_per_s = 0;  // this call's
   double data_wait_s = 0;  // this call's time waiting for training batches
-  int learners = 0;        // at the end
-  EvalResult test;         // the last evaluation
+  // Training examples this process's pipeline made (read and decoded) in this call: under MPI,
+  // its own learners' only (0 for a caller's stream).
+  int64_t examples_made = 0;
+  int learners = 0;  // at the end
+  EvalResult test;   // the last evaluation
   bool reached_target = false;
   double target_seconds = 0, target_epoch = 0;  // when the target accuracy was first reached
   int64_t target_step = 0;

@@ -304,25 +304,27 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
   // With alpha 0 nothing pulls and nothing moves z: local steps only (the same values, without
   // the pull's pass, the sum and the z update).
   const bool sync = alpha_ != 0 && (steps_ + 1) % opts_.sync_every == 0;
-  std::vector<double>& status = status_;   // per device: [failed rank+1, diverged, stop]
-  status.assign(groups_.size() * 3, 0.0);  // sized once: no allocation per step
+  // Per device: [failed rank+1, diverged, stop, the sum of the job's learners' losses].
+  std::vector<double>& status = status_;
+  status.assign(groups_.size() * 4, 0.0);  // sized once: no allocation per step
   const double stop = stop_requested_ ? 1 : 0;
   for (auto& gp : groups_) {
     Group& g = *gp;
     g.error = nullptr;
     g.driver.post([this, &g, lr, sync, &status, stop] {
-      double* st = &status[static_cast<size_t>(g.index) * 3];
+      double* st = &status[static_cast<size_t>(g.index) * 4];
       try {
-        double v[3] = {0, 0, stop};
+        static constexpr ReduceOp kOps[4] = {ReduceOp::Max, ReduceOp::Max, ReduceOp::Max,
+                                             ReduceOp::Sum};
+        double v[4] = {0, 0, stop, 0};
         for (int j = 0; j < k_; ++j) {
           const Learner& l = *learners_[static_cast<size_t>(g.index * k_ + j)];
           if (l.error) v[0] = g.coll->rank() + 1;
           if (!l.error && !std::isfinite(l.loss)) v[1] = g.coll->rank() + 1;
+          if (!l.error) v[3] += l.loss;
         }
-        g.coll->agree(v, ReduceOp::Max);
-        st[0] = v[0];
-        st[1] = v[1];
-        st[2] = v[2];
+        g.coll->agree(v, kOps);
+        std::copy(v, v + 4, st);
         if (v[0] > 0 || v[1] > 0) return;  // nobody updates anything at this step
         auto& sp = std::any_cast<ops::SmaStepParams&>(g.step_params);
         sp.lr = static_cast<float>(lr * lr_factor());
@@ -351,6 +353,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
   }
   for (auto& gp : groups_) gp->driver.wait();
   stop_agreed_ = stop_agreed_ || status[2] > 0;
+  job_loss_ = status[3] / total_learners();
   timing_.phase_b_s += seconds(Clock::now() - t_b);
   ++timing_.steps;
   for (auto& lp : learners_)
@@ -453,7 +456,8 @@ bool Trainer::reset_to_central() {
 }
 
 void Trainer::agree(std::span<double> values, ReduceOp op) {
-  // One contribution per process: its other devices' endpoints add the identity of `op`.
+  // One contribution per process: its other devices' endpoints add the identity of `op` (x + 0
+  // and max(x, -inf) are x exactly).
   const double identity = op == ReduceOp::Sum ? 0.0 : -std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> per(groups_.size(),
                                        std::vector<double>(values.size(), identity));

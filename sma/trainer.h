@@ -217,6 +217,8 @@ class Trainer {
   // the learners whose replicas went non-finite (with overlap_sync: from the next call that needs
   // the z update, naming the step that made it).
   std::vector<double> step(const std::vector<Batch>& batches, double lr);
+  // The mean loss of all K learners (every process's, agreed) at the last step().
+  double job_loss() const { return job_loss_; }
   // One learner in all: its step on a model with one data input and a target.
   double step(const Tensor& input, const Tensor& target, double lr);
   // Sets the learners per device (same on every device): the first min(old, new) keep their
@@ -323,6 +325,7 @@ class Trainer {
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<std::unique_ptr<Learner>> learners_;  // local, device-major
   std::vector<double> status_;                      // step(): per device agreement results
+  double job_loss_ = 0;
   StepTiming timing_;
   mutable bool pending_ = false;  // a z update was posted to the drivers and not waited for
   int64_t pending_step_ = 0;

@@ -28,4 +28,11 @@ std::vector<std::unique_ptr<Collective>> make_nccl_collectives(const std::vector
   fail("NCCL: {}", kWhy);
 }
 
+std::string nccl_unique_id() { fail("NCCL: {}", kWhy); }
+
+std::vector<std::unique_ptr<Collective>> make_nccl_collectives(
+    const std::vector<Device*>&, const NcclJob&, std::vector<std::unique_ptr<Collective>>) {
+  fail("NCCL: {}", kWhy);
+}
+
 }  // namespace cb

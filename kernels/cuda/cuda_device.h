@@ -49,6 +49,21 @@ std::unique_ptr<Device> make_cuda_device(int ordinal, const CudaOptions& options
 // through host memory. Rank r is devices[r].
 std::vector<std::unique_ptr<Collective>> make_nccl_collectives(const std::vector<Device*>& devices);
 
+// A NCCL communicator that spans processes (MPI's, sma/mpi_job.h): one process makes the id
+// (nccl_unique_id) and hands every other the same bytes; each process's GPUs are ranks
+// first_rank .. first_rank + its GPUs - 1 of `ranks` in all.
+struct NcclJob {
+  std::string id;  // ncclGetUniqueId's bytes
+  int first_rank = 0;
+  int ranks = 0;
+};
+std::string nccl_unique_id();
+// This process's GPUs in the job's communicator (ncclCommInitRank, one group call); agree() goes
+// through `host` (one endpoint per device: the job's host collective, whose ranks match).
+std::vector<std::unique_ptr<Collective>> make_nccl_collectives(
+    const std::vector<Device*>& devices, const NcclJob& job,
+    std::vector<std::unique_ptr<Collective>> host);
+
 // For tests: a Device over host memory that runs the CUDA backend's kernels as plain host loops
 // (kernels/cuda/launch.h; the cuDNN and cuBLASLt ops on the backend's fallback kernels), named
 // "cuda-host". Bad input values the kernels report (kernels/cuda/device_error.h) are raised at

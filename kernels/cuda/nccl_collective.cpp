@@ -11,8 +11,10 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_device.h"
@@ -30,7 +32,8 @@ void check_nccl(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) fail("NCCL: {} failed: {}", what, ncclGetErrorString(r));
 }
 
-// Every communicator of one ncclCommInitAll, finalised together, then destroyed.
+// Every communicator of one ncclCommInitAll (or of this process's ncclCommInitRank group),
+// finalised together, then destroyed.
 struct Comms {
   std::vector<ncclComm_t> comms;
   Comms() = default;
@@ -51,9 +54,10 @@ struct Comms {
 
 class NcclCollective final : public Collective {
  public:
-  NcclCollective(std::shared_ptr<Comms> comms, int rank, int size, std::unique_ptr<Collective> host)
+  NcclCollective(std::shared_ptr<Comms> comms, int local, int rank, int size,
+                 std::unique_ptr<Collective> host)
       : comms_(std::move(comms)),
-        comm_(comms_->comms[static_cast<size_t>(rank)]),
+        comm_(comms_->comms[static_cast<size_t>(local)]),
         rank_(rank),
         size_(size),
         host_(std::move(host)) {}
@@ -66,7 +70,9 @@ class NcclCollective final : public Collective {
                              static_cast<cudaStream_t>(cuda_stream_handle(dev, stream))),
                "ncclAllReduce");
   }
-  void agree(std::span<double> values, ReduceOp op) override { host_->agree(values, op); }
+  void agree(std::span<double> values, std::span<const ReduceOp> ops) override {
+    host_->agree(values, ops);
+  }
 
  private:
   std::shared_ptr<Comms> comms_;
@@ -89,7 +95,43 @@ std::vector<std::unique_ptr<Collective>> make_nccl_collectives(
   std::vector<std::unique_ptr<Collective>> v;
   for (int r = 0; r < n; ++r)
     v.push_back(
-        std::make_unique<NcclCollective>(comms, r, n, std::move(host[static_cast<size_t>(r)])));
+        std::make_unique<NcclCollective>(comms, r, r, n, std::move(host[static_cast<size_t>(r)])));
+  return v;
+}
+
+std::string nccl_unique_id() {
+  ncclUniqueId id;
+  check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  return std::string(id.internal, sizeof id.internal);
+}
+
+std::vector<std::unique_ptr<Collective>> make_nccl_collectives(
+    const std::vector<Device*>& devices, const NcclJob& job,
+    std::vector<std::unique_ptr<Collective>> host) {
+  const int n = static_cast<int>(devices.size());
+  ncclUniqueId id;
+  if (job.id.size() != sizeof id.internal)
+    fail("NCCL: the job's communicator id has {} bytes, NCCL's has {}", job.id.size(),
+         sizeof id.internal);
+  std::copy(job.id.begin(), job.id.end(), id.internal);
+  CB_CHECK(host.size() == devices.size() && job.first_rank + n <= job.ranks);
+  std::vector<ncclComm_t> raw(static_cast<size_t>(n));
+  // Every process's ncclCommInitRank calls meet in NCCL's bootstrap: one group call here sets up
+  // all of this process's GPUs at once (one call per GPU in turn would wait for the others).
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (int r = 0; r < n; ++r) {
+    cuda::check_cuda(cudaSetDevice(cuda_ordinal(*devices[static_cast<size_t>(r)])),
+                     "cudaSetDevice");
+    check_nccl(ncclCommInitRank(&raw[static_cast<size_t>(r)], job.ranks, id, job.first_rank + r),
+               "ncclCommInitRank");
+  }
+  check_nccl(ncclGroupEnd(), "ncclCommInitRank (the job's communicator)");
+  auto comms = std::make_shared<Comms>();
+  comms->comms = std::move(raw);
+  std::vector<std::unique_ptr<Collective>> v;
+  for (int r = 0; r < n; ++r)
+    v.push_back(std::make_unique<NcclCollective>(comms, r, job.first_rank + r, job.ranks,
+                                                 std::move(host[static_cast<size_t>(r)])));
   return v;
 }
 

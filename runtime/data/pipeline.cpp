@@ -396,6 +396,7 @@ BatchPipeline::BatchPipeline(int64_t count, MakeBatch make, const PipelineOption
   if (o.train) {
     order_ = std::make_unique<BatchOrder>(count_, o.batch, o.shuffle, o.seed);
     order_->seek(o.start);
+    CB_CHECK(o.period == 0 || (o.take >= 1 && o.first >= 0 && o.first + o.take <= o.period));
   } else {
     eval_count_ = o.limit > 0 ? std::min(o.limit, count_) : count_;
     end_ = (eval_count_ + o.batch - 1) / o.batch;
@@ -447,6 +448,7 @@ void BatchPipeline::work() {
     try {
       s.error = nullptr;
       make_(idx, epoch, s.batch);
+      made_ += static_cast<int64_t>(idx.size());
     } catch (...) {
       s.error = std::current_exception();
     }
@@ -461,6 +463,12 @@ void BatchPipeline::work() {
 
 int64_t BatchPipeline::draw(int64_t seq, std::vector<int64_t>& idx) {
   if (order_) {
+    if (o_.period > 0) {  // the batches of other learners before this one: drawn, not made
+      const int64_t at = seq / o_.take * o_.period + o_.first + seq % o_.take;
+      skip_idx_.resize(static_cast<size_t>(o_.batch));
+      for (; drawn_ < at; ++drawn_) order_->next(skip_idx_.data());
+    }
+    ++drawn_;
     const int64_t epoch = order_->epoch();
     idx.resize(static_cast<size_t>(o_.batch));
     order_->next(idx.data());
@@ -487,6 +495,7 @@ bool BatchPipeline::next(Batch& out) {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t epoch = draw(head_++, inline_idx_);
     make_(inline_idx_, epoch, out);
+    made_ += static_cast<int64_t>(inline_idx_.size());
     wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return true;
   }

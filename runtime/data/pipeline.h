@@ -47,6 +47,7 @@
 // replacement on every run); an evaluation pass (sequential, the last batch partial) likewise.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -148,6 +149,11 @@ struct PipelineOptions {
   int workers = 1;      // threads; 0: each batch is made in next(), on the caller's thread (for
                         // batches cheaper to copy than to hand between threads)
   int depth = 0;        // ready batches kept ahead; 0: 2 x workers + 2
+  // train: only some of the sequence's batches are made (one process's learners under MPI):
+  // batch start + i belongs to learner i % period; with period > 0 only learners
+  // [first, first + take) are made and handed out, in sequence order. The others are drawn from
+  // the order (so the kept ones are the same batches) but never read or decoded.
+  int64_t period = 0, first = 0, take = 0;
 };
 
 class BatchPipeline {
@@ -168,6 +174,8 @@ class BatchPipeline {
   // Image examples: the images ([n, C, H, W] of spec.dtype) and labels (i64 [n]).
   bool next(Tensor& images, Tensor& labels);
   double wait_seconds() const { return wait_s_; }  // the caller's time blocked in next()
+  // Examples made so far (read and decoded, for image examples) by the workers or next().
+  int64_t examples_made() const { return made_.load(); }
 
  private:
   struct Slot {
@@ -193,6 +201,9 @@ class BatchPipeline {
   int64_t claim_ = 0, head_ = 0;  // next sequence number to claim / to hand out
   bool stop_ = false;
   double wait_s_ = 0;
+  int64_t drawn_ = 0;  // train: batches drawn from the order since `start` (kept or not)
+  std::vector<int64_t> skip_idx_;
+  std::atomic<int64_t> made_{0};
   std::vector<std::thread> threads_;
   std::vector<int64_t> inline_idx_;  // workers 0: the batch's indices
 };
