@@ -239,8 +239,6 @@ TrainSession::TrainSession(SessionOptions o) : o_(std::move(o)), who_(o_.program
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
     fmt::print(stderr, "{}: pid {} on {}\n", who_, getpid(), host);
-    if (!o_.checkpoint.dir.empty() || !o_.checkpoint.resume.empty())
-      fail("--checkpoint-dir and --resume are not supported under mpirun yet");
     if (!o_.cache.empty()) fail("--cache under mpirun: make the pack first with cb-pack");
     if (mpi_->rank() != 0) {  // the others keep only stderr
       o_.output.clear();
@@ -407,6 +405,15 @@ void TrainSession::build_here(const Dataset& data) {
   std::fflush(stdout);
 }
 
+CheckpointJob TrainSession::checkpoint_job() const {
+  CheckpointJob job;
+  if (!mpi_) return job;
+  job.rank = mpi_->rank();
+  job.ranks = mpi_->size();
+  job.all_gather = [m = mpi_.get()](const std::string& text) { return m->all_gather(text); };
+  return job;
+}
+
 CheckpointMeta TrainSession::checkpoint_meta(const Dataset& data) const {
   CheckpointMeta meta;
   meta.model_hash = model_hash_;
@@ -433,7 +440,7 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
   BatchStream* stream = hooks.sources.train;
   // Locks the checkpoint folder for the whole fit: before the data is read and before --resume
   // reads the folder, so that a second run on it is refused at once.
-  CheckpointPolicy checkpoints(o.checkpoint, o.command_line);
+  CheckpointPolicy checkpoints(o.checkpoint, o.command_line, checkpoint_job());
   build(data);
   Trainer& trainer = *trainer_;
   TrainerOptions topts = o.trainer;
@@ -608,22 +615,44 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
   const CheckpointMeta meta = checkpoint_meta(data);
   LoopState loop;
   if (!o.checkpoint.resume.empty() && !resumed_) {
-    LoadedCheckpoint ck = load_for_resume(o.checkpoint.resume, meta);
-    for (const std::string& why : ck.refused)
-      fmt::print(stderr, "{}: warning: checkpoint refused: {}\n", o.program, why);
+    CheckpointJob job = checkpoint_job();
+    job.devices = trainer.devices();  // this layout's learners, whatever the checkpoint's was
+    LoadedCheckpoint ck = load_for_resume(o.checkpoint.resume, meta, job);
+    if (!mpi_ || mpi_->rank() == 0)
+      for (const std::string& why : ck.refused)
+        fmt::print(stderr, "{}: warning: checkpoint refused (the previous one is used): {}\n",
+                   o.program, why);
+    const LoadedCheckpoint::Layout& was = ck.saved;
+    const int ranks = mpi_ ? mpi_->size() : 1;
+    if (!o.auto_learners && was.learners != int64_t{o.trainer.learners} * trainer.ranks())
+      fail(
+          "--resume {}: the checkpoint holds {} learners in all ({} process{} x {} device{} x {}); "
+          "this run has {} ({} process{} x {} device{} x --learners {}): resume with the same "
+          "number of learners in all (the learners are the state)",
+          ck.path, was.learners, was.processes, was.processes == 1 ? "" : "es", was.devices,
+          was.devices == 1 ? "" : "s", was.learners / (was.processes * was.devices),
+          int64_t{o.trainer.learners} * trainer.ranks(), ranks, ranks == 1 ? "" : "es",
+          trainer.devices(), trainer.devices() == 1 ? "" : "s", o.trainer.learners);
     loop = restore(trainer, ck.state);
-    fmt::print("resume   {}: step {}{}, {} learner{}/device\n", ck.path, loop.step,
+    const bool moved = was.processes != ranks || was.devices != trainer.devices();
+    fmt::print("resume   {}: step {}{}, {} learner{}/device{}\n", ck.path, loop.step,
                spe > 0 ? fmt::format(", epoch {:.2f}",
                                      static_cast<double>(loop.consumed) / static_cast<double>(spe))
                        : std::string(),
-               trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s");
+               trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s",
+               moved ? fmt::format(" (saved by {} process{} x {} device{}: the same {} learners "
+                                   "on this layout)",
+                                   was.processes, was.processes == 1 ? "" : "es", was.devices,
+                                   was.devices == 1 ? "" : "s", was.learners)
+                     : std::string());
   }
   resumed_ = true;
   checkpoints.start(loop, spe, meta);
   auto checkpoint = [&](const LoopState& st) {
     const std::string path = checkpoints.save(trainer, st);
     rec.clear_progress();
-    fmt::print("saved    {} (step {})\n", path, st.step);
+    fmt::print("saved    {} (step {}{})\n", path, st.step,
+               mpi_ ? fmt::format(", a part from each of {} ranks", mpi_->size()) : std::string());
     std::fflush(stdout);
   };
   cbs.after_step = [&](const LoopState& st) {
@@ -641,7 +670,15 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
     } else if (g_signal != 0) {
       return true;
     }
-    if (checkpoints.due(st)) checkpoint(st);
+    if (mpi_ && checkpoints.by_clock()) {
+      // Each rank's clock differs: rank 0's decides, carried by the next step's agreement.
+      if (trainer.checkpoint_agreed())
+        checkpoint(st);
+      else if (mpi_->rank() == 0 && checkpoints.due(st))
+        trainer.request_checkpoint();
+    } else if (checkpoints.due(st)) {
+      checkpoint(st);
+    }
     return false;
   };
   g_signal = 0;
@@ -726,7 +763,7 @@ void TrainSession::save(const std::string& path, ExportForm form) {
 std::string TrainSession::save_checkpoint() {
   if (o_.checkpoint.dir.empty()) fail("no --checkpoint-dir to write the checkpoint into");
   Trainer& t = trainer();
-  CheckpointPolicy checkpoints(o_.checkpoint, o_.command_line);
+  CheckpointPolicy checkpoints(o_.checkpoint, o_.command_line, checkpoint_job());
   const CheckpointMeta meta = checkpoint_meta(Dataset{});
   checkpoints.start(loop_, 0, meta);
   return checkpoints.save(t, loop_);

@@ -112,6 +112,7 @@ class TrainSession {
   FitResult fit_here(const Dataset& data, const FitHooks& hooks);
   Dataset open_here(const std::string& path);
   void build_here(const Dataset& data);
+  CheckpointJob checkpoint_job() const;  // this process's place in the job (under mpirun)
   CheckpointMeta checkpoint_meta(const Dataset& data) const;
 
   SessionOptions o_;

@@ -21,6 +21,7 @@
 // folder (load_checkpoint, cb-export, --resume into another folder) takes no lock.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,21 +55,48 @@ LossSpec parse_loss_record(const std::string& s, const std::string& where);
 // FNV-1a 64 of a file's bytes, in hex. Throws cb::Error naming the file when it cannot be read.
 std::string file_hash(const std::string& path);
 
+// A job of several processes (MPI, sma/mpi_job.h) writing or reading one checkpoint: this
+// process's place among them and how they meet. Process r's state holds global learners
+// [r x L, (r + 1) x L) and devices [r x D, (r + 1) x D) (L its learners, D its devices).
+struct CheckpointJob {
+  int rank = 0, ranks = 1;  // processes
+  // Reading: this process's devices, so that each takes its learners of the job's K (a layout
+  // other than the checkpoint's: K must be a multiple of the job's devices); 0 reads the state
+  // as it was saved (every learner and every part of the average: cb-export).
+  int devices = 0;
+  // Every process's `text` on every process, in rank order (MPI_Allgather); ranks > 1.
+  std::function<std::vector<std::string>(const std::string&)> all_gather;
+};
+
 // Writes `s` into dir/ckpt-<step> (creating dir) and returns that path. Throws cb::Error naming
 // the file and the system's reason (a full disk, a read-only folder); nothing partial is left
-// under the final name.
-std::string write_checkpoint(const std::string& dir, const TrainState& s, const CheckpointMeta& m);
+// under the final name. With a job of several processes every process calls it with its state:
+// rank 0 makes the folder, each writes its part (tensors.bin is rank 0's, with z; tensors-<r>.bin
+// the others') and reports its size and CRC-32, and rank 0 writes the MANIFEST listing every part
+// last, once every part is durable, then renames the folder into place. A process that dies or
+// fails before that leaves no checkpoint under the final name (a failure is thrown on every
+// process, naming its rank).
+std::string write_checkpoint(const std::string& dir, const TrainState& s, const CheckpointMeta& m,
+                             const CheckpointJob& job = {});
 
 struct LoadedCheckpoint {
   std::string path;
   TrainState state;
   CheckpointMeta meta;
   std::vector<std::string> refused;  // newer checkpoints that failed their checks, with why
+  // The layout the checkpoint was saved from: K learners in all, processes x devices per process.
+  struct Layout {
+    int64_t learners = 0, processes = 1, devices = 1;
+  } saved;
 };
 
 // `path` is one checkpoint (it holds a MANIFEST) or a --checkpoint-dir (its newest checkpoint
 // that passes every check). Throws cb::Error when there is none, naming each one refused.
-LoadedCheckpoint load_checkpoint(const std::string& path);
+// With `job`: this process's part of the state for the job's layout (its learners, and the
+// weight average's parts of its devices; see CheckpointJob). Every process checks the parts it
+// reads (size and CRC-32) and that the others are there at their size, and a checkpoint is used
+// only when every process can read it, so all take the same one.
+LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointJob& job = {});
 
 // Removes all but the newest `keep` checkpoints in dir (keep >= 1), each renamed to its .tmp name
 // first, and the .tmp folders a crash left. Call it only while holding the folder's lock, with no
@@ -132,13 +160,18 @@ class CheckpointPolicy {
   // Creates dir (when set), checks that it is writable and locks it for as long as the policy
   // lives (CheckpointLock, its file naming `command`); throws cb::Error naming it. Construct it
   // before anything expensive, and before --resume reads the folder.
-  explicit CheckpointPolicy(const CheckpointOptions& o, const std::string& command = "");
+  // In a job of several processes every process makes one with `job`: rank 0 makes, checks and
+  // locks the folder and prunes it; save() writes each process's part.
+  explicit CheckpointPolicy(const CheckpointOptions& o, const std::string& command = "",
+                            CheckpointJob job = {});
   bool enabled() const { return !o_.dir.empty(); }
   // Counts from `loop` (a fresh or a resumed position) with epochs of `batches_per_epoch`; the
   // checkpoints record `meta`. Call once before training.
   void start(const LoopState& loop, int64_t batches_per_epoch, CheckpointMeta meta);
-  // After a step: whether a checkpoint is due at the position `loop` reached.
+  // After a step: whether a checkpoint is due at the position `loop` reached. By steps and epochs
+  // the same on every process; by minutes (by_clock()) each process's own clock says.
   bool due(const LoopState& loop);
+  bool by_clock() const { return every_.unit == 'm'; }
   // Writes the trainer's state at `loop`, prunes to `keep` and returns the checkpoint's path.
   std::string save(const Trainer& t, const LoopState& loop);
 
@@ -146,7 +179,8 @@ class CheckpointPolicy {
   CheckpointOptions o_;
   CheckpointEvery every_;
   CheckpointMeta meta_;
-  std::optional<CheckpointLock> lock_;  // with a dir
+  CheckpointJob job_;
+  std::optional<CheckpointLock> lock_;  // with a dir, on rank 0
   int64_t per_epoch_ = 1;               // batches
   int64_t last_epochs_ = 0;  // the last whole `every` of epochs a checkpoint was written at
   double last_time_s_ = 0;   // steady clock, seconds
@@ -154,7 +188,8 @@ class CheckpointPolicy {
 
 // --resume: the checkpoint at `path` (or the newest valid one in that folder), refused with every
 // difference named when it was not written by a run of this model, data and batch size (`now`),
-// quoting the checkpoint's own command line.
-LoadedCheckpoint load_for_resume(const std::string& path, const CheckpointMeta& now);
+// quoting the checkpoint's own command line. `job` as load_checkpoint's.
+LoadedCheckpoint load_for_resume(const std::string& path, const CheckpointMeta& now,
+                                 const CheckpointJob& job = {});
 
 }  // namespace cb

@@ -46,10 +46,13 @@ void CheckpointOptions::validate() const {
   if (!every.empty() && dir.empty()) fail("--checkpoint-every needs --checkpoint-dir");
 }
 
-CheckpointPolicy::CheckpointPolicy(const CheckpointOptions& o, const std::string& command)
-    : o_(o), every_(CheckpointEvery::parse(o.every.empty() ? "1e" : o.every)) {
+CheckpointPolicy::CheckpointPolicy(const CheckpointOptions& o, const std::string& command,
+                                   CheckpointJob job)
+    : o_(o),
+      every_(CheckpointEvery::parse(o.every.empty() ? "1e" : o.every)),
+      job_(std::move(job)) {
   o_.validate();
-  if (o_.dir.empty()) return;
+  if (o_.dir.empty() || job_.rank != 0) return;  // rank 0 makes, checks and locks the folder
   std::error_code ec;
   std::filesystem::create_directories(o_.dir, ec);
   if (ec) fail("--checkpoint-dir {}: cannot create it: {}", o_.dir, ec.message());
@@ -83,14 +86,15 @@ bool CheckpointPolicy::due(const LoopState& loop) {
 }
 
 std::string CheckpointPolicy::save(const Trainer& t, const LoopState& loop) {
-  const std::string path = write_checkpoint(o_.dir, capture(t, loop), meta_);
-  prune_checkpoints(o_.dir, o_.keep);
+  const std::string path = write_checkpoint(o_.dir, capture(t, loop), meta_, job_);
+  if (job_.rank == 0) prune_checkpoints(o_.dir, o_.keep);
   last_time_s_ = now_s();
   return path;
 }
 
-LoadedCheckpoint load_for_resume(const std::string& path, const CheckpointMeta& now) {
-  LoadedCheckpoint ck = load_checkpoint(path);
+LoadedCheckpoint load_for_resume(const std::string& path, const CheckpointMeta& now,
+                                 const CheckpointJob& job) {
+  LoadedCheckpoint ck = load_checkpoint(path, job);
   std::string diff;
   if (ck.meta.model_hash != now.model_hash)
     diff += fmt::format("\n  model: {} is not the model of the checkpoint (hash {} vs {})",

@@ -304,27 +304,28 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
   // With alpha 0 nothing pulls and nothing moves z: local steps only (the same values, without
   // the pull's pass, the sum and the z update).
   const bool sync = alpha_ != 0 && (steps_ + 1) % opts_.sync_every == 0;
-  // Per device: [failed rank+1, diverged, stop, the sum of the job's learners' losses].
+  // Per device: [failed rank+1, diverged, stop, checkpoint, the sum of the learners' losses].
   std::vector<double>& status = status_;
-  status.assign(groups_.size() * 4, 0.0);  // sized once: no allocation per step
+  status.assign(groups_.size() * 5, 0.0);  // sized once: no allocation per step
   const double stop = stop_requested_ ? 1 : 0;
+  const double checkpoint = checkpoint_requested_.exchange(false) ? 1 : 0;
   for (auto& gp : groups_) {
     Group& g = *gp;
     g.error = nullptr;
-    g.driver.post([this, &g, lr, sync, &status, stop] {
-      double* st = &status[static_cast<size_t>(g.index) * 4];
+    g.driver.post([this, &g, lr, sync, &status, stop, checkpoint] {
+      double* st = &status[static_cast<size_t>(g.index) * 5];
       try {
-        static constexpr ReduceOp kOps[4] = {ReduceOp::Max, ReduceOp::Max, ReduceOp::Max,
-                                             ReduceOp::Sum};
-        double v[4] = {0, 0, stop, 0};
+        static constexpr ReduceOp kOps[5] = {ReduceOp::Max, ReduceOp::Max, ReduceOp::Max,
+                                             ReduceOp::Max, ReduceOp::Sum};
+        double v[5] = {0, 0, stop, checkpoint, 0};
         for (int j = 0; j < k_; ++j) {
           const Learner& l = *learners_[static_cast<size_t>(g.index * k_ + j)];
           if (l.error) v[0] = g.coll->rank() + 1;
           if (!l.error && !std::isfinite(l.loss)) v[1] = g.coll->rank() + 1;
-          if (!l.error) v[3] += l.loss;
+          if (!l.error) v[4] += l.loss;
         }
         g.coll->agree(v, kOps);
-        std::copy(v, v + 4, st);
+        std::copy(v, v + 5, st);
         if (v[0] > 0 || v[1] > 0) return;  // nobody updates anything at this step
         auto& sp = std::any_cast<ops::SmaStepParams&>(g.step_params);
         sp.lr = static_cast<float>(lr * lr_factor());
@@ -353,7 +354,8 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
   }
   for (auto& gp : groups_) gp->driver.wait();
   stop_agreed_ = stop_agreed_ || status[2] > 0;
-  job_loss_ = status[3] / total_learners();
+  checkpoint_agreed_ = status[3] > 0;
+  job_loss_ = status[4] / total_learners();
   timing_.phase_b_s += seconds(Clock::now() - t_b);
   ++timing_.steps;
   for (auto& lp : learners_)

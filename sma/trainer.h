@@ -256,6 +256,10 @@ class Trainer {
   // stop_agreed() is true on every rank, so that all of them stop after the same step.
   void request_stop() { stop_requested_ = true; }
   bool stop_agreed() const { return stop_agreed_; }
+  // A checkpoint asked by this process (its clock says one is due), carried the same way: after
+  // the next step checkpoint_agreed() is true on every rank (for that step only).
+  void request_checkpoint() { checkpoint_requested_ = true; }
+  bool checkpoint_agreed() const { return checkpoint_agreed_; }
 
   // Values agreed over the job's collective, one contribution per process (same result in every
   // process): the loop's global decisions (the tuner's measurements, the memory check).
@@ -322,6 +326,8 @@ class Trainer {
   std::pair<const void*, const void*> eval_buffers(EvalWeights w) const;
   std::atomic<bool> stop_requested_{false};
   bool stop_agreed_ = false;
+  std::atomic<bool> checkpoint_requested_{false};
+  bool checkpoint_agreed_ = false;
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<std::unique_ptr<Learner>> learners_;  // local, device-major
   std::vector<double> status_;                      // step(): per device agreement results
