@@ -220,7 +220,7 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
 }
 
 void RunRecorder::summary(const RunSummary& s, const Trainer& t, const RunOptions& o,
-                          int64_t skipped_files) {
+                          int64_t skipped_files, const std::vector<RankNumbers>& ranks) {
   fmt::print(
       "done     {} steps, {} {} in {:.2f} s ({:.2f} s training): {:.0f} {}/s, "
       "{} on {} {}, {:.2f} epochs, {} learner{}\n",
@@ -239,6 +239,15 @@ void RunRecorder::summary(const RunSummary& s, const Trainer& t, const RunOption
       "{:.1f}% of step time, z update {}\n",
       100 * (1 - tm.phase_b_share()), 100 * tm.phase_b_share(),
       t.options().overlap_sync ? "overlapped with the next step" : "not overlapped (--no-overlap)");
+  int64_t made = 0;
+  for (const RankNumbers& r : ranks) made += r.examples_made;
+  for (const RankNumbers& r : ranks)
+    fmt::print(
+        "rank     {} on {}: made {} training {} ({:.1f}% of the job's), forward/backward {:.0f} "
+        "{}/s, waited {:.2f} s for data\n",
+        r.rank, r.host, r.examples_made, unit_,
+        made > 0 ? 100.0 * static_cast<double>(r.examples_made) / static_cast<double>(made) : 0.0,
+        r.compute_per_s, unit_, r.data_wait_s);
   if (o.target_accuracy > 0) {
     if (s.reached_target)
       fmt::print("target   test accuracy {:.2f}% reached after {:.2f} s, {:.2f} epochs, step {}\n",
@@ -260,6 +269,16 @@ void RunRecorder::summary(const RunSummary& s, const Trainer& t, const RunOption
                                 {"test_loss", s.test.loss},
                                 {"phase_b_share", tm.phase_b_share()}};
   add_scores(sum, s.test, "test_");
+  if (!ranks.empty()) {
+    nlohmann::ordered_json rs = nlohmann::ordered_json::array();
+    for (const RankNumbers& r : ranks)
+      rs.push_back({{"rank", r.rank},
+                    {"host", r.host},
+                    {"examples_made", r.examples_made},
+                    {"compute_per_s", r.compute_per_s},
+                    {"data_wait_s", r.data_wait_s}});
+    sum["ranks"] = rs;
+  }
   if (o.target_accuracy > 0) {
     sum["target_accuracy"] = o.target_accuracy;
     sum["target_reached"] = s.reached_target;

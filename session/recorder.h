@@ -43,8 +43,17 @@ class RunRecorder {
   void attach(Callbacks& cbs, const Trainer& t, double lr, const std::string& program);
   // What the lines count: "images" (the default), or "examples" for tensor data.
   void set_unit(std::string unit) { unit_ = std::move(unit); }
-  // The end of a run: the summary lines and record.
-  void summary(const RunSummary& s, const Trainer& t, const RunOptions& o, int64_t skipped_files);
+  // One process of a job under mpirun, as the summary shows it (a slow node stands out).
+  struct RankNumbers {
+    int rank = 0;
+    std::string host;
+    int64_t examples_made = 0;  // training examples its pipeline read and decoded
+    double compute_per_s = 0;   // its learners' examples per second of forward/backward
+    double data_wait_s = 0;     // its time waiting for training batches
+  };
+  // The end of a run: the summary lines and record (with `ranks`, one line and entry per process).
+  void summary(const RunSummary& s, const Trainer& t, const RunOptions& o, int64_t skipped_files,
+               const std::vector<RankNumbers>& ranks = {});
 
  private:
   void show(const Progress& p, const Trainer& t);

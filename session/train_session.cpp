@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <new>
+#include <sstream>
 
 #include "autodiff/autodiff.h"
 #include "importer/onnx_exporter.h"
@@ -239,7 +240,6 @@ TrainSession::TrainSession(SessionOptions o) : o_(std::move(o)), who_(o_.program
     char host[256] = "?";
     gethostname(host, sizeof host - 1);
     fmt::print(stderr, "{}: pid {} on {}\n", who_, getpid(), host);
-    if (!o_.cache.empty()) fail("--cache under mpirun: make the pack first with cb-pack");
     if (mpi_->rank() != 0) {  // the others keep only stderr
       o_.output.clear();
       o_.metrics.clear();
@@ -305,7 +305,9 @@ Dataset TrainSession::open_here(const std::string& path) {
   build(data);
   const FeedPlan plan = plan_feed(data, feeds_, {o_.run.target, o_.run.transforms});
   std::error_code ec;
-  if (!std::filesystem::exists(o_.cache, ec)) {
+  // Under mpirun rank 0 makes the pack while the others wait for it (on a folder every rank sees).
+  const bool packs = !mpi_ || mpi_->rank() == 0;
+  if (packs && !std::filesystem::exists(o_.cache, ec)) {
     PackOptions po;
     po.size = plan.images.eval_resize();
     po.val_split = o_.data_options.val_split;
@@ -314,6 +316,16 @@ Dataset TrainSession::open_here(const std::string& path) {
     std::fflush(stdout);
     PackSummary ps = write_pack(path, o_.cache, po);
     fmt::print("cache    {} training + {} test images, {}\n", ps.train, ps.test, mib(ps.bytes));
+  }
+  if (mpi_) {
+    // Unwatched: packing may take hours; a rank 0 that fails ends the job (abort), one that dies
+    // is ended by mpirun.
+    mpi_->wait_for_rank0();
+    if (!std::filesystem::exists(o_.cache, ec))
+      fail(
+          "--cache {}: rank 0 made the pack, but this rank does not see it: put it on a folder "
+          "every rank shares, or make it on each machine first with cb-pack",
+          o_.cache);
   }
   Dataset packed = load_pack_dataset(o_.cache, path);
   packed.skipped = data.skipped;  // the folder's listing skips stay reported
@@ -403,6 +415,29 @@ void TrainSession::build_here(const Dataset& data) {
                     : "",
       out.name, to_string(out.shape));
   std::fflush(stdout);
+}
+
+std::vector<RunRecorder::RankNumbers> TrainSession::rank_numbers(const RunSummary& s) {
+  std::vector<RunRecorder::RankNumbers> out;
+  if (!mpi_) return out;
+  const Trainer& t = *trainer_;
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  const double mine = static_cast<double>(s.images) * t.local_learners() / t.total_learners();
+  const std::vector<std::string> all = mpi_->all_gather(
+      fmt::format("{} {} {:a} {:a}", host, s.examples_made,
+                  t.timing().phase_a_s > 0 ? mine / t.timing().phase_a_s : 0.0, s.data_wait_s));
+  for (size_t r = 0; r < all.size(); ++r) {
+    RunRecorder::RankNumbers n;
+    n.rank = static_cast<int>(r);
+    std::istringstream in(all[r]);
+    std::string ips, wait;
+    in >> n.host >> n.examples_made >> ips >> wait;
+    n.compute_per_s = std::strtod(ips.c_str(), nullptr);
+    n.data_wait_s = std::strtod(wait.c_str(), nullptr);
+    out.push_back(n);
+  }
+  return out;
 }
 
 CheckpointJob TrainSession::checkpoint_job() const {
@@ -726,7 +761,7 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
     fmt::print(stderr, "{}: z fnv1a {}\n", who_, h);
     fmt::print("ranks    z identical on all {} ranks (fnv1a {})\n", mpi_->size(), h);
   }
-  rec.summary(s, trainer, ropts, data.skipped->count());
+  rec.summary(s, trainer, ropts, data.skipped->count(), rank_numbers(s));
   // A run resumed at its end (a checkpoint of its last step: the run was stopped or killed after
   // writing it) trains nothing and evaluates without on_eval: the output is written here.
   if (!o.output.empty() && !wrote) save(o.output, form);

@@ -22,6 +22,7 @@
 
 #include "importer/onnx_exporter.h"
 #include "session/options.h"
+#include "session/recorder.h"
 #include "sma/checkpoint.h"
 #include "sma/train_loop.h"
 
@@ -113,6 +114,8 @@ class TrainSession {
   Dataset open_here(const std::string& path);
   void build_here(const Dataset& data);
   CheckpointJob checkpoint_job() const;  // this process's place in the job (under mpirun)
+  // Under mpirun: every rank's own numbers for the summary (a collective: every rank calls it).
+  std::vector<RunRecorder::RankNumbers> rank_numbers(const RunSummary& s);
   CheckpointMeta checkpoint_meta(const Dataset& data) const;
 
   SessionOptions o_;

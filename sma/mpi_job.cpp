@@ -38,6 +38,7 @@ MpiJob::MpiJob(double timeout_s) : timeout_s_(timeout_s) {
 MpiJob::~MpiJob() = default;
 std::vector<std::unique_ptr<Collective>> MpiJob::collectives(int) { return {}; }
 std::string MpiJob::broadcast(const std::string& text) { return text; }
+void MpiJob::wait_for_rank0() {}
 std::vector<std::string> MpiJob::all_gather(const std::string&) { return {}; }
 std::string MpiJob::differences(const std::vector<std::pair<std::string, std::string>>&) {
   return "";
@@ -287,6 +288,11 @@ std::vector<std::unique_ptr<Collective>> MpiJob::collectives(int devices) {
 }
 
 std::string MpiJob::broadcast(const std::string& text) { return all_gather(text)[0]; }
+
+void MpiJob::wait_for_rank0() {
+  int go = 1;
+  MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
+}
 
 std::vector<std::string> MpiJob::all_gather(const std::string& text) {
   const int n = static_cast<int>(text.size());

@@ -45,6 +45,9 @@ class MpiJob {
   std::vector<std::unique_ptr<Collective>> collectives(int devices);
   // Rank 0's `text` on every rank (the others' `text` is ignored).
   std::string broadcast(const std::string& text);
+  // Returns on every rank once rank 0 has called it too, however long that takes: no timeout
+  // (for work only rank 0 does, such as packing a data set; a rank 0 that fails ends the job).
+  void wait_for_rank0();
   // Every rank's `text`, gathered on every rank.
   std::vector<std::string> all_gather(const std::string& text);
   // The start-up agreement: every rank's (name, value) settings compared with rank 0's. Returns

@@ -23,13 +23,20 @@
 #include "runtime/data/image_folder.h"
 #include "runtime/data/pack.h"
 #include "runtime/data/pipeline.h"
+#include "tests/fashion_folder.h"
 #include "tests/test_util.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
+using test::class_name;
 using test::contains;
 using test::error_of;
+using test::FolderFromIdx;
+using test::grey_of;
 using test::need;
+using test::rgb_of;
+using test::write_bytes;
+using test::write_fashion_folder;
 
 namespace {
 
@@ -49,64 +56,12 @@ struct TempDir {
   fs::path operator/(const std::string& f) const { return path / f; }
 };
 
-void write_bytes(const fs::path& p, const std::vector<uint8_t>& b) {
-  fs::create_directories(p.parent_path());
-  std::ofstream f(p, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-  REQUIRE(f.good());
-}
-
 std::vector<uint8_t> read_bytes(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), {}};
 }
 
 // Example i of an IDX set as a 28x28 grey Image (and replicated to RGB).
-Image grey_of(const ImageSet& s, int64_t i) {
-  Image img;
-  img.rows = static_cast<int>(s.rows);
-  img.cols = static_cast<int>(s.cols);
-  img.channels = 1;
-  img.px.assign(s.chw(i), s.chw(i) + s.image_elems());
-  return img;
-}
-Image rgb_of(const Image& g) {
-  Image img = g;
-  img.channels = 3;
-  img.px.resize(g.px.size() * 3);
-  for (size_t k = 0; k < g.px.size(); ++k)
-    img.px[3 * k] = img.px[3 * k + 1] = img.px[3 * k + 2] = g.px[k];
-  return img;
-}
-
-// A class folder name whose sorted position is its label.
-std::string class_name(int64_t label) { return fmt::format("class{:02d}", label); }
-
-// Writes the first n training and m test Fashion-MNIST images as train/<class>/ and val/<class>/:
-// even examples as PNG (grey), odd ones as JPEG (RGB, quality 95). Returns the IDX set.
-struct FolderFromIdx {
-  std::shared_ptr<const Examples> train, test;
-};
-FolderFromIdx write_fashion_folder(const fs::path& root, int64_t n, int64_t m, bool all_png = false,
-                                   bool flat = false) {
-  Dataset idx = load_dataset(kFashion);
-  for (int split = 0; split < 2; ++split) {
-    const ImageSet& s = test::mem(split == 0 ? idx.train : idx.test);
-    const int64_t count = split == 0 ? n : m;
-    for (int64_t i = 0; i < count; ++i) {
-      const Image g = grey_of(s, i);
-      fs::path dir = flat ? root / class_name(s.labels[static_cast<size_t>(i)])
-                          : root / (split == 0 ? "train" : "val") /
-                                class_name(s.labels[static_cast<size_t>(i)]);
-      if (all_png || i % 2 == 0)
-        write_bytes(dir / fmt::format("{}_{:05d}.png", split, i), encode_png(g));
-      else
-        write_bytes(dir / fmt::format("{}_{:05d}.JPG", split, i), encode_jpeg(rgb_of(g), 95));
-    }
-  }
-  return {idx.train, idx.test};
-}
-
 // The batches of a pipeline, as float vectors (and labels).
 std::vector<std::vector<float>> batches(const Dataset& d, const TransformSpec& spec, bool train,
                                         int workers, int count, std::vector<int64_t>* labels,

@@ -1,5 +1,8 @@
 // cb-train under mpirun (sma/mpi_job.h): two processes with one learner each keep z bit-identical
-// and train the same weights as one process with two learners; ranks that disagree are refused
+// and train the same weights as one process with two learners, bit for bit, and two processes
+// with two devices each as one process with four; checkpoints are written in parts and resumed
+// on the same or another layout, a bad part refused; each rank decodes its own learners' images;
+// --cache is packed once; ranks that disagree are refused
 // before the first step, naming the difference; a rank killed, or stopped, ends the whole job
 // within the timeout with a message naming it; SIGTERM stops every rank after the same step.
 // Needs OpenMPI (./setup.sh installs libopenmpi-dev and openmpi-bin) and Fashion-MNIST.
@@ -17,14 +20,18 @@
 #include <thread>
 
 #include "importer/onnx_importer.h"
+#include "kernels/cuda/cuda_device.h"
+#include "sma/checkpoint.h"
 #include "sma/mpi_job.h"
+#include "tests/fashion_folder.h"
 #include "tests/test_util.h"
 
 using namespace cb;
 using test::contains;
 namespace fs = std::filesystem;
-using test::TempDir;
 using test::read_text;
+using test::TempDir;
+using test::write_fashion_folder;
 
 namespace {
 
@@ -65,10 +72,10 @@ bool have_mpi() {
 
 std::string cb_train() { return std::string(CB_BINARY_DIR) + "/cb-train"; }
 
-std::string common(const std::string& extra) {
+std::string common(const std::string& extra, int threads = 1) {
   return fmt::format(
-      "{}/models/lenet5_op17.onnx --data {} --threads 1 --test-limit 200 --seed 1 {}",
-      CB_SOURCE_DIR, kFashion, extra);
+      "{}/models/lenet5_op17.onnx --data {} --threads {} --test-limit 200 --seed 1 {}",
+      CB_SOURCE_DIR, kFashion, threads, extra);
 }
 
 int run(const std::string& cmd) {
@@ -114,6 +121,33 @@ pid_t rank_pid(const std::string& log, int rank) {
   return 0;
 }
 
+// Whether two exported models hold the same parameter bytes; the number of tensors compared.
+int same_weights(const fs::path& a_path, const fs::path& b_path) {
+  ImportResult a = import_model(a_path), b = import_model(b_path);
+  int compared = 0;
+  for (const Value& va : a.graph.values) {
+    if (va.kind != ValueKind::Parameter || !va.data) continue;
+    const Value* vb = nullptr;
+    for (const Value& v : b.graph.values)
+      if (v.name == va.name) vb = &v;
+    REQUIRE(vb != nullptr);
+    CAPTURE(va.name);
+    CHECK(va.data->bytes == vb->data->bytes);
+    ++compared;
+  }
+  return compared;
+}
+
+// The train loss of the last evaluation line ("train loss 2.2840").
+std::string last_train_loss(const std::string& out) {
+  std::string last;
+  const std::regex re(R"(train loss (\S+))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it)
+    last = (*it)[1];
+  return last;
+}
+
 void wait_for_text(const std::string& log, const std::string& text) {
   for (int i = 0; i < 1200 && !contains(read_text(log), text); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -138,27 +172,176 @@ TEST_CASE("mpi: 2 ranks x 1 learner keep z identical and equal 1 rank x 2 learne
   REQUIRE(std::regex_search(err, m1, std::regex(R"(rank 1 of 2\): z fnv1a ([0-9a-f]+))")));
   CHECK(m0[1] == m1[1]);
   CHECK(contains(out, "learners 2"));  // K counts every rank's learners
-  // One process with two learners, the same data order: the same weights.
+  // One process with two learners, the same data order: the same weights, bit for bit.
   REQUIRE(run(fmt::format("{} {} --output {} > /dev/null 2>&1", cb_train(),
                           common("--steps 60 --eval-every 30 --learners 2"), d / "one.onnx")) == 0);
-  ImportResult a = import_model(d / "two.onnx"), b = import_model(d / "one.onnx");
-  int compared = 0;
-  for (const Value& va : a.graph.values) {
-    if (va.kind != ValueKind::Parameter || !va.data) continue;
-    const Value* vb = nullptr;
-    for (const Value& v : b.graph.values)
-      if (v.name == va.name) vb = &v;
-    REQUIRE(vb != nullptr);
-    REQUIRE(va.data->bytes.size() == vb->data->bytes.size());
-    double worst = 0;
-    for (int64_t i = 0; i < va.data->numel(); ++i)
-      worst = std::max(worst, std::abs(static_cast<double>(va.data->data<float>()[i]) -
-                                       vb->data->data<float>()[i]));
-    CAPTURE(va.name);
-    CHECK(worst <= 1e-6);
-    ++compared;
+  CHECK(same_weights(d / "two.onnx", d / "one.onnx") == 10);  // LeNet-5's 10 parameter tensors
+}
+
+TEST_CASE("mpi: -np 2 --devices cpu:2 equals one process with 4 devices, bit for bit") {
+  if (!have_mpi()) return;
+  TempDir d("devices");
+  const std::string args = "--steps 60 --eval-every 30 --learners 1";
+  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --devices cpu:2 --output {} > {} 2>&1",
+                          cb_train(), common(args, 2), d / "two.onnx", d / "out")) == 0);
+  const std::string out = read_text(d / "out");
+  INFO(out);
+  CHECK(contains(out, "ranks    2 processes (mpirun) x 2 devices"));
+  CHECK(contains(out, "learners 4"));
+  REQUIRE(run(fmt::format("{} {} --devices cpu:4 --output {} > /dev/null 2>&1", cb_train(),
+                          common(args, 4), d / "one.onnx")) == 0);
+  CHECK(same_weights(d / "two.onnx", d / "one.onnx") == 10);
+  // The training loss in the records is the job's: every learner's, the same as one process's.
+  const std::string loss2 = last_train_loss(out);
+  REQUIRE(!loss2.empty());
+  REQUIRE(run(fmt::format("{} {} --devices cpu:4 > {} 2>&1", cb_train(), common(args, 4),
+                          d / "one.out")) == 0);
+  CHECK(last_train_loss(read_text(d / "one.out")) == loss2);
+}
+
+TEST_CASE("mpi: --devices cuda under mpirun is set up, and without a GPU says so") {
+  if (!have_mpi()) return;
+  if (cuda_device_count(nullptr) > 0) return;  // a GPU machine runs it in tools/gpu/check.sh
+  TempDir d("cuda");
+  const int rc = run(fmt::format("mpirun -np 2 {} {} --devices cuda > {} 2>&1", cb_train(),
+                                 common("--steps 5 --learners 1"), d / "log"));
+  const std::string log = read_text(d / "log");
+  INFO(log);
+  CHECK(rc != 0);
+  CHECK(contains(log, "no GPU found"));
+  CHECK(!contains(log, "not supported"));
+}
+
+TEST_CASE(
+    "mpi: checkpoints: SIGTERM'd and resumed on 2 ranks, or on 1 rank x 2 learners, end as "
+    "the uninterrupted run; a part missing or corrupt is not used") {
+  if (!have_mpi()) return;
+  TempDir d("ckpt");
+  const std::string args = common("--steps 3000 --eval-every 1000");
+  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --learners 1 --output {} > {} 2>&1",
+                          cb_train(), args, d / "whole.onnx", d / "whole.log")) == 0);
+  // Stopped mid-run by SIGTERM to mpirun: every rank writes its part of a last checkpoint.
+  const std::string log = d / "a.log";
+  const pid_t job = start(fmt::format("-np 2 --bind-to none {} {} --learners 1 --checkpoint-dir {} "
+                                      "--checkpoint-every 100 --output {}",
+                                      cb_train(), args, d / "ck", d / "a.onnx"),
+                          log);
+  wait_for_text(log, "saved    ");
+  kill(job, SIGTERM);
+  finish(job, 120);
+  const std::string text = read_text(log);
+  INFO(text);
+  REQUIRE(contains(text, "stopped by SIGTERM after step"));
+  CHECK(contains(text, "a part from each of 2 ranks"));
+  const std::vector<std::string> cks = list_checkpoints(d / "ck");
+  REQUIRE(cks.size() >= 2);
+  CHECK(fs::exists(fs::path(cks.back()) / "tensors-1.bin"));
+  fs::copy(d / "ck", d / "ck2", fs::copy_options::recursive);
+
+  // Resumed with -np 2: the uninterrupted run's weights.
+  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --learners 1 --checkpoint-dir {} "
+                          "--resume {} --output {} > {} 2>&1",
+                          cb_train(), args, d / "ck", d / "ck", d / "a.onnx", d / "a2.log")) == 0);
+  CHECK(contains(read_text(d / "a2.log"), "resume   " + cks.back()));
+  CHECK(same_weights(d / "a.onnx", d / "whole.onnx") == 10);
+  // Resumed from the same 2 x 1 checkpoint by one process with 2 learners: the same.
+  REQUIRE(run(fmt::format("{} {} --learners 2 --resume {} --output {} > {} 2>&1", cb_train(), args,
+                          d / "ck2", d / "b.onnx", d / "b.log")) == 0);
+  const std::string blog = read_text(d / "b.log");
+  INFO(blog);
+  CHECK(contains(blog, "saved by 2 processes x 1 device"));
+  CHECK(same_weights(d / "b.onnx", d / "whole.onnx") == 10);
+  // Another total is refused, naming both.
+  CHECK(run(fmt::format("{} {} --learners 3 --resume {} > {} 2>&1", cb_train(), args, d / "ck2",
+                        d / "c.log")) != 0);
+  CHECK(contains(read_text(d / "c.log"),
+                 "the checkpoint holds 2 learners in all (2 processes x 1 device x 1); this run "
+                 "has 3 (1 process x 1 device x --learners 3)"));
+
+  // The newest checkpoint lacks rank 1's part, the one before has it corrupt: both are refused
+  // with a message and the one before them used; the run still ends with the same weights.
+  const std::vector<std::string> kept = list_checkpoints(d / "ck2");
+  REQUIRE(kept.size() >= 3);
+  fs::remove(fs::path(kept[kept.size() - 1]) / "tensors-1.bin");
+  {
+    const fs::path part = fs::path(kept[kept.size() - 2]) / "tensors-1.bin";
+    std::fstream f(part, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
   }
-  CHECK(compared == 10);  // LeNet-5's 10 parameter tensors
+  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --learners 1 --resume {} --output {} "
+                          "> {} 2>&1",
+                          cb_train(), args, d / "ck2", d / "e.onnx", d / "e.log")) == 0);
+  const std::string elog = read_text(d / "e.log");
+  INFO(elog);
+  CHECK(contains(elog, "checkpoint refused (the previous one is used)"));
+  CHECK(contains(elog, "tensors-1.bin: missing or not a regular file"));
+  CHECK(contains(elog, "tensors-1.bin: fails its checksum"));
+  CHECK(contains(elog, "resume   " + kept[kept.size() - 3]));
+  CHECK(same_weights(d / "e.onnx", d / "whole.onnx") == 10);
+}
+
+TEST_CASE("mpi: a rank killed while checkpoints are written leaves a loadable previous one") {
+  if (!have_mpi()) return;
+  TempDir d("killck");
+  const std::string log = d / "log";
+  // A checkpoint after every step: most of the run is spent writing them.
+  const pid_t job =
+      start(fmt::format("-np 2 --bind-to none {} {} --checkpoint-dir {} "
+                        "--checkpoint-every 1 --keep 1000",
+                        cb_train(), common("--steps 1000000 --learners 1 --collective-timeout 5"),
+                        d / "ck"),
+            log);
+  const pid_t victim = rank_pid(log, 1);
+  REQUIRE(victim > 0);
+  for (int i = 0; i < 600 && list_checkpoints(d / "ck").size() < 5; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(victim, SIGKILL);
+  CHECK(finish(job, 60) != 0);
+  INFO(read_text(log));
+  const std::vector<std::string> cks = list_checkpoints(d / "ck");
+  REQUIRE(cks.size() >= 5);
+  // The newest complete checkpoint loads, every part checked (a write cut short is a .tmp).
+  LoadedCheckpoint ck;
+  CHECK_NOTHROW(ck = load_checkpoint(d / "ck"));
+  CHECK(ck.refused.empty());
+  CHECK(ck.state.model.learners.size() == 2);
+  CHECK(ck.path == cks.back());
+}
+
+TEST_CASE("mpi: each rank decodes only its own learners' images; --cache is packed by rank 0") {
+  if (!have_mpi()) return;
+  TempDir d("decode");
+  write_fashion_folder(d / "folder", 600, 40);
+  const int64_t steps = 20, batch = 16;
+  const std::string args = fmt::format(
+      "{}/models/lenet5_op17.onnx --data {} --threads 1 --seed 1 --steps {} --batch-size {} "
+      "--learners 1 --workers 1",
+      CB_SOURCE_DIR, d / "folder", steps, batch);
+  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} > {} 2>&1", cb_train(), args,
+                          d / "log")) == 0);
+  const std::string log = read_text(d / "log");
+  INFO(log);
+  // Each rank made its learner's batches (20 of 16), and the few its pipeline had ahead: about
+  // half of what the job trained on, not all of it.
+  const int64_t job_images = steps * 2 * batch;
+  for (int r = 0; r < 2; ++r) {
+    std::smatch m;
+    REQUIRE(std::regex_search(
+        log, m, std::regex(fmt::format(R"(rank     {} on \S+: made (\d+) training images)", r))));
+    const int64_t made = std::stoll(m[1]);
+    CAPTURE(r);
+    CHECK(made >= job_images / 2);
+    CHECK(made <= job_images / 2 + 8 * batch);
+  }
+  // --cache: rank 0 packs the folder, rank 1 waits and reads the same pack.
+  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --cache {} > {} 2>&1", cb_train(),
+                          args, d / "pack", d / "cache.log")) == 0);
+  const std::string clog = read_text(d / "cache.log");
+  INFO(clog);
+  CHECK(contains(clog, "cache    packing"));
+  CHECK(fs::exists(d / "pack"));
+  CHECK(contains(clog, "z identical on all 2 ranks"));
 }
 
 TEST_CASE("mpi: ranks that differ are refused before the first step, naming the difference") {
