@@ -3,18 +3,24 @@
 //
 // A checkpoint is a directory DIR/ckpt-<step, 10 digits> holding
 //  - tensors.bin: every float tensor of the state, one after another (z, z_prev, then each
-//    learner's params, opt1, opt2, BN state), little-endian;
+//    learner's params, opt1, opt2, BN state, then each device's part of the weight average),
+//    little-endian; in a job of several processes (MPI) this is rank 0's part, and
+//    tensors-<r>.bin holds rank r's learners and average parts (learners and devices numbered
+//    globally: rank r's come after rank r-1's);
 //  - MANIFEST: text, one item per line: the format version, what the run was (model hash and
 //    path, loss, data, batch size, command line), whether the model is z or the learners'
-//    average, the loop position (step, batches consumed, learning-rate decays,
-//    previous rate, the auto-tuner's state and measuring window), each learner's step count, each
-//    tensor's offset, length and CRC-32, the size and CRC-32 of tensors.bin, and a last line with
-//    the CRC-32 of every line before it. Doubles are written as hex floats (%a): exact.
+//    average, the layout (processes x devices per process), the loop position (step, batches
+//    consumed, learning-rate decays, previous rate, the auto-tuner's state and measuring window),
+//    each learner's step count, each tensor's part, offset, length and CRC-32, each part's size
+//    and CRC-32, and a last line with the CRC-32 of every line before it. Doubles are written as
+//    hex floats (%a): exact.
 // Written to ckpt-<step>.tmp, every file fsynced, renamed, and the parent directory fsynced: a
 // crash at any moment leaves either the complete checkpoint or none (a .tmp left behind is
-// ignored and replaced). Reading checks every checksum and size; a checkpoint that fails is
-// refused with the reason, and load_checkpoint() on a --checkpoint-dir falls back to the newest
-// one that passes.
+// ignored and replaced); in a job, the MANIFEST is written only after every part is durable.
+// Reading checks every checksum and size; a checkpoint that fails is refused with the reason, and
+// load_checkpoint() on a --checkpoint-dir falls back to the newest one that passes (in a job: that
+// passes on every process). The learners are the state: a checkpoint resumes on any layout with
+// the same number of learners in all.
 //
 // One run writes a folder at a time: CheckpointPolicy holds a CheckpointLock on DIR/.lock for the
 // whole run. The lock file is not a checkpoint (only ckpt-NNNNNNNNNN/ folders are), and reading a

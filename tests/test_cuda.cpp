@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/cpu_device.h"
@@ -99,6 +100,69 @@ TEST_CASE("cuda: one device of --devices cuda gets the in-process collective, no
   devs.push_back(make_cpu_device(1));
   CHECK(test::contains(test::error_of([&] { make_collectives("cuda:0,1", devs); }),
                        cuda_backend_built() ? "is not a CUDA device" : "NCCL"));
+}
+
+// Under mpirun the GPUs of every process join one NCCL communicator, bootstrapped from an id one
+// process makes (nccl_unique_id) and hands to all (over MPI). Here the processes are one: this
+// process's GPUs take ranks 0..N-1 of such a communicator, set up by ncclCommInitRank as each
+// process does, and sum with one driver thread per GPU as the trainer does.
+TEST_CASE("cuda: a job-wide NCCL communicator from a broadcast id sums every GPU (GPU)") {
+  const int n = gpus_or_skip("NCCL job communicator test");
+  if (n == 0) {
+    // Without a GPU the set-up is refused by NCCL or the build, with a message, not a crash.
+    std::vector<std::unique_ptr<Device>> devs;
+    devs.push_back(make_cpu_device(1));
+    CHECK(!test::error_of([&] {
+             make_nccl_collectives({devs[0].get()}, NcclJob{std::string(3, 'x'), 0, 1},
+                                   make_shared_memory_collectives(1));
+           }).empty());
+    return;
+  }
+  std::vector<std::unique_ptr<Device>> devs;
+  std::vector<Device*> raw;
+  for (int g = 0; g < n; ++g) {
+    devs.push_back(make_cuda_device(g));
+    raw.push_back(devs.back().get());
+  }
+  const NcclJob job{nccl_unique_id(), 0, n};
+  std::vector<std::unique_ptr<Collective>> c =
+      make_nccl_collectives(raw, job, make_shared_memory_collectives(n));
+  REQUIRE(static_cast<int>(c.size()) == n);
+  const int64_t len = 1000;
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+  for (int g = 0; g < n; ++g) {
+    bufs.push_back(std::make_unique<DeviceBuffer>(*devs[g], len * sizeof(float)));
+    std::vector<float> h(len);
+    for (int64_t i = 0; i < len; ++i) h[i] = static_cast<float>((g + 1) * i % 97);
+    devs[g]->upload(bufs[g]->get(), h.data(), len * sizeof(float));
+    devs[g]->synchronize();
+  }
+  std::vector<std::thread> th;
+  std::vector<std::string> errors(n);
+  std::vector<std::vector<double>> agreed(n);
+  for (int g = 0; g < n; ++g)
+    th.emplace_back([&, g] {
+      errors[g] = test::error_of([&] {
+        CHECK(c[g]->rank() == g);
+        c[g]->allreduce_sum(*devs[g], kSyncStream, static_cast<float*>(bufs[g]->get()), len);
+        devs[g]->synchronize(kSyncStream);
+        agreed[g] = {static_cast<double>(g)};
+        c[g]->agree(agreed[g], ReduceOp::Max);
+      });
+    });
+  for (auto& t : th) t.join();
+  for (int g = 0; g < n; ++g) {
+    CAPTURE(g);
+    CHECK(errors[g].empty());
+    std::vector<float> h(len);
+    devs[g]->download(h.data(), bufs[g]->get(), len * sizeof(float));
+    for (int64_t i = 0; i < len; i += 37) {
+      float want = 0;
+      for (int q = 0; q < n; ++q) want += static_cast<float>((q + 1) * i % 97);
+      CHECK(h[i] == want);
+    }
+    CHECK(agreed[g][0] == n - 1);
+  }
 }
 
 TEST_CASE("cuda: device memory, copies, streams, events and the out-of-memory error (GPU)") {
