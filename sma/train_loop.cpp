@@ -120,11 +120,10 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   po.shuffle = o.shuffle;
   po.seed = o.seed;
   po.workers = workers;
-  // The ring holds two steps' batches (K each) beyond what the workers have in hand; it is made
-  // again at the current position when the tuner changes K (the batches are the same: they depend
-  // on their place in the sequence only).
-  // Several processes: this one makes only its own learners' batches (the sequence is global,
-  // the reading and decoding is not).
+  // The ring holds two steps' batches (this process's L each) beyond what the workers have in
+  // hand; it is made again at the current position when the tuner changes K (the batches are the
+  // same: they depend on their place in the sequence only). Under MPI this process makes only its
+  // own learners' batches (the sequence is global, the reading and decoding is not).
   std::optional<BatchPipeline> pipe;
   int64_t made_before = 0;  // examples made by the pipelines before the current one
   auto start_pipe = [&] {
