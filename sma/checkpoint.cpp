@@ -707,7 +707,8 @@ std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
     report = fmt::format("{} {:08x}\n{}", part.bin.size(),
                          crc32_of(part.bin.data(), part.bin.size()), part.lines);
   } catch (const Error& e) {
-    report = std::string("!") + e.what();
+    report = std::string("!") + e.what() +
+             (job.rank != 0 ? " (the checkpoint folder must be one every rank sees)" : "");
   }
   const std::vector<std::string> reports =
       job.ranks > 1 ? job.all_gather(report) : std::vector<std::string>{report};
