@@ -322,10 +322,15 @@ TEST_CASE("mpi: each rank decodes only its own learners' images; --cache is pack
       "{}/models/lenet5_op17.onnx --data {} --threads 1 --seed 1 --steps {} --batch-size {} "
       "--learners 1 --workers 1",
       CB_SOURCE_DIR, d / "folder", steps, batch);
-  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} > {} 2>&1", cb_train(), args,
-                          d / "log")) == 0);
+  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --metrics {} --report {} > {} 2>&1",
+                          cb_train(), args, d / "m.jsonl", d / "report.html", d / "log")) == 0);
   const std::string log = read_text(d / "log");
   INFO(log);
+  // Every rank's numbers reach the summary record and the report's table.
+  const std::string metrics = read_text(d / "m.jsonl");
+  CHECK(contains(metrics, R"("ranks":[{"rank":0,)"));
+  CHECK(contains(metrics, R"({"rank":1,)"));
+  CHECK(contains(read_text(d / "report.html"), "<h2>Ranks (processes)</h2>"));
   // Each rank made its learner's batches (20 of 16), and the few its pipeline had ahead: about
   // half of what the job trained on, not all of it.
   const int64_t job_images = steps * 2 * batch;
