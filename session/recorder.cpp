@@ -243,11 +243,11 @@ void RunRecorder::summary(const RunSummary& s, const Trainer& t, const RunOption
   for (const RankNumbers& r : ranks) made += r.examples_made;
   for (const RankNumbers& r : ranks)
     fmt::print(
-        "rank     {} on {}: made {} training {} ({:.1f}% of the job's), forward/backward {:.0f} "
-        "{}/s, waited {:.2f} s for data\n",
+        "rank     {} on {}: made {} training {} ({:.1f}% of the job's) and {} test {}, "
+        "forward/backward {:.0f} {}/s, waited {:.2f} s for data\n",
         r.rank, r.host, r.examples_made, unit_,
         made > 0 ? 100.0 * static_cast<double>(r.examples_made) / static_cast<double>(made) : 0.0,
-        r.compute_per_s, unit_, r.data_wait_s);
+        r.test_examples_made, unit_, r.compute_per_s, unit_, r.data_wait_s);
   if (o.target_accuracy > 0) {
     if (s.reached_target)
       fmt::print("target   test accuracy {:.2f}% reached after {:.2f} s, {:.2f} epochs, step {}\n",
@@ -275,6 +275,7 @@ void RunRecorder::summary(const RunSummary& s, const Trainer& t, const RunOption
       rs.push_back({{"rank", r.rank},
                     {"host", r.host},
                     {"examples_made", r.examples_made},
+                    {"test_examples_made", r.test_examples_made},
                     {"compute_per_s", r.compute_per_s},
                     {"data_wait_s", r.data_wait_s}});
     sum["ranks"] = rs;

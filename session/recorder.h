@@ -47,9 +47,10 @@ class RunRecorder {
   struct RankNumbers {
     int rank = 0;
     std::string host;
-    int64_t examples_made = 0;  // training examples its pipeline read and decoded
-    double compute_per_s = 0;   // its learners' examples per second of forward/backward
-    double data_wait_s = 0;     // its time waiting for training batches
+    int64_t examples_made = 0;       // training examples its pipeline read and decoded
+    int64_t test_examples_made = 0;  // test examples its evaluations read and decoded
+    double compute_per_s = 0;        // its learners' examples per second of forward/backward
+    double data_wait_s = 0;          // its time waiting for training batches
   };
   // The end of a run: the summary lines and record (with `ranks`, one line and entry per process).
   void summary(const RunSummary& s, const Trainer& t, const RunOptions& o, int64_t skipped_files,

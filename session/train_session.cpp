@@ -425,14 +425,14 @@ std::vector<RunRecorder::RankNumbers> TrainSession::rank_numbers(const RunSummar
   gethostname(host, sizeof host - 1);
   const double mine = static_cast<double>(s.images) * t.local_learners() / t.total_learners();
   const std::vector<std::string> all = mpi_->all_gather(
-      fmt::format("{} {} {:a} {:a}", host, s.examples_made,
+      fmt::format("{} {} {} {:a} {:a}", host, s.examples_made, s.test_examples_made,
                   t.timing().phase_a_s > 0 ? mine / t.timing().phase_a_s : 0.0, s.data_wait_s));
   for (size_t r = 0; r < all.size(); ++r) {
     RunRecorder::RankNumbers n;
     n.rank = static_cast<int>(r);
     std::istringstream in(all[r]);
     std::string ips, wait;
-    in >> n.host >> n.examples_made >> ips >> wait;
+    in >> n.host >> n.examples_made >> n.test_examples_made >> ips >> wait;
     n.compute_per_s = std::strtod(ips.c_str(), nullptr);
     n.data_wait_s = std::strtod(wait.c_str(), nullptr);
     out.push_back(n);

@@ -67,6 +67,7 @@ class Metrics {
 
   const MetricSums& sums() const { return sums_; }
   void merge(const Metrics& other) { sums_.merge(other.sums_); }
+  void merge(const MetricSums& other) { sums_.merge(other); }
   void reset() { sums_ = {}; }
 
  private:

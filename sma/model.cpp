@@ -327,10 +327,9 @@ std::vector<Tensor> Evaluator::outputs(const Batch& b) {
   return out;
 }
 
-EvalResult Evaluator::evaluate(const NextBatch& next) {
-  EvalResult r;
+EvalScore Evaluator::score(const NextBatch& next) {
+  EvalScore r;
   Batch b;
-  double loss_sum = 0;
   const bool own_loss = m_.tg_.loss_kind == LossKind::ModelOutput;
   std::optional<Metrics> metrics;
   if (!own_loss) metrics.emplace(m_.tg_);
@@ -342,10 +341,9 @@ EvalResult Evaluator::evaluate(const NextBatch& next) {
       int64_t arg = 0;
       for (int64_t j = 1; j < c; ++j)
         if (out.real_at(i * c + j) > out.real_at(i * c + arg)) arg = j;
-      r.correct += arg == l[i];
+      r.label_correct += arg == l[i];
     }
   };
-  bool labels_scored = false;
   while (next(b)) {
     const int64_t n = b.size();
     CB_CHECK(n > 0 && n <= batch_);
@@ -354,11 +352,11 @@ EvalResult Evaluator::evaluate(const NextBatch& next) {
     ex.run();
     const double batch_loss = ex.output(static_cast<size_t>(m_.eval_loss_output_)).real_at(0);
     if (own_loss) {
-      loss_sum += batch_loss * static_cast<double>(n);
+      r.own_loss_sum += batch_loss * static_cast<double>(n);
       if (m_.eval_output_ >= 0 && m_.label_input_ >= 0) {
         score_labels(ex.output(static_cast<size_t>(m_.eval_output_)),
                      b.inputs[static_cast<size_t>(m_.label_input_)].data<int64_t>(), n);
-        labels_scored = true;
+        r.labels_scored = true;
       }
     } else {
       const Tensor out = ex.output(static_cast<size_t>(m_.eval_output_));
@@ -367,17 +365,78 @@ EvalResult Evaluator::evaluate(const NextBatch& next) {
       metrics->add(out, *target, batch_loss);
       if (target != &b.target && b.target.dtype == DType::I64) {
         score_labels(out, b.target.data<int64_t>(), n);
-        labels_scored = true;
+        r.labels_scored = true;
       }
     }
     r.count += n;
   }
+  if (metrics) r.sums = metrics->sums();
+  return r;
+}
+
+void EvalScore::merge(const EvalScore& o) {
+  count += o.count;
+  own_loss_sum += o.own_loss_sum;
+  label_correct += o.label_correct;
+  labels_scored = labels_scored || o.labels_scored;
+  sums.merge(o.sums);
+}
+
+std::vector<double> EvalScore::pack() const {
+  return {static_cast<double>(count),
+          own_loss_sum,
+          static_cast<double>(label_correct),
+          labels_scored ? 1.0 : 0.0,
+          static_cast<double>(sums.count),
+          static_cast<double>(sums.counted),
+          sums.loss_sum,
+          static_cast<double>(sums.loss_counted),
+          static_cast<double>(sums.scored),
+          static_cast<double>(sums.correct),
+          static_cast<double>(sums.correct5),
+          static_cast<double>(sums.classes),
+          sums.abs_err,
+          sums.sq_err,
+          static_cast<double>(sums.t_n),
+          sums.t_mean,
+          sums.t_m2};
+}
+
+EvalScore EvalScore::unpack(std::span<const double> v) {
+  CB_CHECK(v.size() == kPacked);
+  auto i64 = [](double x) { return static_cast<int64_t>(std::llround(x)); };
+  EvalScore s;
+  s.count = i64(v[0]);
+  s.own_loss_sum = v[1];
+  s.label_correct = i64(v[2]);
+  s.labels_scored = v[3] != 0;
+  s.sums.count = i64(v[4]);
+  s.sums.counted = i64(v[5]);
+  s.sums.loss_sum = v[6];
+  s.sums.loss_counted = i64(v[7]);
+  s.sums.scored = i64(v[8]);
+  s.sums.correct = i64(v[9]);
+  s.sums.correct5 = i64(v[10]);
+  s.sums.classes = i64(v[11]);
+  s.sums.abs_err = v[12];
+  s.sums.sq_err = v[13];
+  s.sums.t_n = i64(v[14]);
+  s.sums.t_mean = v[15];
+  s.sums.t_m2 = v[16];
+  return s;
+}
+
+EvalResult Evaluator::result(const EvalScore& s) const {
+  EvalResult r;
+  r.count = s.count;
   if (r.count == 0) return r;
-  if (own_loss) {
-    r.loss = loss_sum / static_cast<double>(r.count);
+  if (m_.tg_.loss_kind == LossKind::ModelOutput) {
+    r.loss = s.own_loss_sum / static_cast<double>(r.count);
     r.counted = r.count;
   } else {
-    const EvalMetrics v = metrics->result();
+    Metrics metrics(m_.tg_);
+    metrics.merge(s.sums);
+    const EvalMetrics v = metrics.result();
     r.loss = v.loss.value_or(0);
     r.counted = v.counted;
     r.accuracy = v.accuracy ? *v.accuracy : -1;
@@ -386,11 +445,14 @@ EvalResult Evaluator::evaluate(const NextBatch& next) {
     r.mae = v.mae;
     r.r2 = v.r2;
   }
-  if (labels_scored) {
+  if (s.labels_scored) {
+    r.correct = s.label_correct;
     r.accuracy = static_cast<double>(r.correct) / static_cast<double>(r.count);
     r.counted = r.count;
   }
   return r;
 }
+
+EvalResult Evaluator::evaluate(const NextBatch& next) { return result(score(next)); }
 
 }  // namespace cb

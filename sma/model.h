@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "runtime/device.h"
 #include "runtime/executor.h"
 #include "runtime/passes.h"
+#include "sma/metrics.h"
 
 namespace cb {
 
@@ -135,10 +137,27 @@ class TrainModel {
 // Fills the next evaluation batch; false when there is none.
 using NextBatch = std::function<bool(Batch& batch)>;
 
+// What an evaluation pass (or a part of one) scored, before the metrics are computed: parts
+// scored by several processes merge into the whole pass's score.
+struct EvalScore {
+  int64_t count = 0;          // examples
+  double own_loss_sum = 0;    // a model's own loss: sum of batch loss x batch examples
+  int64_t label_correct = 0;  // classifier outputs against labels the metrics do not score
+  bool labels_scored = false;
+  MetricSums sums;  // the metrics' sums (not a model's own loss)
+  void merge(const EvalScore& o);
+  // As doubles (every count exact below 2^53), for an agreement over the job.
+  static constexpr size_t kPacked = 17;
+  std::vector<double> pack() const;
+  static EvalScore unpack(std::span<const double> v);
+};
+
 class Evaluator {
  public:
   Evaluator(const TrainModel& m, Device& dev, const void* params, const void* state, int64_t batch);
-  EvalResult evaluate(const NextBatch& next);
+  EvalResult evaluate(const NextBatch& next);  // result(score(next))
+  EvalScore score(const NextBatch& next);
+  EvalResult result(const EvalScore& s) const;
   // The model's outputs for one batch (the forward graph's, not the loss).
   std::vector<Tensor> outputs(const Batch& b);
 

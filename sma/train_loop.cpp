@@ -86,16 +86,26 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     std::vector<SkipLog::Entry> fresh = data.skipped->since(&skip_cursor);
     if (!fresh.empty()) cb.on_skipped(fresh, data.skipped->count());
   };
+  // Several processes: each scores every P-th batch of the pass, and the scores are merged.
+  int64_t eval_made = 0;  // test examples this process's evaluation pipelines made
   auto evaluate = [&](EvalWeights w = EvalWeights::Model) -> EvalResult {
     if (sources && sources->evaluate) return sources->evaluate();
     if (!has_test) return {};
+    const auto [process, processes] = t.eval_share();
     PipelineOptions po;
     po.batch = eval_batch;
     po.train = false;
     po.workers = workers;
     po.limit = o.test_limit;
+    if (processes > 1) {
+      po.period = processes;
+      po.first = process;
+      po.take = 1;
+    }
     BatchPipeline ev(data.test_size(), make_batches(data, false, *plan, o.seed), po);
-    return t.evaluate([&](Batch& b) { return ev.next(b); }, w);
+    const EvalResult r = t.evaluate([&](Batch& b) { return ev.next(b); }, w, processes > 1);
+    eval_made += ev.examples_made();
+    return r;
   };
   const bool evaluates = has_test || (sources && sources->evaluate);
 
@@ -343,6 +353,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   }
   sum.steps = st.step;
   sum.examples_made = made_before + (pipe ? pipe->examples_made() : 0);
+  sum.test_examples_made = eval_made;
   sum.epochs = epoch_now();
   sum.learners = t.total_learners();
   sum.seconds = seconds_since(t_run);

@@ -11,7 +11,8 @@
 // the K learners together see each example once per epoch (each process draws the same order and
 // reads and decodes only its own learners' batches). The time the step waits for its batches is the
 // data wait (reported in Progress, EvalReport and RunSummary). Each evaluation is one pass of its
-// own pipeline. Positions are counted in batches (one learner's steps): an epoch is
+// own pipeline (under MPI each process scores every P-th batch and the scores are merged over the
+// job). Positions are counted in batches (one learner's steps): an epoch is
 // batches_per_epoch batches whatever K, and the schedule is evaluated at the batch position of the
 // step (warm-up and cosine in batches too), so epoch-based schedules mean the same with any number
 // of learners. When a step/multistep schedule drops the rate, every replica is reset to z.
@@ -97,6 +98,9 @@ struct RunSummary {
   // Training examples this process's pipeline made (read and decoded) in this call: under MPI,
   // its own learners' only (0 for a caller's stream).
   int64_t examples_made = 0;
+  // Test examples this process's evaluations made in this call: under MPI each process scores
+  // every P-th batch of a pass (the scores are merged), so about 1/P of them.
+  int64_t test_examples_made = 0;
   int learners = 0;  // at the end
   EvalResult test;   // the last evaluation
   bool reached_target = false;

@@ -541,12 +541,30 @@ Evaluator& Trainer::evaluator(EvalWeights w) {
   return *e;
 }
 
-EvalResult Trainer::evaluate(const NextBatch& next, EvalWeights w) {
+EvalResult Trainer::evaluate(const NextBatch& next, EvalWeights w, bool part) {
   average_for_eval();
-  EvalResult r;
+  EvalScore score;
   // On device 0's synchronisation stream, driven by its driver.
-  groups_[0]->driver.run([&] { r = evaluator(w).evaluate(next); });
-  return r;
+  groups_[0]->driver.run([&] { score = evaluator(w).score(next); });
+  const auto [process, processes] = eval_share();
+  if (part && processes > 1) {
+    // Every process's score in its own slot (the others add zeros: exact), then merged in
+    // process order, so every process computes the same result.
+    const size_t n = EvalScore::kPacked;
+    std::vector<double> all(n * static_cast<size_t>(processes), 0.0);
+    const std::vector<double> mine = score.pack();
+    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(n * process));
+    agree(all, ReduceOp::Sum);
+    score = EvalScore{};
+    for (int p = 0; p < processes; ++p)
+      score.merge(EvalScore::unpack(std::span<const double>(all).subspan(n * p, n)));
+  }
+  return evaluator(w).result(score);
+}
+
+std::pair<int, int> Trainer::eval_share() const {
+  const int processes = ranks() / devices();
+  return {groups_[0]->coll->rank() / devices(), processes};
 }
 
 std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelState& s) {

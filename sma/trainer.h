@@ -231,7 +231,11 @@ class Trainer {
 
   // z (or, with alpha 0, the learners' average) with the averaged BN statistics, over the batches
   // `next` gives (an evaluation pass of runtime/data/pipeline.h), or over an in-memory image set.
-  EvalResult evaluate(const NextBatch& next, EvalWeights w = EvalWeights::Model);
+  // With `part`, `next` gives this process's share of the pass only (eval_share()): the processes'
+  // scores are merged over the job, so every process returns the whole pass's result.
+  EvalResult evaluate(const NextBatch& next, EvalWeights w = EvalWeights::Model, bool part = false);
+  // This process's index among the job's processes, and their number ({0, 1} in one process).
+  std::pair<int, int> eval_share() const;
   EvalResult evaluate(const ImageSet& set);
   bool averages() const { return opts_.ema.has_value(); }  // --ema
   // The average's decay from now on (in (0, 1); a trainer made with TrainerOptions::ema).

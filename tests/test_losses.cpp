@@ -17,13 +17,17 @@
 #include <vector>
 
 #include "autodiff/autodiff.h"
+#include "importer/onnx_importer.h"
 #include "kernels/cpu/cpu_device.h"
+#include "runtime/data/dataset.h"
 #include "runtime/error.h"
 #include "runtime/executor.h"
 #include "runtime/graph_builder.h"
 #include "sma/checkpoint.h"
+#include "sma/train_loop.h"
 #include "tests/gradcheck.h"
 #include "tests/test_util.h"
+#include "tests/trainer_util.h"
 
 using namespace cb;
 
@@ -426,4 +430,46 @@ TEST_CASE("losses: a final Softmax over the class axis of [N,T,C] is read throug
   CHECK(test::contains(d, "label smoothing 0.1"));
   CHECK(test::contains(describe_loss(model({2, 3}), spec(LossKind::Huber, 0, 0.5)),
                        "Huber on 'y' (delta 0.5)"));
+}
+
+// An mse (or l1, huber) over one-hot rows the trainer makes from class labels: the evaluation
+// scores each output row's argmax against its label (it reported 0% before: the metrics' count
+// of a loss without accuracy overwrote the labels' count).
+TEST_CASE("losses: an mse on class labels is scored by each row's argmax against its label") {
+  const char* fashion = "/usr/share/datasets/fashion-mnist";
+  if (!test::need(std::string(fashion) + "/train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return;
+  Dataset d = load_dataset(fashion);
+  d.train = std::make_shared<ImageSet>(test::mem(d.train).head(512));
+  const ImageSet test_set = test::mem(d.test).head(64);
+  d.test = std::make_shared<ImageSet>(test_set);
+  ImportResult r = import_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
+  test::CpuSetup setup;
+  setup.opts.batch = 16;
+  setup.opts.learners = 1;
+  test::CpuTrainer t(r.graph, {LossKind::MeanSquaredError, ""}, setup);
+  RunOptions ro;
+  ro.steps = 30;
+  ro.schedule.lr = 0.05;
+  train(t, d, ro);
+  const EvalResult e = t.evaluate(test_set);
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < test_set.count; begin += 16) {
+    Batch b;
+    b.inputs.resize(1);
+    test_set.slice(begin, std::min<int64_t>(16, test_set.count - begin), b.inputs[0], b.target);
+    const Tensor out = t.eval_outputs(b)[0];
+    for (int64_t i = 0; i < out.dims[0]; ++i) {
+      int64_t arg = 0;
+      for (int64_t j = 1; j < out.dims[1]; ++j)
+        if (out.real_at(i * out.dims[1] + j) > out.real_at(i * out.dims[1] + arg)) arg = j;
+      correct += arg == b.target.data<int64_t>()[i];
+    }
+  }
+  CHECK(e.count == 64);
+  CHECK(correct > 6);  // trained past chance (1 in 10)
+  CHECK(e.correct == correct);
+  CHECK(e.accuracy == doctest::Approx(static_cast<double>(correct) / 64));
+  CHECK(e.mae.has_value());  // the regression metrics of the one-hot rows stay
 }

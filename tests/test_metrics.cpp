@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sma/metrics.h"
+#include "sma/model.h"
 #include "tests/gradcheck.h"
 #include "tests/test_util.h"
 
@@ -170,4 +171,44 @@ TEST_CASE("metrics: labels out of range and shapes that do not fit are errors") 
                    mse.add(f32({2}, {0, 1}), i64({2}, {0, 1}), 0);
                  }),
                  "float targets"));
+}
+
+// Processes each score a part of an evaluation pass and exchange their scores as doubles
+// (Trainer::evaluate with a part): packed and unpacked, every field comes back, and the parts
+// merged equal the whole pass.
+TEST_CASE("metrics: an evaluation score packed as doubles and back; parts merge into the whole") {
+  const Tensor y1 = f32({2, 2}, {1, 2, 3, 4}), t1 = f32({2, 2}, {0, 2, 3, 7});
+  const Tensor y2 = f32({1, 2}, {-1, 0}), t2 = f32({1, 2}, {1, 1});
+  Metrics whole(kind(LossKind::MeanSquaredError)), a(kind(LossKind::MeanSquaredError)),
+      b(kind(LossKind::MeanSquaredError));
+  whole.add(y1, t1, 2.5);
+  whole.add(y2, t2, 1.25);
+  a.add(y1, t1, 2.5);
+  b.add(y2, t2, 1.25);
+  EvalScore sa, sb;
+  sa.count = 2;
+  sa.label_correct = 1;
+  sa.labels_scored = true;
+  sa.own_loss_sum = 0.75;
+  sa.sums = a.sums();
+  sb.count = 1;
+  sb.sums = b.sums();
+  const std::vector<double> packed = sa.pack();
+  REQUIRE(packed.size() == EvalScore::kPacked);
+  const EvalScore back = EvalScore::unpack(packed);
+  CHECK(back.pack() == packed);
+  CHECK(back.count == 2);
+  CHECK(back.label_correct == 1);
+  CHECK(back.labels_scored);
+  CHECK(back.sums.t_m2 == sa.sums.t_m2);
+  EvalScore merged = back;
+  merged.merge(EvalScore::unpack(sb.pack()));
+  CHECK(merged.count == 3);
+  Metrics m(kind(LossKind::MeanSquaredError));
+  m.merge(merged.sums);
+  const EvalMetrics w = whole.result(), r = m.result();
+  CHECK(*r.loss == doctest::Approx(*w.loss));
+  CHECK(*r.mae == doctest::Approx(*w.mae));
+  CHECK(*r.r2 == doctest::Approx(*w.r2));
+  CHECK(r.counted == w.counted);
 }

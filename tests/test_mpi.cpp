@@ -173,9 +173,17 @@ TEST_CASE("mpi: 2 ranks x 1 learner keep z identical and equal 1 rank x 2 learne
   CHECK(m0[1] == m1[1]);
   CHECK(contains(out, "learners 2"));  // K counts every rank's learners
   // One process with two learners, the same data order: the same weights, bit for bit.
-  REQUIRE(run(fmt::format("{} {} --output {} > /dev/null 2>&1", cb_train(),
-                          common("--steps 60 --eval-every 30 --learners 2"), d / "one.onnx")) == 0);
+  REQUIRE(run(fmt::format("{} {} --output {} > {} 2>&1", cb_train(),
+                          common("--steps 60 --eval-every 30 --learners 2"), d / "one.onnx",
+                          d / "one.out")) == 0);
   CHECK(same_weights(d / "two.onnx", d / "one.onnx") == 10);  // LeNet-5's 10 parameter tensors
+  // Each rank scored half the test batches; merged, the evaluation is the one process's.
+  const std::regex eval_line(R"(test loss (\S+)  test accuracy (\S+))");
+  std::smatch e2, e1;
+  const std::string one = read_text(d / "one.out");
+  REQUIRE(std::regex_search(out, e2, eval_line));
+  REQUIRE(std::regex_search(one, e1, eval_line));
+  CHECK(e2[0] == e1[0]);
 }
 
 TEST_CASE("mpi: -np 2 --devices cpu:2 equals one process with 4 devices, bit for bit") {
@@ -326,6 +334,15 @@ TEST_CASE("mpi: each rank decodes only its own learners' images; --cache is pack
                           cb_train(), args, d / "m.jsonl", d / "report.html", d / "log")) == 0);
   const std::string log = read_text(d / "log");
   INFO(log);
+  // The 40 test images are 3 batches (16, 16, 8): rank 0 scores the first and the last, rank 1
+  // the second, at every evaluation (no rank decodes them all).
+  std::smatch t0, t1;
+  REQUIRE(std::regex_search(log, t0, std::regex(R"(rank     0 on .* and (\d+) test images)")));
+  REQUIRE(std::regex_search(log, t1, std::regex(R"(rank     1 on .* and (\d+) test images)")));
+  const int64_t test0 = std::stoll(t0[1]), test1 = std::stoll(t1[1]);
+  CHECK(test0 > 0);
+  CHECK(test0 * 16 == test1 * 24);
+  CHECK((test0 + test1) % 40 == 0);
   // Every rank's numbers reach the summary record and the report's table.
   const std::string metrics = read_text(d / "m.jsonl");
   CHECK(contains(metrics, R"("ranks":[{"rank":0,)"));

@@ -281,14 +281,15 @@ std::string render_report(const std::vector<json>& records) {
     // One row per process of an mpirun job: a slow node has the lowest forward/backward rate
     // (the others wait for it in the sums) or the longest data wait.
     h += "<h2>Ranks (processes)</h2>\n<table class=\"ranks\">\n<tr><th>rank</th><th>host</th>"
-         "<th>training examples made</th><th>forward/backward per s</th><th>data wait (s)</th>"
-         "</tr>\n";
+         "<th>training examples made</th><th>test examples made</th><th>forward/backward per "
+         "s</th><th>data wait (s)</th></tr>\n";
     for (const json& r : summary["ranks"])
       h += fmt::format(
           "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td "
-          "class=\"num\">{:.0f}</td><td class=\"num\">{:.2f}</td></tr>\n",
+          "class=\"num\">{}</td><td class=\"num\">{:.0f}</td><td "
+          "class=\"num\">{:.2f}</td></tr>\n",
           esc(str(r, "rank")), esc(str(r, "host")), esc(str(r, "examples_made")),
-          num(r, "compute_per_s"), num(r, "data_wait_s"));
+          esc(str(r, "test_examples_made")), num(r, "compute_per_s"), num(r, "data_wait_s"));
     h += "</table>\n";
   }
   h += "</body></html>\n";

@@ -400,6 +400,10 @@ BatchPipeline::BatchPipeline(int64_t count, MakeBatch make, const PipelineOption
   } else {
     eval_count_ = o.limit > 0 ? std::min(o.limit, count_) : count_;
     end_ = (eval_count_ + o.batch - 1) / o.batch;
+    if (o.period > 0) {  // batches first, first + period, ... of the pass
+      CB_CHECK(o.take == 1 && o.first >= 0 && o.first < o.period);
+      end_ = end_ > o.first ? (end_ - o.first + o.period - 1) / o.period : 0;
+    }
   }
   if (o.workers == 0) return;  // made in next(), on the caller's thread
   const int depth = o.depth > 0 ? o.depth : 2 * o.workers + 2;
@@ -474,7 +478,8 @@ int64_t BatchPipeline::draw(int64_t seq, std::vector<int64_t>& idx) {
     order_->next(idx.data());
     return epoch;
   }
-  const int64_t begin = seq * o_.batch, n = std::min(o_.batch, eval_count_ - begin);
+  const int64_t at = o_.period > 0 ? seq * o_.period + o_.first : seq;
+  const int64_t begin = at * o_.batch, n = std::min(o_.batch, eval_count_ - begin);
   idx.resize(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) idx[static_cast<size_t>(k)] = begin + k;
   return 0;

@@ -153,6 +153,8 @@ struct PipelineOptions {
   // batch start + i belongs to learner i % period; with period > 0 only learners
   // [first, first + take) are made and handed out, in sequence order. The others are drawn from
   // the order (so the kept ones are the same batches) but never read or decoded.
+  // Evaluation (take 1): only batches first, first + period, ... of the pass (one process's
+  // share).
   int64_t period = 0, first = 0, take = 0;
 };
 
