@@ -225,16 +225,16 @@ TEST_CASE(
     "the uninterrupted run; a part missing or corrupt is not used") {
   if (!have_mpi()) return;
   TempDir d("ckpt");
-  const std::string args = common("--steps 1500 --eval-every 500");
+  const std::string args = common("--steps 800 --eval-every 400");
   REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --learners 1 --output {} > {} 2>&1",
                           cb_train(), args, d / "whole.onnx", d / "whole.log")) == 0);
   // Stopped mid-run by SIGTERM to mpirun: every rank writes its part of a last checkpoint.
   const std::string log = d / "a.log";
   const pid_t job = start(fmt::format("-np 2 --bind-to none {} {} --learners 1 --checkpoint-dir {} "
-                                      "--checkpoint-every 50 --output {}",
+                                      "--checkpoint-every 40 --output {}",
                                       cb_train(), args, d / "ck", d / "a.onnx"),
                           log);
-  wait_for_text(log, "ckpt-0000000100");  // two written: the stop writes a third
+  wait_for_text(log, "ckpt-0000000080");  // two written: the stop writes a third
   kill(job, SIGTERM);
   finish(job, 120);
   const std::string text = read_text(log);
