@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_device.h"
 #include "runtime/collective.h"
 #include "runtime/error.h"
+#include "sma/mpi_job.h"
 
 namespace cb {
 
@@ -60,6 +61,24 @@ inline std::vector<std::unique_ptr<Collective>> make_collectives(
   std::vector<Device*> raw;
   for (const auto& d : devs) raw.push_back(d.get());
   return make_nccl_collectives(raw);
+}
+
+// Under mpirun: the job's collective over every device of every process. Host-memory devices go in
+// the two-level group (each process's devices in the in-process group, the processes joined over
+// MPI); GPUs in one NCCL communicator over every GPU of the job (its id made by rank 0 and
+// broadcast over MPI), their agreements through the two-level host group.
+inline std::vector<std::unique_ptr<Collective>> make_collectives(
+    const std::string& spec, const std::vector<std::unique_ptr<Device>>& devs, MpiJob& job) {
+  const int n = static_cast<int>(devs.size());
+  std::vector<std::unique_ptr<Collective>> host = job.collectives(n);
+  if (!is_cuda_spec(spec)) return host;
+  NcclJob nj;
+  nj.id = job.broadcast(job.rank() == 0 ? nccl_unique_id() : std::string());
+  nj.first_rank = job.rank() * n;
+  nj.ranks = job.size() * n;
+  std::vector<Device*> raw;
+  for (const auto& d : devs) raw.push_back(d.get());
+  return make_nccl_collectives(raw, nj, std::move(host));
 }
 
 }  // namespace cb

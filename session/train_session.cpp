@@ -196,24 +196,6 @@ std::string devices_text(const Trainer& t) {
   return text;
 }
 
-// The job's collective under mpirun: host-memory devices in the two-level group (each process's
-// devices in the in-process group, the processes joined over MPI); GPUs in one NCCL communicator
-// over every GPU of the job (its id made by rank 0 and broadcast over MPI), their agreements
-// through the two-level host group.
-std::vector<std::unique_ptr<Collective>> job_collectives(
-    MpiJob& job, const std::string& spec, const std::vector<std::unique_ptr<Device>>& devs) {
-  const int n = static_cast<int>(devs.size());
-  std::vector<std::unique_ptr<Collective>> host = job.collectives(n);
-  if (!is_cuda_spec(spec)) return host;
-  NcclJob nj;
-  nj.id = job.broadcast(job.rank() == 0 ? nccl_unique_id() : std::string());
-  nj.first_rank = job.rank() * n;
-  nj.ranks = job.size() * n;
-  std::vector<Device*> raw;
-  for (const auto& d : devs) raw.push_back(d.get());
-  return make_nccl_collectives(raw, nj, std::move(host));
-}
-
 }  // namespace
 
 std::string failure_message(const std::string& who) {
@@ -388,7 +370,7 @@ void TrainSession::build_here(const Dataset& data) {
                         {"test examples", std::to_string(data.test_size())},
                         {"--seed", std::to_string(o.run.seed)},
                         {"--steps/--epochs", fmt::format("{}/{}", o.run.steps, o.run.epochs)}});
-    colls_ = job_collectives(*mpi_, o.devices, devs_);
+    colls_ = make_collectives(o.devices, devs_, *mpi_);
     fmt::print(
         "ranks    {} processes (mpirun) x {} device{}; sums: {}, timeout {:.0f} s\n", mpi_->size(),
         devs_.size(), devs_.size() == 1 ? "" : "s",

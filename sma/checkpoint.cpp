@@ -411,9 +411,10 @@ TrainState load_state(const Manifest& mf, const CheckpointJob& want) {
     const fs::path file = mf.dir / part_file(part);
     std::error_code ec;
     require_file(file);
-    if (fs::file_size(file, ec) != size.first)
+    const uintmax_t got = fs::file_size(file, ec);
+    if (ec || got != size.first)
       fail("{}: {} bytes, the manifest says {}: the checkpoint is truncated or corrupt",
-           file.string(), ec ? 0 : fs::file_size(file, ec), size.first);
+           file.string(), ec ? 0 : got, size.first);
   }
   std::map<int64_t, std::vector<char>> bytes;
   for (int64_t part : needed_parts) bytes[part] = read_part(mf, part);

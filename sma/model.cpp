@@ -453,6 +453,4 @@ EvalResult Evaluator::result(const EvalScore& s) const {
   return r;
 }
 
-EvalResult Evaluator::evaluate(const NextBatch& next) { return result(score(next)); }
-
 }  // namespace cb

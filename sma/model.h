@@ -155,7 +155,8 @@ struct EvalScore {
 class Evaluator {
  public:
   Evaluator(const TrainModel& m, Device& dev, const void* params, const void* state, int64_t batch);
-  EvalResult evaluate(const NextBatch& next);  // result(score(next))
+  // Scores the batches `next` gives (a pass, or this process's part of one); result() turns a
+  // score (merged over processes, or not) into the metrics.
   EvalScore score(const NextBatch& next);
   EvalResult result(const EvalScore& s) const;
   // The model's outputs for one batch (the forward graph's, not the loss).
