@@ -353,7 +353,42 @@ std::vector<OptionSpec> make_table() {
          return o.trainer.alpha ? num(*o.trainer.alpha) : std::string();
        })
       .show_default = false;
-  t.real_at("central-momentum", CB_FIELD(trainer.central_momentum), "SMA's central momentum mu_z");
+  t.add(
+       "sma-rule", Kind::Value,
+       "SMA's central rule (default: paper below 16 learners in all, post-local from 16): paper "
+       "(the CROSSBOW paper's: z moves by the learners' pulls) | "
+       "elastic (EASGD's normalised centre: a pull that does not shrink with K) | slowmo (an "
+       "outer momentum step on the learners' mean every --sync-every steps, learners reset to z) "
+       "| post-local (synchronous every step for --local-after steps, then local SGD)",
+       [](SessionOptions& o, const std::string& s) { o.trainer.sma_rule = parse_sma_rule(s); },
+       [](const SessionOptions& o) {
+         return o.trainer.sma_rule ? std::string(sma_rule_name(*o.trainer.sma_rule)) : "";
+       })
+      .show_default = false;
+  t.add(
+       "central-momentum", Kind::Value,
+       "SMA's central momentum mu_z (default 0.9 for the paper and elastic rules, 0.5 for "
+       "slowmo, 0 for post-local)",
+       [](SessionOptions& o, const std::string& s) {
+         o.trainer.central_momentum = parse_double("central-momentum", s);
+       },
+       [](const SessionOptions& o) {
+         return o.trainer.central_momentum ? num(*o.trainer.central_momentum) : std::string();
+       })
+      .show_default = false;
+  t.add(
+       "outer-lr", Kind::Value,
+       "the central step eta of --sma-rule elastic and slowmo: z moves by eta (mean - z) plus "
+       "its momentum (default 1)",
+       [](SessionOptions& o, const std::string& s) {
+         o.trainer.outer_lr = parse_double("outer-lr", s);
+       },
+       [](const SessionOptions& o) {
+         return o.trainer.outer_lr ? num(*o.trainer.outer_lr) : std::string();
+       })
+      .show_default = false;
+  t.integer_at("local-after", CB_FIELD(trainer.local_after),
+               "--sma-rule post-local: steps synchronised every step before --sync-every applies");
   t.add(
       "ema", Kind::Value,
       "the exponential moving average of the weights and BatchNorm statistics (timm's model "

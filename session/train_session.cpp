@@ -512,16 +512,27 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
   else
     fmt::print("inputs   {}; {} pipeline worker{}\n", plan->text, workers, workers == 1 ? "" : "s");
   const int64_t spe = stream ? stream->batches_per_pass : data.train_size() / topts.batch;
+  // The reset rules make the learners' mean a large-batch SGD, which takes the large-batch
+  // recipe's warm-up (README: "Many learners"): over the first epochs unless --warmup-steps is
+  // given.
+  const bool rule_warmup = ropts.schedule.warmup_steps == 0 && spe > 0 &&
+                           trainer.total_learners() > 1 && resets_learners(trainer.rule());
+  if (rule_warmup) ropts.schedule.warmup_steps = kResetRuleWarmupEpochs * spe;
   const double lr = ropts.schedule.lr;
   const std::string opt_text =
       sma ? fmt::format("sgd momentum {}{} weight decay {}", topts.momentum,
                         topts.nesterov ? " (nesterov)" : "", topts.weight_decay)
           : fmt::format("adamw betas ({}, {}) eps {} weight decay {}", topts.beta1, topts.beta2,
                         topts.eps, topts.weight_decay);
-  const std::string sched_text = fmt::format(
-      "lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
-      ropts.schedule.warmup_steps ? fmt::format(" + {} warm-up steps", ropts.schedule.warmup_steps)
-                                  : "");
+  const std::string sched_text =
+      fmt::format("lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
+                  ropts.schedule.warmup_steps
+                      ? fmt::format(" + {} warm-up steps{}", ropts.schedule.warmup_steps,
+                                    rule_warmup ? fmt::format(" ({} epochs: the {} rule's)",
+                                                              kResetRuleWarmupEpochs,
+                                                              sma_rule_name(trainer.rule()))
+                                                : "")
+                      : "");
   const std::string order_text = stream          ? std::string("the caller's order")
                                  : ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed)
                                                  : std::string("file order");
@@ -538,22 +549,19 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
   const std::string cores_text = devices_text(trainer);
   const int K = trainer.total_learners();
   fmt::print(
-      "sma      {} device{} ({}), {} learner{} per device{}, alpha {:.4g} ({}), learners' lr "
-      "{:.5g} ({}), central momentum {}, sync every {} step{}, z update {}\n",
+      "sma      {} device{} ({}), {} learner{} per device{}, rule {}, alpha {:.4g} ({}), "
+      "learners' lr {:.5g} ({}), central momentum {}, sync every {} step{}, z update {}\n",
       trainer.devices(), trainer.devices() == 1 ? "" : "s", cores_text,
       trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s",
-      ropts.auto_tune ? " to start (auto-tuned)" : "", trainer.alpha(),
-      topts.alpha ? std::string("--alpha")
-      : K == 1    ? std::string("one learner: plain SGD; min(2/K, 1/2) from K = 2")
-                  : fmt::format("min(2/K, 1/2) at K = {}", K),
-      lr * trainer.lr_factor(),
+      ropts.auto_tune ? " to start (auto-tuned)" : "", sma_rule_text(topts, K), trainer.alpha(),
+      sma_alpha_text(topts, K), lr * trainer.lr_factor(),
       topts.lr_scaling == LrScaling::None
           ? std::string("--lr, --lr-scaling none")
           : fmt::format("--lr {} x {} at K = {}; --lr-scaling {}", lr,
                         topts.lr_scaling == LrScaling::Sqrt ? "min(sqrt(K), 64/sqrt(K))" : "K", K,
                         lr_scaling_name(topts.lr_scaling)),
-      topts.central_momentum, topts.sync_every, topts.sync_every == 1 ? "" : "s",
-      topts.overlap_sync ? "overlapped" : "not overlapped");
+      topts.mu_z(K), topts.sync_every, topts.sync_every == 1 ? "" : "s",
+      !topts.overlap_sync || resets_learners(topts.rule(K)) ? "not overlapped" : "overlapped");
   if (const LayoutStats& l = trainer.model().layouts(); l.blocked > 0)
     fmt::print(
         "layout   {} activations kept in oneDNN's blocked layout between its ops, {} "

@@ -24,7 +24,8 @@ void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o, bool fir
   flag = DeviceBuffer(*dev, 64);
   m.upload_initial(*dev, z.get(), state_avg.get());
   m.upload_initial(*dev, z_prev.get(), state_avg.get());
-  central_params = ops::SmaCentralStepParams{static_cast<float>(o.central_momentum)};
+  // mu_z and the scale follow K: the trainer sets them before every central step.
+  central_params = ops::SmaCentralStepParams{};
   central_args.params = &central_params;
   central_args.in = {flat_f32(sum.get(), P)};
   central_args.out = {flat_f32(z.get(), P), flat_f32(z_prev.get(), P), flat_f32(flag.get(), 1)};
@@ -131,13 +132,12 @@ void DeviceReplicas::seed_ema(int64_t P, int64_t S, bool first, bool parts) {
   dev->synchronize();
 }
 
+void DeviceReplicas::set_rows_to_z(int64_t P, int k) {
+  for (int r = 0; r < k; ++r) copy(params.f32(r * P), z.get(), P);
+}
+
 void DeviceReplicas::reset_to_central(int64_t P, int k) {
-  for (int r = 0; r < k; ++r) {
-    KernelArgs a;
-    a.in = {flat_f32(z.get(), P)};
-    a.out = {flat_f32(params.f32(r * P), P)};
-    dev->launch(OpKind::Identity, a);
-  }
+  set_rows_to_z(P, k);
   const std::vector<float> zeros(static_cast<size_t>(k * P), 0.0f);
   dev->upload(opt1.get(), zeros.data(), zeros.size() * sizeof(float));
   if (opt2.get()) dev->upload(opt2.get(), zeros.data(), zeros.size() * sizeof(float));

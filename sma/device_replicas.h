@@ -56,6 +56,8 @@ struct DeviceReplicas {
   void resize(const TrainModel& m, int k, int old, bool adamw, bool seed_z);
   // Every replica <- z; optimizer state and step counts zeroed.
   void reset_to_central(int64_t P, int k);
+  // Every replica <- z (launched on the synchronisation stream; the optimizer state is kept).
+  void set_rows_to_z(int64_t P, int k);
   // Host copies of row r of a [k][len] buffer, and learner r's whole state.
   std::vector<float> row(const DeviceBuffer& b, int r, int64_t len) const;
   LearnerState learner(int r, int64_t P, int64_t S) const;

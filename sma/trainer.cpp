@@ -121,7 +121,110 @@ double lr_scale(LrScaling s, int K) {
   return 1;
 }
 
-double default_alpha(int K) { return K == 1 ? 0.0 : std::min(2.0 / K, 0.5); }
+const char* sma_rule_name(SmaRule r) {
+  switch (r) {
+    case SmaRule::Paper:
+      return "paper";
+    case SmaRule::Elastic:
+      return "elastic";
+    case SmaRule::SlowMo:
+      return "slowmo";
+    case SmaRule::PostLocal:
+      return "post-local";
+  }
+  return "paper";
+}
+
+SmaRule parse_sma_rule(const std::string& s) {
+  for (SmaRule r : {SmaRule::Paper, SmaRule::Elastic, SmaRule::SlowMo, SmaRule::PostLocal})
+    if (s == sma_rule_name(r)) return r;
+  fail("unknown --sma-rule '{}' (choices: paper, elastic, slowmo, post-local)", s);
+}
+
+double default_alpha(int K, SmaRule rule) {
+  if (K == 1) return 0.0;
+  switch (rule) {
+    case SmaRule::Paper:
+      return std::min(2.0 / K, 0.5);
+    case SmaRule::Elastic:
+      return 0.25;
+    case SmaRule::SlowMo:
+    case SmaRule::PostLocal:
+      return 1.0 / K;  // the corrections' sum is mean - z
+  }
+  return 0.0;
+}
+
+double default_central_momentum(SmaRule rule) {
+  switch (rule) {
+    case SmaRule::Paper:
+    case SmaRule::Elastic:
+      return 0.9;
+    case SmaRule::SlowMo:
+      return 0.5;
+    case SmaRule::PostLocal:
+      return 0.0;
+  }
+  return 0.9;
+}
+
+double default_outer_lr(SmaRule) { return 1.0; }
+
+std::string sma_rule_text(const TrainerOptions& o, int K) {
+  const SmaRule r = o.rule(K);
+  const char* name = sma_rule_name(r);
+  if (K == 1) return fmt::format("{} (one learner: no central model)", name);
+  switch (r) {
+    case SmaRule::Paper:
+      return name;
+    case SmaRule::Elastic:
+      return fmt::format("elastic (z moves by eta {:g} x (mean - z))", o.eta(K));
+    case SmaRule::SlowMo:
+      return fmt::format(
+          "slowmo (z moves by eta {:g} x (mean - z) every {} step{}, learners reset to z)",
+          o.eta(K), o.sync_every, o.sync_every == 1 ? "" : "s");
+    case SmaRule::PostLocal: {
+      const std::string why =
+          o.sma_rule ? ""
+                     : fmt::format(": the default from K = {}", TrainerOptions::kPostLocalFrom);
+      if (o.sync_every == 1)
+        return fmt::format("post-local (learners averaged every step, reset to z{})", why);
+      return fmt::format(
+          "post-local (learners averaged every step for {} steps, then every {}, reset to z{})",
+          o.local_after, o.sync_every, why);
+    }
+  }
+  return name;
+}
+
+std::string sma_alpha_text(const TrainerOptions& o, int K) {
+  if (o.alpha) return "--alpha";
+  if (K == 1) return "one learner: plain SGD";
+  switch (o.rule(K)) {
+    case SmaRule::Paper:
+      return fmt::format("min(2/K, 1/2) at K = {}", K);
+    case SmaRule::Elastic:
+      return "the elastic rule's default";
+    case SmaRule::SlowMo:
+    case SmaRule::PostLocal:
+      return fmt::format("1/K: the learners' mean at K = {}", K);
+  }
+  return "";
+}
+
+double Trainer::central_scale() const {
+  const int K = total_learners();
+  switch (opts_.rule(K)) {
+    case SmaRule::Paper:
+    case SmaRule::PostLocal:
+      return 1.0;
+    case SmaRule::Elastic:  // eta (mean - z) from sum_j alpha (theta_j - z)
+      return alpha_ == 0 ? 1.0 : opts_.eta(K) / (K * alpha_);
+    case SmaRule::SlowMo:  // the sum is mean - z already
+      return opts_.eta(K);
+  }
+  return 1.0;
+}
 
 void TrainerOptions::validate() const {
   if (batch <= 0) fail("--batch-size must be positive, got {}", batch);
@@ -131,9 +234,23 @@ void TrainerOptions::validate() const {
     fail("--nesterov needs --optimizer sgd with a --momentum above 0");
   if (!(weight_decay >= 0)) fail("--weight-decay must not be negative, got {}", weight_decay);
   if (alpha && !(*alpha >= 0 && *alpha <= 1)) fail("--alpha must be in [0, 1], got {}", *alpha);
-  if (!(central_momentum >= 0 && central_momentum < 1))
-    fail("--central-momentum must be in [0, 1), got {}", central_momentum);
+  if (alpha && sma_rule && resets_learners(*sma_rule))
+    fail(
+        "--alpha is the pull of the paper and elastic rules; --sma-rule {} resets every learner "
+        "to z (use --outer-lr for its step)",
+        sma_rule_name(*sma_rule));
+  if (central_momentum && !(*central_momentum >= 0 && *central_momentum < 1))
+    fail("--central-momentum must be in [0, 1), got {}", *central_momentum);
+  if (outer_lr && (!sma_rule || *sma_rule == SmaRule::Paper || *sma_rule == SmaRule::PostLocal))
+    fail("--outer-lr is the central step of --sma-rule elastic and slowmo, not of {}",
+         sma_rule ? sma_rule_name(*sma_rule) : "the default rules (paper, post-local)");
+  if (outer_lr && !(*outer_lr > 0 && *outer_lr <= 4))
+    fail("--outer-lr must be in (0, 4], got {}", *outer_lr);
   if (sync_every < 1) fail("--sync-every must be at least 1, got {}", sync_every);
+  if (local_after < 0) fail("--local-after must not be negative, got {}", local_after);
+  if (local_after > 0 && sma_rule && *sma_rule != SmaRule::PostLocal)
+    fail("--local-after is the switch of --sma-rule post-local, not of {}",
+         sma_rule_name(*sma_rule));
   if (learners < 1) fail("--learners must be at least 1, got {}", learners);
   if (memory_budget < 0) fail("--memory-budget must not be negative, got {}", memory_budget);
   if (ema && !(*ema > 0 && *ema < 1))
@@ -303,7 +420,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
   // pre-step replica and the current z), so `updated` is recorded right after it.
   // With alpha 0 nothing pulls and nothing moves z: local steps only (the same values, without
   // the pull's pass, the sum and the z update).
-  const bool sync = alpha_ != 0 && (steps_ + 1) % opts_.sync_every == 0;
+  const bool sync = alpha_ != 0 && (steps_ + 1) % opts_.sync_period(total_learners(), steps_) == 0;
   // Per device: [failed rank+1, diverged, stop, checkpoint, the sum of the learners' losses].
   std::vector<double>& status = status_;
   status.assign(groups_.size() * 5, 0.0);  // sized once: no allocation per step
@@ -330,6 +447,7 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
         auto& sp = std::any_cast<ops::SmaStepParams&>(g.step_params);
         sp.lr = static_cast<float>(lr * lr_factor());
         sp.alpha = static_cast<float>(alpha_);
+        sp.post = resets_learners(rule());
         for (int j = 0; j < k_; ++j)  // after every learner's gradients (their streams)
           g.dev->wait_event(kSyncStream, learners_[static_cast<size_t>(g.index * k_ + j)]->done);
         g.dev->launch(OpKind::SmaStep, sync ? g.sync_args : g.local_args);
@@ -389,11 +507,15 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
     // finite everywhere. With overlap it runs while the caller goes on to the next step's phase
     // A; settle() (next step, or anything that reads z) waits for it.
     const int64_t P = model_.flat_elems();
+    const bool reset = resets_learners(rule());
     for (auto& gp : groups_) {
       Group& g = *gp;
       g.bad_z = 0;
-      std::any_cast<ops::SmaCentralStepParams&>(g.central_params).ema_decay = ema_decay(steps_);
-      g.driver.post([&g, P] {
+      auto& cp = std::any_cast<ops::SmaCentralStepParams&>(g.central_params);
+      cp.ema_decay = ema_decay(steps_);
+      cp.momentum = static_cast<float>(opts_.mu_z(total_learners()));
+      cp.scale = static_cast<float>(central_scale());
+      g.driver.post([&g, P, reset, k = k_] {
         g.coll->allreduce_sum(*g.dev, kSyncStream, g.sum.f32(), P);
         g.dev->launch(OpKind::SmaCentralStep, g.central_args);
         float bad = 0;
@@ -401,13 +523,17 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
         double b[1] = {bad};
         g.coll->agree(b, ReduceOp::Max);
         g.bad_z = b[0];
+        if (reset) {  // every learner continues from the new z, with its optimizer state
+          g.set_rows_to_z(P, k);
+          g.updated = g.dev->record_event(kSyncStream);
+        }
         g.dev->synchronize();
       });
     }
     pending_ = true;
     pending_step_ = steps_;
     pending_lr_ = lr * lr_factor();
-    if (!opts_.overlap_sync) {
+    if (!opts_.overlap_sync || reset) {
       const auto t_c = Clock::now();
       settle();
       timing_.phase_b_s += seconds(Clock::now() - t_c);

@@ -15,7 +15,7 @@
 // sqrt(K) up to K = 64 (8x), then less, as alpha's weaker pull lets the learners drift apart
 // (measured at K = 256: 16x and 8x lose to 4x and 2x): one learner alone is
 // plain SGD (PyTorch's), and z starts as the learners' average when a second learner arrives.
-// One step:
+// One step of the paper's rule (--sma-rule paper):
 //
 //   g_j   = grad loss(theta_j; batch_j) + lambda theta_j
 //   v_j   = mu v_j + g_j                   (first step of a learner: v_j = g_j)
@@ -26,6 +26,25 @@
 // and every replica is reset to z when a step schedule drops the rate. The velocity takes
 // PyTorch's form (no gamma inside v, first step v = g), exactly torch.optim.SGD's. With AdamW the
 // learner's step is torch.optim.AdamW's and the pull is the same.
+//
+// The paper's z moves by K alpha (mean - z), stable only for K alpha < 2 (1 + mu_z), so its pull
+// on each learner weakens as 1/K. The other central rules of the same family (--sma-rule) keep
+// their pull at any K; each is the same two kernels with other scalars:
+//
+//   elastic (EASGD's normalised centre): the learners are pulled as above with an alpha that does
+//     not shrink with K (default 1/4), and z moves by eta (mean - z) + mu_z (z - z_prev), the sum
+//     scaled by eta / (K alpha) (--outer-lr eta, default 1).
+//   slowmo (SlowMo, Wang et al. 2020; DiLoCo's outer momentum): every tau = --sync-every steps,
+//     after the learners' local steps, c_j = (theta_j - z) / K from the stepped replica,
+//     z <- z + eta (mean - z) + mu_z (z - z_prev) (the outer momentum on the averaged
+//     displacement), and every learner is reset to the new z, keeping its optimizer state
+//     (--outer-lr eta, default 1; mu_z default 0.5).
+//   post-local (post-local SGD, Lin et al. 2020): slowmo with eta 1 and no outer momentum, every
+//     step (exactly synchronous SGD on the learners' mean) for the first --local-after steps, then
+//     every --sync-every steps (local SGD).
+//
+// The reset rules need the new z before the learners' next step, so their z update is not
+// overlapped.
 //
 // Where it runs: the trainer is GIVEN its devices and one Collective endpoint per device (the
 // session makes them, session/devices.h: CPU core groups with an in-process group, GPUs with
@@ -95,6 +114,12 @@ using ops::OptimizerKind;
 
 // How the learning rate a user gives for one learner becomes the learners' gamma with K learners.
 enum class LrScaling { None, Sqrt, Linear };
+// The central rule (the comment at the top).
+enum class SmaRule { Paper, Elastic, SlowMo, PostLocal };
+const char* sma_rule_name(SmaRule r);
+SmaRule parse_sma_rule(const std::string& s);  // paper | elastic | slowmo | post-local
+// Whether the rule sets every learner to the new z after the central update.
+inline bool resets_learners(SmaRule r) { return r == SmaRule::SlowMo || r == SmaRule::PostLocal; }
 const char* lr_scaling_name(LrScaling s);
 // "sgd" | "adamw"; cb::Error listing the choices otherwise.
 OptimizerKind parse_optimizer(const std::string& s);
@@ -102,8 +127,19 @@ const char* optimizer_name(OptimizerKind k);
 LrScaling parse_lr_scaling(const std::string& s);  // none | sqrt | linear; cb::Error otherwise
 // sqrt: min(sqrt(K), 64 / sqrt(K)) (the most, 8, at K = 64); linear: K; none: 1.
 double lr_scale(LrScaling s, int total_learners);
-// alpha with K learners in all when it is not set (the rule is in the comment at the top).
-double default_alpha(int total_learners);
+// alpha with K learners in all when it is not set (the rules are in the comment at the top); for
+// the reset rules the correction's coefficient, 1/K.
+double default_alpha(int total_learners, SmaRule rule = SmaRule::Paper);
+// The start-up line's words for the rule ("slowmo (eta 1 ...)") and for alpha's origin.
+struct TrainerOptions;
+std::string sma_rule_text(const TrainerOptions& o, int total_learners);
+std::string sma_alpha_text(const TrainerOptions& o, int total_learners);
+// The learning-rate warm-up, in epochs, that cb-train gives the reset rules (slowmo, post-local)
+// when --warmup-steps is not set: their learners' mean trains as large-batch SGD does.
+inline constexpr int64_t kResetRuleWarmupEpochs = 2;
+// mu_z and eta when they are not set.
+double default_central_momentum(SmaRule rule);
+double default_outer_lr(SmaRule rule);
 
 struct TrainerOptions {
   int64_t batch = 16;      // per learner
@@ -114,9 +150,12 @@ struct TrainerOptions {
   double weight_decay = 0;                        // SGD: added to the gradient; AdamW: decoupled
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
   int learners = 1;                               // per device, to start with
+  std::optional<SmaRule> sma_rule;                // the central rule; empty: rule(K) picks
   std::optional<double> alpha;                    // empty: default_alpha(K), recomputed with K
   LrScaling lr_scaling = LrScaling::Sqrt;         // gamma = lr x s(K), recomputed with K
-  double central_momentum = 0.9;                  // mu_z
+  std::optional<double> central_momentum;         // mu_z; empty: the rule's default
+  std::optional<double> outer_lr;                 // eta (elastic, slowmo); empty: the default
+  int64_t local_after = 0;                        // post-local: steps synchronised every step
   std::optional<double> ema;                      // the weight average's decay, in (0, 1)
   int64_t ema_start = 0;                          // steps before it starts (decay 0 until then)
   Precision precision = Precision::F32;           // bf16: mixed precision (runtime/passes.h)
@@ -138,6 +177,20 @@ struct TrainerOptions {
     o.alpha = 0;
     o.central_momentum = 0;
     return o;
+  }
+  // The rule in force with K learners in all: --sma-rule, else the paper's below K = 16 (and
+  // whenever --alpha is given: the paper's pull) and post-local from K = 16 (README: "Many
+  // learners").
+  SmaRule rule(int K) const {
+    if (sma_rule) return *sma_rule;
+    return K >= kPostLocalFrom && !alpha ? SmaRule::PostLocal : SmaRule::Paper;
+  }
+  static constexpr int kPostLocalFrom = 16;
+  double mu_z(int K) const { return central_momentum.value_or(default_central_momentum(rule(K))); }
+  double eta(int K) const { return outer_lr.value_or(default_outer_lr(rule(K))); }
+  // The steps between two central updates at trainer step `step` (0-based).
+  int64_t sync_period(int K, int64_t step) const {
+    return rule(K) == SmaRule::PostLocal && step < local_after ? 1 : sync_every;
   }
 };
 
@@ -295,9 +348,14 @@ class Trainer {
   int total_learners() const { return k_ * ranks(); }  // K
   int global_learner(int local) const;                 // its index among all K
   double alpha() const { return alpha_; }
+  SmaRule rule() const { return opts_.rule(total_learners()); }
   double alpha_for(int per_device) const {
-    return opts_.alpha.value_or(default_alpha(per_device * ranks()));
+    const int K = per_device * ranks();
+    const SmaRule r = opts_.rule(K);
+    return resets_learners(r) ? default_alpha(K, r) : opts_.alpha.value_or(default_alpha(K, r));
   }
+  // SmaCentralStep's multiplier of the corrections' sum at the current K (1 for the paper's rule).
+  double central_scale() const;
   // gamma / lr: what step() multiplies the given learning rate by at the current K.
   double lr_factor() const { return lr_scale(opts_.lr_scaling, total_learners()); }
   int64_t steps_done() const { return steps_; }

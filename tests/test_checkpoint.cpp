@@ -58,12 +58,23 @@ TEST_CASE("checkpoint: stopped, written, read back and continued = never stopped
   if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz", kFashionHow)) return;
   const Dataset data = small_fashion();
   ImportResult r = import_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
-  for (int learners : {1, 3}) {
+  // The slowmo rule stopped in the middle of its sync period (every 4 steps): the outer momentum
+  // (z - z_prev) and the learners' local steps continue.
+  struct Config {
+    int learners;
+    SmaRule rule;
+  };
+  for (const Config c :
+       {Config{1, SmaRule::Paper}, Config{3, SmaRule::Paper}, Config{3, SmaRule::SlowMo}}) {
+    const int learners = c.learners;
     CAPTURE(learners);
-    TempDir d(fmt::format("k{}", learners));
+    CAPTURE(sma_rule_name(c.rule));
+    TempDir d(fmt::format("k{}{}", learners, sma_rule_name(c.rule)));
     test::CpuSetup s;
     s.opts.batch = 8;
     s.opts.learners = learners;
+    s.opts.sma_rule = c.rule;
+    if (c.rule == SmaRule::SlowMo) s.opts.sync_every = 4;
     s.cores = {0, 1};
     RunOptions ro;
     ro.steps = 24;

@@ -188,23 +188,27 @@ TEST_CASE("mpi: 2 ranks x 1 learner keep z identical and equal 1 rank x 2 learne
 
 TEST_CASE("mpi: -np 2 --devices cpu:2 equals one process with 4 devices, bit for bit") {
   if (!have_mpi()) return;
-  TempDir d("devices");
-  const std::string args = "--steps 60 --eval-every 30 --learners 1";
-  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --devices cpu:2 --output {} > {} 2>&1",
-                          cb_train(), common(args, 2), d / "two.onnx", d / "out")) == 0);
-  const std::string out = read_text(d / "out");
-  INFO(out);
-  CHECK(contains(out, "ranks    2 processes (mpirun) x 2 devices"));
-  CHECK(contains(out, "learners 4"));
-  REQUIRE(run(fmt::format("{} {} --devices cpu:4 --output {} > /dev/null 2>&1", cb_train(),
-                          common(args, 4), d / "one.onnx")) == 0);
-  CHECK(same_weights(d / "two.onnx", d / "one.onnx") == 10);
-  // The training loss in the records is the job's: every learner's, the same as one process's.
-  const std::string loss2 = last_train_loss(out);
-  REQUIRE(!loss2.empty());
-  REQUIRE(run(fmt::format("{} {} --devices cpu:4 > {} 2>&1", cb_train(), common(args, 4),
-                          d / "one.out")) == 0);
-  CHECK(last_train_loss(read_text(d / "one.out")) == loss2);
+  for (const std::string rule : {"paper", "slowmo"}) {
+    CAPTURE(rule);
+    TempDir d("devices-" + rule);
+    const std::string args = "--steps 60 --eval-every 30 --learners 1 --sma-rule " + rule;
+    REQUIRE(
+        run(fmt::format("mpirun -np 2 --bind-to none {} {} --devices cpu:2 --output {} > {} 2>&1",
+                        cb_train(), common(args, 2), d / "two.onnx", d / "out")) == 0);
+    const std::string out = read_text(d / "out");
+    INFO(out);
+    CHECK(contains(out, "ranks    2 processes (mpirun) x 2 devices"));
+    CHECK(contains(out, "learners 4"));
+    REQUIRE(run(fmt::format("{} {} --devices cpu:4 --output {} > /dev/null 2>&1", cb_train(),
+                            common(args, 4), d / "one.onnx")) == 0);
+    CHECK(same_weights(d / "two.onnx", d / "one.onnx") == 10);
+    // The training loss in the records is the job's: every learner's, the same as one process's.
+    const std::string loss2 = last_train_loss(out);
+    REQUIRE(!loss2.empty());
+    REQUIRE(run(fmt::format("{} {} --devices cpu:4 > {} 2>&1", cb_train(), common(args, 4),
+                            d / "one.out")) == 0);
+    CHECK(last_train_loss(read_text(d / "one.out")) == loss2);
+  }
 }
 
 TEST_CASE("mpi: --devices cuda under mpirun is set up, and without a GPU says so") {

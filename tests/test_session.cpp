@@ -67,6 +67,38 @@ TEST_CASE("session: every setting is validated in one place, named by its flag")
   CHECK(contains(invalid([](auto& o) { o.trainer.momentum = 1; }), "--momentum"));
   CHECK(contains(invalid([](auto& o) { o.trainer.alpha = 2.0; }), "--alpha"));
   CHECK(contains(invalid([](auto& o) { o.trainer.sync_every = 0; }), "--sync-every"));
+  // The central rules' settings belong to their rules.
+  CHECK(contains(invalid([](auto& o) {
+                   o.trainer.sma_rule = SmaRule::SlowMo;
+                   o.trainer.alpha = 0.1;
+                 }),
+                 "--alpha is the pull of the paper and elastic rules; --sma-rule slowmo resets"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.outer_lr = 0.5; }),
+                 "--outer-lr is the central step of --sma-rule elastic and slowmo, not of the "
+                 "default rules"));
+  CHECK(contains(invalid([](auto& o) {
+                   o.trainer.sma_rule = SmaRule::SlowMo;
+                   o.trainer.outer_lr = 0;
+                 }),
+                 "--outer-lr must be in (0, 4], got 0"));
+  CHECK(contains(invalid([](auto& o) {
+                   o.trainer.sma_rule = SmaRule::Paper;
+                   o.trainer.local_after = 10;
+                 }),
+                 "--local-after is the switch of --sma-rule post-local, not of paper"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.central_momentum = 1.0; }),
+                 "--central-momentum must be in [0, 1), got 1"));
+  CHECK(contains(error_of([] { parse_sma_rule("easgd"); }),
+                 "unknown --sma-rule 'easgd' (choices: paper, elastic, slowmo, post-local)"));
+  // Without --sma-rule: the paper's rule below 16 learners in all (and with --alpha), post-local
+  // from 16.
+  TrainerOptions t;
+  CHECK(t.rule(8) == SmaRule::Paper);
+  CHECK(t.rule(16) == SmaRule::PostLocal);
+  CHECK(t.mu_z(8) == 0.9);
+  CHECK(t.mu_z(16) == 0.0);
+  t.alpha = 0.1;
+  CHECK(t.rule(64) == SmaRule::Paper);
   CHECK(contains(invalid([](auto& o) { o.run.epochs = 0; }), "--epochs must be positive"));
   CHECK(contains(invalid([](auto& o) { o.run.schedule.lr = 0; }), "--lr"));
   CHECK(contains(invalid([](auto& o) { o.run.target_accuracy = 2; }), "--target-accuracy"));

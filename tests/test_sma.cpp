@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "importer/onnx_importer.h"
@@ -123,9 +124,22 @@ TEST_CASE("sma: one learner, alpha 0, mu_z 0 does not depend on where it runs (p
   for (const auto& [name, t] : ta) CHECK(tb.at(name).bytes == t.bytes);
 }
 
-TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand, with the default rules") {
-  // The defaults for K learners: alpha = min(2 / K, 1/2), gamma = lr x sqrt(K).
-  for (const int K : {2, 8}) {
+TEST_CASE("sma: z after 3 steps equals the update computed by hand, for every central rule") {
+  // The defaults for K learners: alpha = min(2 / K, 1/2) (paper), 1/4 (elastic), gamma = lr x
+  // sqrt(K); the reset rules' correction is the mean of the stepped learners, and every learner
+  // continues from the new z.
+  struct Case {
+    SmaRule rule;
+    int K;
+    std::optional<double> eta;
+    int64_t sync_every = 1, local_after = 0;
+  };
+  for (const Case& cs :
+       {Case{SmaRule::Paper, 2, {}}, Case{SmaRule::Paper, 8, {}}, Case{SmaRule::Elastic, 8, {}},
+        Case{SmaRule::Elastic, 4, 0.6}, Case{SmaRule::SlowMo, 4, {}},
+        Case{SmaRule::SlowMo, 2, 0.7, 2}, Case{SmaRule::PostLocal, 4, {}, 2, 2}}) {
+    const int K = cs.K;
+    CAPTURE(sma_rule_name(cs.rule));
     CAPTURE(K);
     std::mt19937 rng(11);
     std::uniform_real_distribution<float> u(-1, 1);
@@ -140,9 +154,21 @@ TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand, with the
     o.cores = {0};
     o.opts.learners = K;
     o.opts.central_momentum = 0.5;
+    o.opts.sma_rule = cs.rule;
+    o.opts.outer_lr = cs.eta;
+    o.opts.sync_every = cs.sync_every;
+    o.opts.local_after = cs.local_after;
     CpuTrainer t(g, {LossKind::MeanSquaredError, ""}, o);
     REQUIRE(t.model().flat_elems() == 32);
-    const double alpha = K == 2 ? 0.5 : 0.25;
+    const bool reset = resets_learners(cs.rule);
+    const double alpha = cs.rule == SmaRule::Paper     ? (K == 2 ? 0.5 : 0.25)
+                         : cs.rule == SmaRule::Elastic ? 0.25
+                                                       : 1.0 / K;
+    const double eta = cs.eta.value_or(1.0);
+    // What z adds of the corrections' sum: all of it (paper, post-local), eta (mean - z).
+    const double sum_scale = cs.rule == SmaRule::Elastic  ? eta / (K * alpha)
+                             : cs.rule == SmaRule::SlowMo ? eta
+                                                          : 1.0;
     CHECK(t.alpha() == alpha);
     CHECK(t.lr_factor() == std::sqrt(static_cast<double>(K)));
 
@@ -177,6 +203,9 @@ TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand, with the
       }
       std::vector<double> losses = t.step(batches, lr);
       std::vector<double> sum_c(n, 0);
+      const int64_t period =
+          cs.rule == SmaRule::PostLocal && s < cs.local_after ? 1 : cs.sync_every;
+      const bool sync = (s + 1) % period == 0;
       for (int j = 0; j < K; ++j) {
         // Known gradients: L = mean over [2,3] of (y - onehot)^2, dL/dy = 2 (y - t) / 6.
         std::vector<double> grad(n, 0);
@@ -195,17 +224,20 @@ TEST_CASE("sma: z after 3 steps equals the SMA update computed by hand, with the
         for (int i = 0; i < n; ++i) {
           const double d = grad[i] + wd * th[j][i];
           vel[j][i] = s == 0 ? d : mu * vel[j][i] + d;
-          const double c = alpha * (th[j][i] - z[i]);
-          th[j][i] = th[j][i] - gamma * vel[j][i] - c;
+          const double stepped = th[j][i] - gamma * vel[j][i];
+          const double c = sync ? alpha * ((reset ? stepped : th[j][i]) - z[i]) : 0.0;
+          th[j][i] = reset ? stepped : stepped - c;
           sum_c[i] += c;
         }
       }
-      for (int i = 0; i < n; ++i) {
-        const double nz = z[i] + sum_c[i] + muz * (z[i] - zp[i]);
+      for (int i = 0; sync && i < n; ++i) {
+        const double nz = z[i] + sum_scale * sum_c[i] + muz * (z[i] - zp[i]);
         zp[i] = z[i];
         z[i] = nz;
+        if (reset)
+          for (int j = 0; j < K; ++j) th[j][i] = nz;
       }
-      if (s == 0) {
+      if (s == 0 && !reset) {
         // Step 1: z' = z + sum of c_j with theta_j = z before the step: z does not move.
         CHECK(pack(t.central()) == init);
         CHECK(pack(t.snapshot(1)) == init);  // the pre-step replica
@@ -370,6 +402,45 @@ TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp3
   MESSAGE("cpu:2 x 2 vs cpu x 4 after 15 steps: max |dz| " << diff << " (max |z| " << scale << ")");
   CHECK(diff <= 1e-5 * scale);  // fp32 summation order only: ~1e-7 relative observed
   CHECK(za != two.replica(0));
+}
+
+TEST_CASE("sma: every central rule: cpu:2 x 2 learners equals cpu x 4 up to sum order") {
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return;
+  Dataset data = load_idx_dataset(kFashion);
+  ImportResult r = import_model(kLenet);
+  const LossSpec loss = detect_loss(r.graph);
+  for (const SmaRule rule : {SmaRule::Elastic, SmaRule::SlowMo, SmaRule::PostLocal}) {
+    CAPTURE(sma_rule_name(rule));
+    CpuSetup so = lenet_options({0, 1}, 2, 2), oo = lenet_options({0, 1}, 1, 4);
+    for (CpuSetup* c : {&so, &oo}) {
+      c->opts.sma_rule = rule;
+      c->opts.sync_every = rule == SmaRule::Elastic ? 1 : 3;
+      if (rule == SmaRule::PostLocal) c->opts.local_after = 6;
+    }
+    CpuTrainer two(r.graph, loss, so), one(r.graph, loss, oo);
+    RunOptions ro;
+    ro.steps = 15;
+    ro.seed = 9;
+    ro.test_limit = 100;
+    RunSummary a = train(two, data, ro), b = train(one, data, ro);
+    CHECK(a.losses[0] == b.losses[0]);
+    CHECK(two.central(0) == two.central(1));
+    const std::vector<float> z0 = two.central(), zb = one.central();
+    if (resets_learners(rule)) {  // step 15 synchronised: every learner is z
+      CHECK(two.replica(0) == z0);
+      CHECK(two.replica(3) == z0);
+      CHECK(one.replica(2) == zb);
+    }
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < z0.size(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::abs(z0[i] - zb[i])));
+      scale = std::max(scale, static_cast<double>(std::abs(zb[i])));
+    }
+    CHECK(diff <= 1e-5 * scale);
+    CHECK(diff < scale);
+  }
 }
 
 TEST_CASE("sma: overlapping the z update with the next step is bit-identical to not overlapping") {

@@ -79,30 +79,37 @@ struct AdamWUpdate {
   }
 };
 
-// SMA's correction of one learner element (sma/trainer.h has the whole algorithm): c = alpha (theta
-// - z) from the pre-step theta; the learner's new value is its optimizer step minus c (alpha 0:
-// exactly the optimizer step), and c is added to the device's sum of corrections.
+// SMA's correction of one learner element (sma/trainer.h has the whole algorithm). The pull rules
+// (paper, elastic): c = alpha (theta - z) from the pre-step theta, and the learner's new value is
+// its optimizer step minus c (alpha 0: exactly the optimizer step). The reset rules (slowmo,
+// post-local; `post`): c = alpha (stepped - z) from the learner's new value, which it keeps (the
+// trainer then resets every learner to the new z). Either way c is added to the device's sum of
+// corrections.
 // T: float, or a float wrapper with its own rounding (the CUDA kernels' Rn<float>, which keeps
 // nvcc from contracting into FMAs).
 struct SmaPull {
   float alpha;
+  bool post = false;
   template <class T>
-  CB_HOST_DEVICE T correction(T theta, T z) const {
-    return T(alpha) * (theta - z);
+  CB_HOST_DEVICE T correction(T theta, T stepped, T z) const {
+    return T(alpha) * ((post ? stepped : theta) - z);
   }
   template <class T>
   CB_HOST_DEVICE T apply(T stepped, T c) const {
-    return alpha != 0 ? stepped - c : stepped;
+    return alpha != 0 && !post ? stepped - c : stepped;
   }
 };
 
 // The central model's update from the all-reduced sum of corrections:
-// z_new = z + sum + mu_z (z - z_prev); z_prev <- z.
+// z_new = z + scale sum + mu_z (z - z_prev); z_prev <- z. The paper's rule has scale 1 (then the
+// sum is added as it is, no multiply); the other rules scale the sum into an outer step
+// (sma/trainer.h).
 struct SmaCentral {
   float mu;
+  float scale = 1;
   template <class T>
   CB_HOST_DEVICE T operator()(T z, T z_prev, T sum) const {
-    const T nz = z + sum;
+    const T nz = z + (scale != 1 ? T(scale) * sum : sum);
     return mu != 0 ? nz + T(mu) * (z - z_prev) : nz;
   }
 };

@@ -47,7 +47,7 @@ void step_row(float* __restrict w, float* __restrict sn, const float* __restrict
       nw = up(th, g[i], o1[i], o2[i]);
     }
     if constexpr (kPull) {
-      const float c = pull.correction(th, z[i]);
+      const float c = pull.correction(th, nw, z[i]);
       nw = pull.apply(nw, c);
       sum[i] = sum[i] + c;
     }
@@ -81,7 +81,7 @@ void SmaStep(const KernelArgs& a) {
       sgd.push_back({p.lr, p.momentum, p.weight_decay, 1.0f, p.momentum != 0, p.nesterov,
                      p.weight_decay != 0, row_steps[r] == 0});
   }
-  const math::SmaPull pl{p.alpha};
+  const math::SmaPull pl{p.alpha, p.post};
   parallel(n, 8 * rows, [&](int64_t b, int64_t e) {
     for (int64_t b0 = b; b0 < e; b0 += kBlock) {
       const int64_t e0 = std::min(e, b0 + kBlock);
@@ -127,7 +127,7 @@ void SmaCentralStep(const KernelArgs& a) {
   float* zp = pv.ptr<float>();
   float* ema = with_ema ? a.out[3].ptr<float>() : nullptr;
   const float* s = sv.ptr<float>();
-  const math::SmaCentral central{p.momentum};
+  const math::SmaCentral central{p.momentum, p.scale};
   const math::Ema mix = math::Ema::make(p.ema_decay);
   std::atomic<int64_t> bad{0};
   parallel(n, 4, [&](int64_t b, int64_t e) {

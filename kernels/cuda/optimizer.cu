@@ -325,7 +325,7 @@ struct SmaStepBody {
         nw = up(th, RnF(b.g[o]), v);
       }
       if constexpr (kPull) {
-        const RnF cr = pull.correction(th, zj);
+        const RnF cr = pull.correction(th, nw, zj);
         nw = pull.apply(nw, cr);
         s = s + cr;
       }
@@ -349,7 +349,7 @@ void SmaStep(const KernelArgs& a, const GpuCtx& c) {
   const bool adamw = sp.adamw, momentum = sp.momentum, pull = sp.pull;
   int64_t* row_steps = sp.steps;
   const int64_t rows = sp.rows;
-  const SmaBuffers b{sp, math::SmaPull{p.alpha}};
+  const SmaBuffers b{sp, math::SmaPull{p.alpha, p.post}};
   const SgdRow sgd{p.lr, p.momentum, p.weight_decay, p.nesterov, row_steps};
   if (adamw)
     sma_launch<State::Adam>(
@@ -381,7 +381,7 @@ void SmaCentralStep(const KernelArgs& a, const GpuCtx& c) {
     fail("SmaCentralStep: ema must be f32 with z's {} elements", n);
   float* ema = with_ema ? a.out[3].ptr<float>() : nullptr;
   const math::Ema mix = math::Ema::make(p.ema_decay);
-  const math::SmaCentral central{p.momentum};
+  const math::SmaCentral central{p.momentum, p.scale};
   // The count: float adds of 1 (exact up to 2^24 non-finite values), only where there are any.
   fill_zero(c, bad, sizeof(float));
   parallel_for(c, n, [=] CB_HOST_DEVICE(int64_t i) {

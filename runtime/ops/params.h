@@ -236,10 +236,14 @@ struct SmaStepParams {
   bool nesterov = false;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // AdamW
   float alpha = 0;  // the pull toward z; 0 (or no z given): plain local steps, no correction
+  // The correction from the post-step value, which the learner keeps (the reset rules: the
+  // trainer then sets every learner to the new z); false: from the pre-step value, subtracted.
+  bool post = false;
 };
 struct SmaCentralStepParams {
   float momentum = 0.9f;  // mu_z
   float ema_decay = 0;    // with the ema output: ema = decay * ema + (1 - decay) * z_new
+  float scale = 1;        // z_new = z + scale * sum + mu_z (z - z_prev)
 };
 struct SmaRowEmaParams {
   float decay = 0.999f;  // ema = decay * ema + (1 - decay) * (sum over rows of scale * row)

@@ -111,15 +111,22 @@ inline std::vector<Case> sma_step(OpKind, DType) {
   c("AdamW, pull", 2, 1000,
     {.optimizer = ops::OptimizerKind::AdamW, .lr = 1e-2f, .weight_decay = 1e-2f, .alpha = 0.2f},
     true, {0, 6});
+  c("post-step correction, kept step (reset rules)", 3, 1000,
+    {.lr = 0.05f, .weight_decay = 1e-3f, .momentum = 0.9f, .alpha = 1.0f / 3, .post = true}, true,
+    {0, 2, 4});
+  c("AdamW, post-step correction", 2, 1000,
+    {.optimizer = ops::OptimizerKind::AdamW, .lr = 1e-2f, .alpha = 0.5f, .post = true}, true,
+    {3, 0});
   return cs;
 }
 
 // SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite f32 [1], ema [P]?).
 inline std::vector<Case> sma_central_step(OpKind, DType) {
-  auto c = [](std::string name, int64_t n, float mu, std::optional<float> ema = {}) {
+  auto c = [](std::string name, int64_t n, float mu, std::optional<float> ema = {},
+              float scale = 1) {
     Case k{.name = std::move(name),
            .in = {x({n})},
-           .params = ops::SmaCentralStepParams{mu, ema.value_or(0.0f)},
+           .params = ops::SmaCentralStepParams{mu, ema.value_or(0.0f), scale},
            .outs = {inout(x({n})), inout(x({n})), x({1})},
            .ref = ref_sma_central_step};
     if (ema) k.outs.push_back(inout(x({n})));
@@ -130,7 +137,9 @@ inline std::vector<Case> sma_central_step(OpKind, DType) {
           c("large", 20011, 0.5f),
           c("with the weight average", 1000, 0.9f, 0.99f),
           c("weight average before its start (decay 0)", 77, 0.9f, 0.0f),
-          c("weight average, large", 20011, 0, 0.9f)};
+          c("weight average, large", 20011, 0, 0.9f),
+          c("outer step (scaled sum), momentum", 1000, 0.9f, {}, 0.7f),
+          c("outer step, no momentum, weight average", 5003, 0, 0.99f, 2.5f)};
 }
 
 // SmaRowEma(rows [R,S]) -> ema [S].

@@ -86,8 +86,8 @@ void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<T
         nw = th - lr * d;
       }
       if (pull) {
-        const double c = alpha * (th - z[i]);
-        nw -= c;
+        const double c = alpha * ((p.post ? nw : th) - z[i]);
+        if (!p.post) nw -= c;
         sum[i] += c;
       }
       w[at] = nw;
@@ -97,17 +97,17 @@ void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<T
 }
 
 // SmaCentralStep: in sum; out z, z_prev (starting values), nonfinite:
-// z' = z + sum + mu (z - z_prev); z_prev = z; nonfinite = count of non-finite z'.
+// z' = z + scale sum + mu (z - z_prev); z_prev = z; nonfinite = count of non-finite z'.
 void ref_sma_central_step(const std::any& params, std::vector<Tensor>& in,
                           std::vector<Tensor>& out) {
   const auto& p = std::any_cast<const ops::SmaCentralStepParams&>(params);
-  const double mu = p.momentum, d = p.ema_decay;
+  const double mu = p.momentum, d = p.ema_decay, scale = p.scale;
   const double* s = in[0].data<double>();
   double *z = out[0].data<double>(), *zp = out[1].data<double>();
   double* ema = out.size() > 3 && out[3].numel() > 0 ? out[3].data<double>() : nullptr;
   double bad = 0;
   for (int64_t i = 0; i < out[0].numel(); ++i) {
-    const double nz = z[i] + s[i] + mu * (z[i] - zp[i]);
+    const double nz = z[i] + scale * s[i] + mu * (z[i] - zp[i]);
     zp[i] = z[i];
     z[i] = nz;
     if (ema) ema[i] = d * ema[i] + (1 - d) * nz;

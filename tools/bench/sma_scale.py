@@ -5,8 +5,9 @@ Where CROSSBOW's claim lives: K learners of batch 16 (aggregate batch 16K of 256
 one learner at batch 16K trained with the standard large-batch recipe (Goyal et al. 2017: the
 learning rate scaled linearly with the batch, a gradual warm-up over --warmup-epochs, momentum 0.9)
 at the best of a grid of three rates. For each K:
-  - SMA: `cb-train --learners K` with cb-train's defaults (alpha, learning-rate scaling, central
-    momentum: what a user gets who only raises the learners) plus --sma-args;
+  - SMA: `cb-train --learners K --sma-rule R` for each central rule R of --rules, with cb-train's
+    defaults otherwise (alpha, learning-rate scaling, central momentum, outer step: what a user
+    gets who only raises the learners) plus --sma-args;
   - SGD: one learner at batch 16K, --alpha 0 --central-momentum 0 (torch.optim.SGD), lr =
     --lr x K x f for f in --sgd-grid, --warmup-steps of --warmup-epochs.
 Both with `--ema Ee --eval-unaveraged` (E = --ema-epochs: the weight average's time constant in
@@ -21,6 +22,7 @@ batches of 16, an SGD step one batch of 16K.
     /usr/bin/python3 tools/bench/sma_scale.py                       # LeNet-5, K 16,64,256, 3 seeds
     /usr/bin/python3 tools/bench/sma_scale.py --resnet20            # ResNet-20, CIFAR-shaped, K 16
     ... [--learners 16,64] [--seeds 0,1,2] [--jobs 2] [--sma-args "--alpha 0.01"] [--sides sma]
+        [--rules paper,slowmo]
 """
 import argparse
 import concurrent.futures
@@ -44,7 +46,7 @@ def ema_decay(args, k):
     return 1 - 1 / (args.ema_epochs * steps_per_epoch(args, k))
 
 
-def run(args, side, k, f, seed):
+def run(args, side, k, f, seed, rule):
     """One cb-train process: {curve: (epoch at the target or None, {at: accuracy})}, error."""
     tmp = tempfile.mkdtemp(prefix="cb_sma_scale_")
     metrics = os.path.join(tmp, "metrics.jsonl")
@@ -60,7 +62,8 @@ def run(args, side, k, f, seed):
                 repr(args.lr * k * f), "--lr-scaling", "none", "--alpha", "0",
                 "--central-momentum", "0", "--warmup-steps", str(int(args.warmup_epochs * spe))]
     else:
-        cmd += ["--learners", str(k), "--batch-size", str(BATCH), "--lr", repr(args.lr)]
+        cmd += ["--learners", str(k), "--batch-size", str(BATCH), "--lr", repr(args.lr),
+                "--sma-rule", rule]
         cmd += args.sma_args.split()
     curves = {side: "unaveraged_accuracy", side + "+ema": "accuracy"}
 
@@ -108,6 +111,8 @@ def main():
                     help="the average's time constant in epochs of central steps")
     ap.add_argument("--sides", default="sma,sgd")
     ap.add_argument("--sma-args", default="", help="more cb-train flags for the SMA side")
+    ap.add_argument("--rules", default="paper,elastic,slowmo,post-local",
+                    help="SMA's central rules (--sma-rule), each a row")
     ap.add_argument("--schedule", default="", help="cb-train flags of the schedule (both sides)")
     ap.add_argument("--target", type=float, default=0.89)
     ap.add_argument("--at", default="5,10", help="epochs at which accuracy is reported")
@@ -136,12 +141,14 @@ def main():
     ks = [int(k) for k in args.learners.split(",")]
     sides = args.sides.split(",")
     grid = [float(f) for f in args.sgd_grid.split(",")]
-    jobs = []  # (side, k, factor, seed)
+    rules = args.rules.split(",")
+    jobs = []  # (side, k, factor, seed, rule)
     for k in ks:
         for side in sides:
             for f in (grid if side == "sgd" else [1.0]):
-                for seed in seeds:
-                    jobs.append((side, k, f, seed))
+                for rule in (rules if side == "sma" else ["-"]):
+                    for seed in seeds:
+                        jobs.append((side, k, f, seed, rule))
     print("%s on %s (%d examples); batch 16 per learner; momentum 0.9, weight decay %g; SMA: "
           "--lr %g, cb-train's defaults %s; EMA time constant %g epochs; SGD: lr %g x K x "
           "{%s}, warm-up %g epochs; target %.1f%% within %d epochs; seeds %s" % (
@@ -156,15 +163,15 @@ def main():
             results[j] = fut.result()
             out, err = results[j]
             print("  %s K=%d %s seed %d: %s%s" % (
-                j[0], j[1], "lr %g" % (args.lr * j[1] * j[2]) if j[0] == "sgd" else "", j[3],
+                j[0], j[1], "lr %g" % (args.lr * j[1] * j[2]) if j[0] == "sgd" else j[4], j[3],
                 "; ".join("%s %s epochs, %s" % (
                     n, fmt_epochs(h), " ".join("%.2f%%@%g" % (100 * a, at)
                                                for at, a in sorted(acc.items())))
                           for n, (h, acc) in out.items()),
                 " FAILED: " + err if err else ""), flush=True)
 
-    def summary(side, curve, k, f):
-        rs = [results[(side, k, f, s)][0][curve] for s in seeds]
+    def summary(side, curve, k, f, rule):
+        rs = [results[(side, k, f, s, rule)][0][curve] for s in seeds]
         hits = [h if h is not None else math.inf for h, _ in rs]
         accs = {at: statistics.mean(acc[at] for _, acc in rs) for at in args.at}
         return statistics.median(hits), accs, hits
@@ -176,13 +183,17 @@ def main():
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for k in ks:
-        for side, curve, name in [("sma", "sma", "SMA (z)"), ("sma", "sma+ema", "SMA + EMA"),
-                                  ("sgd", "sgd", "S-SGD, best of grid"),
-                                  ("sgd", "sgd+ema", "S-SGD + EMA, best of grid")]:
+        rows = []
+        for rule in rules:
+            rows += [("sma", "sma", "SMA %s (z)" % rule, rule),
+                     ("sma", "sma+ema", "SMA %s + EMA" % rule, rule)]
+        rows += [("sgd", "sgd", "S-SGD, best of grid", "-"),
+                 ("sgd", "sgd+ema", "S-SGD + EMA, best of grid", "-")]
+        for side, curve, name, rule in rows:
             if side not in sides:
                 continue
             fs = grid if side == "sgd" else [1.0]
-            scored = [(summary(side, curve, k, f), f) for f in fs]
+            scored = [(summary(side, curve, k, f, rule), f) for f in fs]
             (med, accs, hits), f = min(scored, key=lambda t: (t[0][0], -t[0][1][args.at[-1]]))
             lr = ("%g" % (args.lr * k * f)) if side == "sgd" else "%g (defaults)" % args.lr
             if curve.endswith("+ema"):
