@@ -341,7 +341,9 @@ std::vector<OptionSpec> make_table() {
   t.add(
       "lr-scaling", Kind::Value,
       "how --lr (one learner's learning rate at --batch-size) becomes the learners' with K "
-      "learners in all: none | sqrt | linear (x sqrt(K) up to 8 at K = 64, then 64/sqrt(K); x K)",
+      "learners in all: auto (the central rule's: quarter for post-local, sqrt for the others) "
+      "| none | sqrt (x sqrt(K) up to 8 at K = 64, then 64/sqrt(K)) | quarter "
+      "(x K/4 up to 16 at K = 64, then 1024/K; at least 1) | linear (x K)",
       [](SessionOptions& o, const std::string& s) { o.trainer.lr_scaling = parse_lr_scaling(s); },
       [](const SessionOptions& o) { return std::string(lr_scaling_name(o.trainer.lr_scaling)); });
   t.add(

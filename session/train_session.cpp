@@ -517,22 +517,22 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
   // given.
   const bool rule_warmup = ropts.schedule.warmup_steps == 0 && spe > 0 &&
                            trainer.total_learners() > 1 && resets_learners(trainer.rule());
-  if (rule_warmup) ropts.schedule.warmup_steps = kResetRuleWarmupEpochs * spe;
+  const int64_t warmup_epochs = reset_rule_warmup_epochs(trainer.total_learners());
+  if (rule_warmup) ropts.schedule.warmup_steps = warmup_epochs * spe;
   const double lr = ropts.schedule.lr;
   const std::string opt_text =
       sma ? fmt::format("sgd momentum {}{} weight decay {}", topts.momentum,
                         topts.nesterov ? " (nesterov)" : "", topts.weight_decay)
           : fmt::format("adamw betas ({}, {}) eps {} weight decay {}", topts.beta1, topts.beta2,
                         topts.eps, topts.weight_decay);
-  const std::string sched_text =
-      fmt::format("lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
-                  ropts.schedule.warmup_steps
-                      ? fmt::format(" + {} warm-up steps{}", ropts.schedule.warmup_steps,
-                                    rule_warmup ? fmt::format(" ({} epochs: the {} rule's)",
-                                                              kResetRuleWarmupEpochs,
-                                                              sma_rule_name(trainer.rule()))
-                                                : "")
-                      : "");
+  const std::string sched_text = fmt::format(
+      "lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
+      ropts.schedule.warmup_steps
+          ? fmt::format(" + {} warm-up steps{}", ropts.schedule.warmup_steps,
+                        rule_warmup ? fmt::format(" ({} epochs: the {} rule's)", warmup_epochs,
+                                                  sma_rule_name(trainer.rule()))
+                                    : "")
+          : "");
   const std::string order_text = stream          ? std::string("the caller's order")
                                  : ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed)
                                                  : std::string("file order");
@@ -558,7 +558,7 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
       topts.lr_scaling == LrScaling::None
           ? std::string("--lr, --lr-scaling none")
           : fmt::format("--lr {} x {} at K = {}; --lr-scaling {}", lr,
-                        topts.lr_scaling == LrScaling::Sqrt ? "min(sqrt(K), 64/sqrt(K))" : "K", K,
+                        lr_scaling_formula(resolve_lr_scaling(topts.lr_scaling, trainer.rule())), K,
                         lr_scaling_name(topts.lr_scaling)),
       topts.mu_z(K), topts.sync_every, topts.sync_every == 1 ? "" : "s",
       !topts.overlap_sync || resets_learners(topts.rule(K)) ? "not overlapped" : "overlapped");

@@ -97,6 +97,25 @@ TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergenc
   CHECK(fs::exists(out));
   CHECK(!fs::exists(out + ".tmp"));
   import_model(out);  // loads: a whole file
+
+  // The central rule in force is printed with its origin: the paper's below 16 learners, post-local
+  // from 16 with the large-batch warm-up (5 epochs from K = 64), --warmup-steps given wins.
+  std::tie(rc, text) = run("--learners 2 --steps 1 --test-limit 16");
+  CHECK(rc == 0);
+  CHECK(contains(text, "rule paper, alpha 0.5 (min(2/K, 1/2) at K = 2)"));
+  std::tie(rc, text) = run("--learners 64 --steps 1 --test-limit 16");
+  CHECK(rc == 0);
+  CHECK(contains(text,
+                 "rule post-local (learners averaged every step, reset to z: the default "
+                 "from K = 16), alpha 0.01562 (1/K: the learners' mean at K = 64)"));
+  CHECK(contains(text, "18750 warm-up steps (5 epochs: the post-local rule's)"));
+  CHECK(contains(text, "z update not overlapped"));
+  std::tie(rc, text) = run("--learners 16 --steps 1 --test-limit 16 --warmup-steps 100");
+  CHECK(rc == 0);
+  CHECK(contains(text, "constant + 100 warm-up steps,"));
+  std::tie(rc, text) = run("--learners 4 --steps 1 --sma-rule slowmo --alpha 0.1");
+  CHECK(rc == 2);
+  CHECK(contains(text, "--alpha is the pull of the paper and elastic rules"));
   fs::remove_all(dir);
 }  // --precision bf16 on the CPU: the convolutions marked (the session says how many), training
    // runs

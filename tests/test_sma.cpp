@@ -126,8 +126,8 @@ TEST_CASE("sma: one learner, alpha 0, mu_z 0 does not depend on where it runs (p
 
 TEST_CASE("sma: z after 3 steps equals the update computed by hand, for every central rule") {
   // The defaults for K learners: alpha = min(2 / K, 1/2) (paper), 1/4 (elastic), gamma = lr x
-  // sqrt(K); the reset rules' correction is the mean of the stepped learners, and every learner
-  // continues from the new z.
+  // sqrt(K) (x K/4 for the reset rules); the reset rules' correction is the mean of the stepped
+  // learners, and every learner continues from the new z.
   struct Case {
     SmaRule rule;
     int K;
@@ -170,7 +170,10 @@ TEST_CASE("sma: z after 3 steps equals the update computed by hand, for every ce
                              : cs.rule == SmaRule::SlowMo ? eta
                                                           : 1.0;
     CHECK(t.alpha() == alpha);
-    CHECK(t.lr_factor() == std::sqrt(static_cast<double>(K)));
+    // The learners' rate: K/4 (at least 1) for post-local, sqrt(K) for the others.
+    const double factor =
+        cs.rule == SmaRule::PostLocal ? std::max(K / 4.0, 1.0) : std::sqrt(static_cast<double>(K));
+    CHECK(t.lr_factor() == factor);
 
     // Reference in double: theta_j, v_j, z, z_prev as [W | b] vectors of 15.
     const int n = kOut * kIn + kOut;
@@ -185,8 +188,7 @@ TEST_CASE("sma: z after 3 steps equals the update computed by hand, for every ce
     for (int i = 0; i < kOut; ++i) init[kOut * kIn + i] = b0[i];
     std::vector<std::vector<double>> th(K, init), vel(K, std::vector<double>(n, 0));
     std::vector<double> z = init, zp = init;
-    const double lr = 0.1, gamma = lr * std::sqrt(static_cast<double>(K)), mu = 0.9, wd = 0.01,
-                 muz = 0.5;
+    const double lr = 0.1, gamma = lr * factor, mu = 0.9, wd = 0.01, muz = 0.5;
 
     for (int s = 0; s < 3; ++s) {
       std::vector<Batch> batches;
@@ -259,7 +261,8 @@ TEST_CASE("sma: z after 3 steps equals the update computed by hand, for every ce
   }
 }
 
-TEST_CASE("sma: the learners' rate grows as sqrt(K) up to 8x (K = 64), then falls as 64/sqrt(K)") {
+TEST_CASE(
+    "sma: the learners' rate: sqrt(K) up to 8x (K = 64), then 64/sqrt(K); K/4 to 16x, 1024/K") {
   CHECK(lr_scale(LrScaling::Sqrt, 1) == 1);
   CHECK(lr_scale(LrScaling::Sqrt, 16) == 4);
   CHECK(lr_scale(LrScaling::Sqrt, 64) == 8);
@@ -267,6 +270,17 @@ TEST_CASE("sma: the learners' rate grows as sqrt(K) up to 8x (K = 64), then fall
   CHECK(lr_scale(LrScaling::Sqrt, 4096) == 1);
   CHECK(lr_scale(LrScaling::Linear, 256) == 256);
   CHECK(lr_scale(LrScaling::None, 256) == 1);
+  // The reset rules' mean is large-batch SGD: K/4 up to 16x at K = 64, then 1024/K (README:
+  // "Central rules": at K = 256, 16x left the learners dead for epochs where 4x did not).
+  CHECK(lr_scale(LrScaling::Quarter, 2) == 1);
+  CHECK(lr_scale(LrScaling::Quarter, 16) == 4);
+  CHECK(lr_scale(LrScaling::Quarter, 64) == 16);
+  CHECK(lr_scale(LrScaling::Quarter, 256) == 4);
+  CHECK(lr_scale(LrScaling::Quarter, 4096) == 1);
+  CHECK(lr_scale(LrScaling::Auto, 64, SmaRule::Paper) == 8);
+  CHECK(lr_scale(LrScaling::Auto, 64, SmaRule::Elastic) == 8);
+  CHECK(lr_scale(LrScaling::Auto, 64, SmaRule::PostLocal) == 16);
+  CHECK(lr_scale(LrScaling::Auto, 64, SmaRule::SlowMo) == 8);  // its outer momentum doubles it
 }
 
 TEST_CASE("sma: --sync-every 3 is local SGD for two steps, then the correction and z update") {
