@@ -359,7 +359,9 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
         double b[1] = {bad};
         g.coll->agree(b, ReduceOp::Max);
         g.bad_z = b[0];
-        if (reset) {  // every learner continues from the new z, with its optimizer state
+        // Every learner continues from the new z, with its optimizer state (not from a
+        // non-finite z: the replicas stay as they are for settle()'s message).
+        if (reset && b[0] == 0) {
           g.set_rows_to_z(P, k);
           g.updated = g.dev->record_event(kSyncStream);
         }
