@@ -94,6 +94,21 @@ struct Table {
         [n, field](SessionOptions& o, const std::string& s) { field(o) = parse_double(n, s); },
         [field](const SessionOptions& o) { return num(field(const_cast<SessionOptions&>(o))); });
   }
+  // A real that is unset (no default shown, "" in text form) until given: its default depends on
+  // other settings (alpha on K, mu_z and eta on the central rule).
+  template <class F>
+  OptionSpec& optional_real_at(std::string name, F field, std::string help) {
+    const std::string n = name;
+    OptionSpec& s = add(
+        std::move(name), Kind::Value, std::move(help),
+        [n, field](SessionOptions& o, const std::string& s) { field(o) = parse_double(n, s); },
+        [field](const SessionOptions& o) {
+          const std::optional<double>& v = field(const_cast<SessionOptions&>(o));
+          return v ? num(*v) : std::string();
+        });
+    s.show_default = false;
+    return s;
+  }
   template <class F>
   OptionSpec& text_at(std::string name, F field, std::string help) {
     return add(
@@ -346,15 +361,11 @@ std::vector<OptionSpec> make_table() {
       "(x K/4 up to 16 at K = 64, then 1024/K; at least 1) | linear (x K)",
       [](SessionOptions& o, const std::string& s) { o.trainer.lr_scaling = parse_lr_scaling(s); },
       [](const SessionOptions& o) { return std::string(lr_scaling_name(o.trainer.lr_scaling)); });
-  t.add(
-       "alpha", Kind::Value,
-       "SMA's pull toward the central model (default min(2/K, 1/2) for K >= 2 learners in all, "
-       "0 for one learner: plain SGD)",
-       [](SessionOptions& o, const std::string& s) { o.trainer.alpha = parse_double("alpha", s); },
-       [](const SessionOptions& o) {
-         return o.trainer.alpha ? num(*o.trainer.alpha) : std::string();
-       })
-      .show_default = false;
+  t.optional_real_at("alpha", CB_FIELD(trainer.alpha),
+                     "SMA's pull toward the central model, for --sma-rule paper (default "
+                     "min(2/K, 1/2) for K >= 2 learners in all, 0 for one learner: plain SGD; "
+                     "given without --sma-rule, the paper's rule at every K) and elastic "
+                     "(default 1/4)");
   t.add(
        "sma-rule", Kind::Value,
        "SMA's central rule (default: paper below 16 learners in all, post-local from 16): paper "
@@ -367,28 +378,12 @@ std::vector<OptionSpec> make_table() {
          return o.trainer.sma_rule ? std::string(sma_rule_name(*o.trainer.sma_rule)) : "";
        })
       .show_default = false;
-  t.add(
-       "central-momentum", Kind::Value,
-       "SMA's central momentum mu_z (default 0.9 for the paper and elastic rules, 0.5 for "
-       "slowmo, 0 for post-local)",
-       [](SessionOptions& o, const std::string& s) {
-         o.trainer.central_momentum = parse_double("central-momentum", s);
-       },
-       [](const SessionOptions& o) {
-         return o.trainer.central_momentum ? num(*o.trainer.central_momentum) : std::string();
-       })
-      .show_default = false;
-  t.add(
-       "outer-lr", Kind::Value,
-       "the central step eta of --sma-rule elastic and slowmo: z moves by eta (mean - z) plus "
-       "its momentum (default 1)",
-       [](SessionOptions& o, const std::string& s) {
-         o.trainer.outer_lr = parse_double("outer-lr", s);
-       },
-       [](const SessionOptions& o) {
-         return o.trainer.outer_lr ? num(*o.trainer.outer_lr) : std::string();
-       })
-      .show_default = false;
+  t.optional_real_at("central-momentum", CB_FIELD(trainer.central_momentum),
+                     "SMA's central momentum mu_z (default 0.9 for the paper and elastic rules, "
+                     "0.5 for slowmo, 0 for post-local)");
+  t.optional_real_at("outer-lr", CB_FIELD(trainer.outer_lr),
+                     "the central step eta of --sma-rule elastic and slowmo: z moves by eta "
+                     "(mean - z) plus its momentum (default 1)");
   t.integer_at("local-after", CB_FIELD(trainer.local_after),
                "--sma-rule post-local: steps synchronised every step before --sync-every applies");
   t.add(

@@ -31,6 +31,18 @@ using test::CpuSetup;
 using test::CpuTrainer;
 using test::error_of;
 
+namespace {
+// max |a - b| and max |b|: two runs that differ only in the fp32 order of a sum.
+std::pair<double, double> max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(b[i])));
+  }
+  return {diff, scale};
+}
+}  // namespace
+
 // ---- the algorithm -----------------------------------------------------------------------------
 
 TEST_CASE("sma: k = 3 identical replicas fed identical data stay bit-identical to one replica") {
@@ -408,11 +420,7 @@ TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp3
   CHECK(a.losses[0] == b.losses[0]);
   CHECK(two.central(0) == two.central(1));  // every device's copy of z is identical
   std::vector<float> za = two.central(), zb = one.central();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < za.size(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(za[i] - zb[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(zb[i])));
-  }
+  const auto [diff, scale] = max_diff(za, zb);
   MESSAGE("cpu:2 x 2 vs cpu x 4 after 15 steps: max |dz| " << diff << " (max |z| " << scale << ")");
   CHECK(diff <= 1e-5 * scale);  // fp32 summation order only: ~1e-7 relative observed
   CHECK(za != two.replica(0));
@@ -447,11 +455,7 @@ TEST_CASE("sma: every central rule: cpu:2 x 2 learners equals cpu x 4 up to sum 
       CHECK(two.replica(3) == z0);
       CHECK(one.replica(2) == zb);
     }
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < z0.size(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::abs(z0[i] - zb[i])));
-      scale = std::max(scale, static_cast<double>(std::abs(zb[i])));
-    }
+    const auto [diff, scale] = max_diff(z0, zb);
     CHECK(diff <= 1e-5 * scale);
     CHECK(diff < scale);
   }
