@@ -265,6 +265,7 @@ std::vector<Options::Info> Options::list() {
     i.help = s.help;
     i.default_value = s.show_default ? s.get(defaults) : std::string();
     i.kind = static_cast<Info::Kind>(s.kind);
+    i.type = s.type;
     out.push_back(std::move(i));
   }
   return out;

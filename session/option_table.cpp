@@ -67,7 +67,8 @@ struct Table {
   OptionSpec& add(std::string name, Kind kind, std::string help,
                   std::function<void(SessionOptions&, const std::string&)> set,
                   std::function<std::string(const SessionOptions&)> get) {
-    v.push_back({std::move(name), "", kind, std::move(help), true, std::move(set), std::move(get)});
+    v.push_back(
+        {std::move(name), "", kind, std::move(help), "TEXT", true, std::move(set), std::move(get)});
     return v.back();
   }
   template <class T>
@@ -79,20 +80,24 @@ struct Table {
   OptionSpec& integer_at(std::string name, F field, std::string help) {
     using T = std::remove_reference_t<decltype(field(std::declval<SessionOptions&>()))>;
     const std::string n = name;
-    return add(
+    OptionSpec& s = add(
         std::move(name), Kind::Value, std::move(help),
         [n, field](SessionOptions& o, const std::string& s) { field(o) = parse_int<T>(n, s); },
         [field](const SessionOptions& o) {
           return std::to_string(field(const_cast<SessionOptions&>(o)));
         });
+    s.type = "INT";
+    return s;
   }
   template <class F>
   OptionSpec& real_at(std::string name, F field, std::string help) {
     const std::string n = name;
-    return add(
+    OptionSpec& s = add(
         std::move(name), Kind::Value, std::move(help),
         [n, field](SessionOptions& o, const std::string& s) { field(o) = parse_double(n, s); },
         [field](const SessionOptions& o) { return num(field(const_cast<SessionOptions&>(o))); });
+    s.type = "FLOAT";
+    return s;
   }
   // A real that is unset (no default shown, "" in text form) until given: its default depends on
   // other settings (alpha on K, mu_z and eta on the central rule).
@@ -106,6 +111,7 @@ struct Table {
           const std::optional<double>& v = field(const_cast<SessionOptions&>(o));
           return v ? num(*v) : std::string();
         });
+    s.type = "FLOAT";
     s.show_default = false;
     return s;
   }

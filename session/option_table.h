@@ -25,7 +25,8 @@ struct OptionSpec {
   std::string alias;  // a one-letter short form ("b"), or ""
   Kind kind = Kind::Value;
   std::string help;
-  bool show_default = true;  // --help shows the default value
+  std::string type = "TEXT";  // what --help shows the value as: INT, FLOAT or TEXT
+  bool show_default = true;   // --help shows the default value
   // Sets the option from its text form (for List: the whole comma-separated text); throws
   // cb::Error naming the flag and the value at fault.
   std::function<void(SessionOptions&, const std::string&)> set;

@@ -116,6 +116,13 @@ TEST_CASE("cb-train: SMA options, metrics, output at every evaluation, divergenc
   std::tie(rc, text) = run("--learners 4 --steps 1 --sma-rule slowmo --alpha 0.1");
   CHECK(rc == 2);
   CHECK(contains(text, "--alpha is the pull of the paper and elastic rules"));
+  // --help shows what each value is.
+  std::tie(rc, text) = run("--help");
+  CHECK(rc == 0);
+  CHECK(contains(text, "--batch-size INT=16"));
+  CHECK(contains(text, "--lr FLOAT=0.01"));
+  CHECK(contains(text, "--central-momentum FLOAT "));
+  CHECK(contains(text, "--sma-rule TEXT "));
   fs::remove_all(dir);
 }  // --precision bf16 on the CPU: the convolutions marked (the session says how many), training
    // runs

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
         opt = app.add_option(names, lists[i.name], i.help);
         break;
       case Kind::Value:
-        opt = app.add_option(names, values[i.name], i.help);
+        opt = app.add_option(names, values[i.name], i.help)->type_name(i.type);
         if (!i.default_value.empty()) opt->default_str(i.default_value);
         break;
     }

@@ -131,6 +131,7 @@ class CROSSBOW_API Options {
   struct Info {
     std::string name, alias, help, default_value;
     enum class Kind { Value, Flag, List, Repeat } kind;
+    std::string type;  // what a value is, as --help shows it: INT, FLOAT or TEXT
   };
   static std::vector<Info> list();  // every option, in cb-train --help's order
 
