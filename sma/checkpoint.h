@@ -172,8 +172,11 @@ class CheckpointPolicy {
                             CheckpointJob job = {});
   bool enabled() const { return !o_.dir.empty(); }
   // Counts from `loop` (a fresh or a resumed position) with epochs of `batches_per_epoch`; the
-  // checkpoints record `meta`. Call once before training.
+  // checkpoints record `meta`. Call once before training. `batches_per_epoch` 0: a stream of
+  // unknown length (the API's caller batches), which has no epochs: an explicit `Ne` interval is
+  // refused naming the forms that work, and the default (1e) becomes every 10 minutes.
   void start(const LoopState& loop, int64_t batches_per_epoch, CheckpointMeta meta);
+  static constexpr double kUnknownLengthMinutes = 10;
   // After a step: whether a checkpoint is due at the position `loop` reached. By steps and epochs
   // the same on every process; by minutes (by_clock()) each process's own clock says.
   bool due(const LoopState& loop);

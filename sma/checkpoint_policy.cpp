@@ -63,6 +63,14 @@ CheckpointPolicy::CheckpointPolicy(const CheckpointOptions& o, const std::string
 
 void CheckpointPolicy::start(const LoopState& loop, int64_t batches_per_epoch,
                              CheckpointMeta meta) {
+  if (batches_per_epoch <= 0 && every_.unit == 'e' && !o_.dir.empty()) {
+    if (!o_.every.empty())
+      fail(
+          "--checkpoint-every {}: the training data is a stream of unknown length, which has no "
+          "epochs; give N (steps) or Nm (minutes)",
+          o_.every);
+    every_ = {kUnknownLengthMinutes, 'm'};  // the default 1e: an epoch never ends
+  }
   per_epoch_ = std::max<int64_t>(1, batches_per_epoch);
   meta_ = std::move(meta);
   last_time_s_ = now_s();

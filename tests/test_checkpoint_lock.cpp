@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "sma/checkpoint.h"
+#include "sma/train_loop.h"
 #include "tests/test_util.h"
 
 using namespace cb;
@@ -163,4 +164,33 @@ TEST_CASE("cb-train: one run per checkpoint folder; no stale lock after kill -9"
   CHECK(contains(out, "resume   "));
   CHECK(contains(read_text(ck + "/.lock"), fmt::format("pid {} on ", next)));
   CHECK(load_checkpoint(ck).state.loop.step == step + 10);
+}
+
+TEST_CASE("checkpoint policy: a stream of unknown length has no epochs to checkpoint at") {
+  TempDir d("unknown-length");
+  CheckpointOptions co;
+  co.dir = (d.path / "ck").string();
+  LoopState loop;
+  {  // the default 1e: every 10 minutes, not every batch
+    CheckpointPolicy p(co, "x");
+    p.start(loop, 0, {});
+    for (int s = 1; s <= 5; ++s) {
+      loop.step = loop.consumed = s;
+      CHECK(!p.due(loop));
+    }
+  }
+  {  // with a known length, the default is every epoch as before
+    CheckpointPolicy p(co, "x");
+    loop = {};
+    p.start(loop, 4, {});
+    loop.step = loop.consumed = 3;
+    CHECK(!p.due(loop));
+    loop.step = loop.consumed = 4;
+    CHECK(p.due(loop));
+  }
+  co.every = "2e";  // asked for: refused, naming the forms that work
+  CheckpointPolicy p(co, "x");
+  CHECK(contains(error_of([&] { p.start({}, 0, {}); }),
+                 "--checkpoint-every 2e: the training data is a stream of unknown length, which "
+                 "has no epochs; give N (steps) or Nm (minutes)"));
 }
