@@ -19,7 +19,7 @@ using ops::OptimizerKind;
 // How the learning rate a user gives for one learner becomes the learners' gamma with K learners.
 // auto: the central rule's own (quarter for post-local, sqrt for the others).
 enum class LrScaling { Auto, None, Sqrt, Quarter, Linear };
-// The central rule (the comment at the top).
+// The central rule (sma/trainer.h has each rule's maths).
 enum class SmaRule { Paper, Elastic, SlowMo, PostLocal };
 const char* sma_rule_name(SmaRule r);
 SmaRule parse_sma_rule(const std::string& s);  // paper | elastic | slowmo | post-local
@@ -37,8 +37,8 @@ LrScaling parse_lr_scaling(const std::string& s);
 double lr_scale(LrScaling s, int total_learners, SmaRule rule = SmaRule::Paper);
 LrScaling resolve_lr_scaling(LrScaling s, SmaRule rule);
 const char* lr_scaling_formula(LrScaling s);  // "min(sqrt(K), 64/sqrt(K))", ...
-// alpha with K learners in all when it is not set (the rules are in the comment at the top); for
-// the reset rules the correction's coefficient, 1/K.
+// alpha with K learners in all when it is not set (paper: min(2/K, 1/2); elastic: 1/4; 0 for one
+// learner); for the reset rules the correction's coefficient, 1/K.
 double default_alpha(int total_learners, SmaRule rule = SmaRule::Paper);
 // The start-up line's words for the rule ("slowmo (eta 1 ...)") and for alpha's origin.
 struct TrainerOptions;
@@ -92,8 +92,8 @@ struct TrainerOptions {
     return o;
   }
   // The rule in force with K learners in all: --sma-rule, else the paper's below K = 16 (and
-  // whenever --alpha is given: the paper's pull) and post-local from K = 16 (README: "Many
-  // learners").
+  // whenever --alpha is given: the paper's pull) and post-local from K = 16 (README: "Central
+  // rules").
   SmaRule rule(int K) const {
     if (sma_rule) return *sma_rule;
     return K >= kPostLocalFrom && !alpha ? SmaRule::PostLocal : SmaRule::Paper;
