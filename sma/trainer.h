@@ -8,8 +8,7 @@
 // central momentum mu_z. From K, unless set, recomputed whenever K changes:
 //
 //   alpha = min(2 / K, 1/2), 0 for K = 1 (the pull; --alpha sets it)
-//   gamma = lr x s(K), s(K) = min(sqrt(K), 64 / sqrt(K))  (the learners' rate; --lr-scaling none
-//                                                          | sqrt | linear)
+//   gamma = lr x s(K), s(K) = min(sqrt(K), 64 / sqrt(K))  (the learners' rate; --lr-scaling)
 //
 // chosen by tools/bench/sma_epochs.py and sma_scale.py (README: "SMA against large-batch SGD"):
 // sqrt(K) up to K = 64 (8x), then less, as alpha's weaker pull lets the learners drift apart
@@ -44,7 +43,9 @@
 //     every --sync-every steps (local SGD).
 //
 // The reset rules need the new z before the learners' next step, so their z update is not
-// overlapped.
+// overlapped. Which rule runs (TrainerOptions::rule): --sma-rule, else paper below K = 16 and
+// post-local from 16, whose learners' rate is lr x min(K/4, 1024/K) (--lr-scaling auto) with the
+// warm-up the session adds (sma/trainer_options.h has every default and why).
 //
 // Where it runs: the trainer is GIVEN its devices and one Collective endpoint per device (the
 // session makes them, session/devices.h: CPU core groups with an in-process group, GPUs with
