@@ -76,42 +76,41 @@ struct Table {
     return integer_at(
         std::move(name), [field](SessionOptions& o) -> T& { return o.*field; }, std::move(help));
   }
-  template <class F>
-  OptionSpec& integer_at(std::string name, F field, std::string help) {
-    using T = std::remove_reference_t<decltype(field(std::declval<SessionOptions&>()))>;
+  // One value shown as `type` by --help: `parse(name, text)` gives the field's value, `print`
+  // its text form.
+  template <class F, class Parse, class Print>
+  OptionSpec& value_at(std::string name, const char* type, F field, Parse parse, Print print,
+                       std::string help) {
     const std::string n = name;
     OptionSpec& s = add(
         std::move(name), Kind::Value, std::move(help),
-        [n, field](SessionOptions& o, const std::string& s) { field(o) = parse_int<T>(n, s); },
-        [field](const SessionOptions& o) {
-          return std::to_string(field(const_cast<SessionOptions&>(o)));
+        [n, field, parse](SessionOptions& o, const std::string& s) { field(o) = parse(n, s); },
+        [field, print](const SessionOptions& o) {
+          return print(field(const_cast<SessionOptions&>(o)));
         });
-    s.type = "INT";
+    s.type = type;
     return s;
   }
   template <class F>
+  OptionSpec& integer_at(std::string name, F field, std::string help) {
+    using T = std::remove_reference_t<decltype(field(std::declval<SessionOptions&>()))>;
+    return value_at(
+        std::move(name), "INT", field,
+        [](const std::string& n, const std::string& s) { return parse_int<T>(n, s); },
+        [](T v) { return std::to_string(v); }, std::move(help));
+  }
+  template <class F>
   OptionSpec& real_at(std::string name, F field, std::string help) {
-    const std::string n = name;
-    OptionSpec& s = add(
-        std::move(name), Kind::Value, std::move(help),
-        [n, field](SessionOptions& o, const std::string& s) { field(o) = parse_double(n, s); },
-        [field](const SessionOptions& o) { return num(field(const_cast<SessionOptions&>(o))); });
-    s.type = "FLOAT";
-    return s;
+    return value_at(std::move(name), "FLOAT", field, parse_double, num, std::move(help));
   }
   // A real that is unset (no default shown, "" in text form) until given: its default depends on
   // other settings (alpha on K, mu_z and eta on the central rule).
   template <class F>
   OptionSpec& optional_real_at(std::string name, F field, std::string help) {
-    const std::string n = name;
-    OptionSpec& s = add(
-        std::move(name), Kind::Value, std::move(help),
-        [n, field](SessionOptions& o, const std::string& s) { field(o) = parse_double(n, s); },
-        [field](const SessionOptions& o) {
-          const std::optional<double>& v = field(const_cast<SessionOptions&>(o));
-          return v ? num(*v) : std::string();
-        });
-    s.type = "FLOAT";
+    OptionSpec& s = value_at(
+        std::move(name), "FLOAT", field, parse_double,
+        [](const std::optional<double>& v) { return v ? num(*v) : std::string(); },
+        std::move(help));
     s.show_default = false;
     return s;
   }
