@@ -124,6 +124,11 @@ TEST_CASE("cb-train: one run per checkpoint folder; no stale lock after kill -9"
        ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   kill(first, SIGSTOP);
+  // kill() returns before the signal is delivered: wait until the kernel reports the run stopped,
+  // or a checkpoint it is still writing would change the folder after the snapshot.
+  int stop_status = 0;
+  REQUIRE(waitpid(first, &stop_status, WUNTRACED) == first);
+  REQUIRE(WIFSTOPPED(stop_status));
   INFO(read_text(d / "first.log"));
   REQUIRE(contains(read_text(ck + "/.lock"), holder));
   REQUIRE(!list_checkpoints(ck).empty());
