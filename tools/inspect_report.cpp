@@ -110,13 +110,15 @@ void print_text(std::ostream& os, const std::string& file, const ImportResult& r
       if (i == kNoValue) continue;
       const Value& v = g.value(i);
       if (v.kind == ValueKind::Parameter || v.kind == ValueKind::State) continue;
-      ins += (ins.empty() ? "" : " ") + to_string(v.shape);
-      if (!v.shape_known) ins += "?";
+      if (!ins.empty()) ins += ' ';
+      ins += to_string(v.shape);
+      if (!v.shape_known) ins += '?';
     }
-    for (ValueId o : n.outputs)
-      if (o != kNoValue)
-        outs += (outs.empty() ? "" : " ") +
-                (g.value(o).shape_known ? to_string(g.value(o).shape) : std::string("?"));
+    for (ValueId o : n.outputs) {
+      if (o == kNoValue) continue;
+      if (!outs.empty()) outs += ' ';
+      outs += g.value(o).shape_known ? to_string(g.value(o).shape) : std::string("?");
+    }
     int64_t p = node_params(g, n);
     fmt::print(os, "{:<36} {:<20} {:<40} {:<28} {}\n", n.name, n.op_type, ins, outs,
                p ? std::to_string(p) : "");
