@@ -10,7 +10,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "importer/model_file.h"
+#include "importer/why_unparsable.h"
 #include "importer/tensor_proto.h"
 #include "runtime/error.h"
 #include "runtime/op_catalog.h"

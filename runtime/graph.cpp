@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "runtime/op_catalog.h"
 
 namespace cb {
 

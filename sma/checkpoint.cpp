@@ -248,6 +248,14 @@ std::string manifest_head(const TrainState& s, const CheckpointMeta& meta, int64
 
 }  // namespace
 
+std::string CheckpointJob::agreed(const std::string& mine) const {
+  if (ranks <= 1) return mine;
+  const std::vector<std::string> all = all_gather(mine);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) return fmt::format("rank {}: {}", r, all[r]);
+  return "";
+}
+
 std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
                              const CheckpointMeta& meta, const CheckpointJob& job) {
   const fs::path dir(dir_s);
@@ -266,7 +274,7 @@ std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
     if (err.empty() && (fs::create_directory(tmp, ec), ec))
       err = fmt::format("{}: cannot create the folder: {}", tmp.string(), ec.message());
   }
-  if (err = agreed(job, err); !err.empty()) fail("{}", err);
+  if (err = job.agreed(err); !err.empty()) fail("{}", err);
   // 2. Every process writes its part and reports its size and checksum.
   const Part part = make_part(m, job.rank, job.rank == 0, job.rank * L, job.rank * D);
   std::string report;
@@ -307,7 +315,7 @@ std::string write_checkpoint(const std::string& dir_s, const TrainState& s,
       err = e.what();
     }
   }
-  if (err = agreed(job, err); !err.empty()) fail("{}", err);
+  if (err = job.agreed(err); !err.empty()) fail("{}", err);
   return final_path.string();
 }
 

@@ -72,6 +72,9 @@ struct CheckpointJob {
   int devices = 0;
   // Every process's `text` on every process, in rank order (MPI_Allgather); ranks > 1.
   std::function<std::vector<std::string>(const std::string&)> all_gather;
+  // What every process reports, as one outcome: "" when all are "", else the first failure,
+  // naming its rank (the same text on every process). `mine` as it is with one process.
+  std::string agreed(const std::string& mine) const;
 };
 
 // Writes `s` into dir/ckpt-<step> (creating dir) and returns that path. Throws cb::Error naming

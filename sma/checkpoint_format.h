@@ -1,16 +1,13 @@
 // What the two halves of the checkpoint code share (sma/checkpoint.cpp writes and prunes,
 // sma/checkpoint_read.cpp reads a checkpoint and fits it to a layout): the format's name and
-// version, where a process's part lives, and how the processes agree on an outcome. Internal to
-// cb_sma.
+// version, and where a process's part lives. Internal to cb_sma.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
-#include "sma/checkpoint.h"
 
 namespace cb::checkpoint_format {
 
@@ -24,16 +21,6 @@ inline constexpr int kVersion = 4;
 // A part of a checkpoint: tensors.bin (part 0) or tensors-<r>.bin, each process's.
 inline std::string part_file(int64_t r) {
   return r == 0 ? std::string("tensors.bin") : fmt::format("tensors-{}.bin", r);
-}
-
-// What every process of `job` reports, as one outcome: "" when all are "", else the first
-// failure, naming its rank (the same text on every process).
-inline std::string agreed(const CheckpointJob& job, const std::string& mine) {
-  if (job.ranks <= 1) return mine;
-  const std::vector<std::string> all = job.all_gather(mine);
-  for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty()) return fmt::format("rank {}: {}", r, all[r]);
-  return "";
 }
 
 }  // namespace cb::checkpoint_format

@@ -482,7 +482,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const CheckpointJob& j
     } catch (const Error& e) {
       err = e.what();
     }
-    err = agreed(job, err);
+    err = job.agreed(err);
     if (err.empty()) {
       r.path = *it;
       return r;

@@ -3,7 +3,8 @@
 
 #include <algorithm>
 
-#include "sma/trainer.h"
+#include "sma/model_state.h"
+#include "sma/trainer_options.h"
 
 namespace cb {
 

@@ -1,13 +1,14 @@
-// The trained model a saved ModelState holds (sma/trainer.h: model_tensors), computed on the host
-// in the order the trainer's kernels and collective compute it, so that cb-export of a checkpoint
-// writes the same bytes as the run itself.
+// The trained model a saved ModelState holds (model_tensors, sma/model_state.h), computed on the
+// host in the order the trainer's kernels and collective compute it, so that cb-export of a
+// checkpoint writes the same bytes as the run itself.
+#include "sma/model_state.h"
+
 #include <map>
 #include <string>
 #include <vector>
 
 #include "runtime/copy_bytes.h"
 #include "runtime/error.h"
-#include "sma/trainer.h"
 
 namespace cb {
 

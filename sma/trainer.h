@@ -107,6 +107,7 @@
 #include "runtime/device.h"
 #include "runtime/ops/params.h"
 #include "sma/model.h"
+#include "sma/model_state.h"
 #include "sma/trainer_options.h"
 
 namespace cb {
@@ -133,35 +134,9 @@ struct TrainMemory {
 // Bytes as the trainer's messages and the session's lines print them: "12.3 MiB".
 std::string mib(int64_t bytes);
 
-// Everything of the model that a run needs to continue, as host copies (with LoopState, what a
-// checkpoint serialises).
-struct LearnerState {
-  std::vector<float> params, opt1, opt2, state;  // [P], [P] (velocity or m), [P] (v) or empty, [S]
-  int64_t steps = 0;                             // the learner's optimizer steps since its start
-};
-struct ModelState {
-  int learners_per_device = 0;
-  int64_t steps = 0;                   // trainer steps (also each learner's Dropout position)
-  std::vector<float> z, z_prev;        // identical on every device
-  std::vector<LearnerState> learners;  // this process's, device-major
-  bool model_is_mean = false;          // alpha 0: the model is the learners' average, not z
-  // With --ema, per device of this process: the weight average of the parameters (of z: the same
-  // on every device; with model_is_mean, the device's share) and of the BN statistics (its
-  // share); empty without.
-  std::vector<std::vector<float>> ema, ema_state;
-};
-
 // Which weights an evaluation uses: the model's (the weight average with --ema, else z or the
 // learners' mean), or, with --ema, those the average is of.
 enum class EvalWeights { Model, Unaveraged };
-
-// The trained model a state holds, host copies by value name: the weight average when the state
-// has one, else z (or, with model_is_mean, the learners' average) and the learners' averaged
-// BatchNorm statistics, averaged in the order the
-// trainer averages them (per device, then over devices), so that on the CPU it equals
-// Trainer::trained_tensors() bit for bit. What cb-export writes from a checkpoint. Throws cb::Error
-// when the state does not fit `m`.
-std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelState& s);
 
 // Where a step's time went (wall time of the calling thread): phase A is every learner's forward
 // and backward, phase B what the step then waited for on the drivers (the fused update, and the

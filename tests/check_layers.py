@@ -3,7 +3,9 @@
 
 Reads every #include of the C++/CUDA sources under ROOT (default: the repository holding this
 script) and fails on an edge the layer table below forbids, naming file:line, the two layers and
-what the including layer may use. Static libraries do not catch such an edge: a header included
+what the including layer may use; and on a circle among modules (a module is a header and its
+sources: x.h, x.cpp, x.cu are one), naming each include that closes it, since two modules that
+need each other are one concern split in two, or share a third that wants its own file. Static libraries do not catch such an edge: a header included
 against the layers still compiles and links as long as the final binary links both libraries.
 
     python3 tests/check_layers.py [ROOT]      exit 0: no forbidden edge; 1: some (listed); 2: usage
@@ -121,9 +123,69 @@ def target_of(root, rel, quote, path):
     return p
 
 
+def module_of(rel):
+    """x.h, x.cpp, x.cu, ... -> x."""
+    return os.path.splitext(rel)[0]
+
+
+def circles(deps):
+    """The include circles of a module graph {module: {module: "file:line"}}: one list of
+    modules per strongly connected component of more than one, each a closed path through it."""
+    index, low, stack, on, comps = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's algorithm; module graphs are shallow enough for recursion
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(deps.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(set(comp))
+
+    for v in sorted(deps):
+        if v not in index:
+            visit(v)
+    out = []
+    for comp in comps:  # a shortest way from the component's first module back to itself
+        start = min(comp)
+        prev, frontier = {start: None}, [start]
+        end = None
+        while frontier and end is None:
+            nxt = []
+            for v in frontier:
+                for w in sorted(deps.get(v, ())):
+                    if w == start:
+                        end = v
+                        break
+                    if w in comp and w not in prev:
+                        prev[w] = v
+                        nxt.append(w)
+                if end is not None:
+                    break
+            frontier = nxt
+        path = [end]
+        while prev[path[-1]] is not None:
+            path.append(prev[path[-1]])
+        out.append(list(reversed(path)))
+    return sorted(out)
+
+
 def check(root):
     """(errors, files checked, project includes checked)."""
     errors, edges = [], 0
+    deps = {}  # module -> {module it includes: the first file:line that does}
     files = sources(root)
     for rel in files:
         layer = layer_of(rel)
@@ -142,6 +204,8 @@ def check(root):
                 if target is None:
                     continue
                 edges += 1
+                if module_of(target) != module_of(rel):
+                    deps.setdefault(module_of(rel), {}).setdefault(module_of(target), f"{rel}:{n}")
                 to = layer_of(target)
                 if to != layer and to not in ALLOWED[layer]:
                     may = ", ".join(sorted({layer} | ALLOWED[layer]))
@@ -150,6 +214,13 @@ def check(root):
                         f"{rel}:{n}: forbidden edge {layer} -> {to}: {spelled} "
                         f"({layer} may include only {may})"
                     )
+    for path in circles(deps):
+        ring = path + [path[0]]
+        how = ", ".join(deps[a][b] for a, b in zip(ring, ring[1:]))
+        errors.append(
+            f"include circle {' -> '.join(ring)} ({how}): move what they share into a module "
+            f"of its own, or join them"
+        )
     return errors, len(files), edges
 
 
@@ -167,7 +238,10 @@ def main(argv):
     if errors:
         print(f"check_layers: {len(errors)} error(s) in {files} files", file=sys.stderr)
         return 1
-    print(f"check_layers: {files} files, {edges} includes of ours, no forbidden edge")
+    print(
+        f"check_layers: {files} files, {edges} includes of ours, no forbidden edge, "
+        f"no include circle"
+    )
     return 0
 
 

@@ -91,6 +91,22 @@ class LayerCheck(unittest.TestCase):
                 self.write(rel, f"// a file\n{include}\n")
                 self.assert_fails(f"{rel}:2: forbidden edge {edge}: {include}")
 
+    def test_an_include_circle_between_modules_fails(self):
+        # Within one layer, so only the circle is wrong: graph.cpp needs the catalog, whose header
+        # needs the graph's; a header and its source are one module.
+        self.write("runtime/graph.h")
+        self.write("runtime/graph.cpp", '#include "runtime/graph.h"\n#include "runtime/op_catalog.h"\n')
+        self.write("runtime/op_catalog.h", '#pragma once\n#include "runtime/graph.h"\n')
+        self.write("runtime/op_catalog.cpp", '#include "runtime/op_catalog.h"\n')
+        self.assert_fails(
+            "include circle runtime/graph -> runtime/op_catalog -> runtime/graph "
+            "(runtime/graph.cpp:2, runtime/op_catalog.h:2)"
+        )
+        # Broken by a module of its own for what the two share: passes.
+        self.write("runtime/graph.cpp", '#include "runtime/graph.h"\n#include "runtime/op_info.h"\n')
+        self.write("runtime/op_info.h")
+        self.assert_passes()
+
     def test_relative_include_is_resolved_from_the_including_folder(self):
         self.write("runtime/data/dataset.h")
         self.write("runtime/a.cpp", '#include "data/dataset.h"\n')

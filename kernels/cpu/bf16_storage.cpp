@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "kernels/common/scalar_math.h"
-#include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/current_pool.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/storage.h"
 #include "runtime/error.h"

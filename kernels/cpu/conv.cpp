@@ -10,7 +10,7 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv.h"
-#include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/current_pool.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"

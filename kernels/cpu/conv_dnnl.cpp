@@ -10,7 +10,7 @@
 // scratch buffers shared by all shapes (the largest wins), so the steady state builds and
 // allocates nothing and the extra memory is one conv's worth per thread, not one per node.
 #include "kernels/cpu/conv.h"
-#include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/current_pool.h"
 
 #ifdef CB_HAVE_DNNL
 #include <array>

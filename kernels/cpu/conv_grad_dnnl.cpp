@@ -10,7 +10,7 @@
 // primitives multiply in bf16; dX and dW are accumulated and written in f32 (as the forward, f32
 // where the cores have no bf16 kernels).
 #include "kernels/cpu/conv.h"
-#include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/current_pool.h"
 
 #ifdef CB_HAVE_DNNL
 #include <algorithm>

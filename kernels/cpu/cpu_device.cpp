@@ -19,15 +19,6 @@
 
 namespace cb {
 
-namespace cpu {
-namespace {
-thread_local ThreadPool* tls_pool = nullptr;
-}  // namespace
-ThreadPool* current_pool() { return tls_pool; }
-ScopedPool::ScopedPool(ThreadPool* pool) : saved_(tls_pool) { tls_pool = pool; }
-ScopedPool::~ScopedPool() { tls_pool = saved_; }
-}  // namespace cpu
-
 int hardware_threads() { return ThreadPool::hardware_threads(); }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/current_pool.h"  // cpu::ScopedPool, for the tools and tests that use it
 #include "runtime/device.h"
 
 namespace cb {
@@ -22,24 +23,5 @@ std::unique_ptr<Device> make_cpu_device(int threads, std::vector<int> cores = {}
 std::vector<std::unique_ptr<Device>> make_cpu_devices(int devices, const std::vector<int>& cores);
 
 int hardware_threads();
-
-namespace cpu {
-// The thread pool of the stream whose kernel runs on this thread (set by the CPU device around
-// each launch; nullptr outside one: kernels then run inline).
-ThreadPool* current_pool();
-
-// Publishes `pool` as this thread's current pool for its lifetime: for benchmarks that call CPU
-// kernel internals directly (everything else launches through a Device).
-class ScopedPool {
- public:
-  explicit ScopedPool(ThreadPool* pool);
-  ~ScopedPool();
-  ScopedPool(const ScopedPool&) = delete;
-  ScopedPool& operator=(const ScopedPool&) = delete;
-
- private:
-  ThreadPool* saved_;
-};
-}  // namespace cpu
 
 }  // namespace cb

@@ -16,7 +16,7 @@
 
 #include "kernels/common/geometry.h"
 #include "kernels/cpu/blas.h"
-#include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/current_pool.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/current_pool.h"
 #include "runtime/error.h"
 #include "runtime/kernel_args.h"
 #include "runtime/thread_pool.h"

@@ -1,4 +1,4 @@
-// Reading model and tensor files from disk, and saying in words why bytes are not a model.
+// Saying in words why bytes are not an ONNX model.
 #pragma once
 
 #include <string>
