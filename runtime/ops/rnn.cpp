@@ -231,7 +231,7 @@ class Unroll {
           cp = cc;
         } else if constexpr (K == Cell::Gru) {
           auto xg = split(steps[s], 2, 3);  // z, r, h
-          ValueId hz, hr, hh;
+          ValueId hz, hr, hh = kNoValue;  // hh: linear_before_reset only
           if (p_.linear_before_reset) {
             auto hg = split_maybe(add(matmul(hp, rt), rb_step), 3);
             hz = hg[0];
