@@ -10,7 +10,7 @@
 //   alpha = min(2 / K, 1/2), 0 for K = 1 (the pull; --alpha sets it)
 //   gamma = lr x s(K), s(K) = min(sqrt(K), 64 / sqrt(K))  (the learners' rate; --lr-scaling)
 //
-// chosen by tools/bench/sma_epochs.py and sma_scale.py (README: "SMA against large-batch SGD"):
+// chosen by tools/bench/sma_epochs.py and sma_scale.py (docs/sma.md: "SMA against large-batch SGD"):
 // sqrt(K) up to K = 64 (8x), then less, as alpha's weaker pull lets the learners drift apart
 // (measured at K = 256: 16x and 8x lose to 4x and 2x): one learner alone is
 // plain SGD (PyTorch's), and z starts as the learners' average when a second learner arrives.

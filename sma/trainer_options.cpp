@@ -71,7 +71,7 @@ double lr_scale(LrScaling s, int K, SmaRule rule) {
       const double r = std::sqrt(static_cast<double>(K));
       return std::min(r, 64 / r);
     }
-    case LrScaling::Quarter:  // the reset rules' mean is large-batch SGD (README: "Central rules")
+    case LrScaling::Quarter:  // the reset rules' mean is large-batch SGD (docs/sma.md: "Central rules")
       return std::max(1.0, std::min(K / 4.0, 1024.0 / K));
     case LrScaling::Linear:
       return K;

@@ -1,7 +1,7 @@
 // What a user sets of the trainer (TrainerOptions, each setting named by its cb-train flag) and the
 // central rules' defaults they resolve to with K learners in all: the rule in force, alpha, the
 // learners' rate scaling, mu_z, eta, the sync period and the reset rules' warm-up. The maths of
-// each rule is in sma/trainer.h; the evidence for each default in the README ("Many learners",
+// each rule is in sma/trainer.h; the evidence for each default in docs/sma.md ("Many learners",
 // "Central rules").
 #pragma once
 
@@ -47,7 +47,7 @@ std::string sma_alpha_text(const TrainerOptions& o, int total_learners);
 // The learning-rate warm-up, in epochs, that cb-train gives the reset rules (slowmo, post-local)
 // with K learners in all when --warmup-steps is not set: their learners' mean trains as
 // large-batch SGD does, which takes the large-batch recipe's warm-up. 2 epochs up to K = 32, the
-// recipe's 5 from K = 64 (measured, README "Central rules": at K = 64 two epochs left one seed
+// recipe's 5 from K = 64 (measured, docs/sma.md "Central rules": at K = 64 two epochs left one seed
 // of three with every ReLU dead, five none).
 inline int64_t reset_rule_warmup_epochs(int total_learners) { return total_learners >= 64 ? 5 : 2; }
 // mu_z and eta when they are not set.
@@ -92,7 +92,7 @@ struct TrainerOptions {
     return o;
   }
   // The rule in force with K learners in all: --sma-rule, else the paper's below K = 16 (and
-  // whenever --alpha is given: the paper's pull) and post-local from K = 16 (README: "Central
+  // whenever --alpha is given: the paper's pull) and post-local from K = 16 (docs/sma.md: "Central
   // rules").
   SmaRule rule(int K) const {
     if (sma_rule) return *sma_rule;

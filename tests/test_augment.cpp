@@ -94,7 +94,7 @@ TEST_CASE("augment auto: small colour images get CIFAR's pad + random crop + fli
 
 TEST_CASE("augment auto: small grey images get a milder pad + crop on half of them, no flip") {
   // Fashion-MNIST as PNGs, one epoch of LeNet-5: CIFAR's pad 3 + flip ended 4.5 points under
-  // the IDX files, this recipe level with them (README, Data).
+  // the IDX files, this recipe level with them (docs/data.md).
   const TransformSpec grey = plan(photos(28, 28, true), 1, 28, 28);
   CHECK(grey.augment);
   CHECK(grey.pad_rows == 2);  // 28/16 rounded

@@ -494,7 +494,7 @@ void write_idx_subset(const fs::path& dir, int64_t n, int64_t m) {
 TEST_CASE("cb-train --augment auto: a Fashion-MNIST PNG folder reaches the IDX files' accuracy") {
   // The default augmentation of a folder of 28x28 grey images is a milder CIFAR recipe: pad 2 +
   // random crop on half the examples, no flip (on the full set, one epoch, CIFAR's pad 3 + flip
-  // cost 4.5 points against the IDX files and ImageNet's random-resized crop 11; README, Data).
+  // cost 4.5 points against the IDX files and ImageNet's random-resized crop 11; docs/data.md).
   // One epoch of LeNet-5 on the same 12,000 + 2,000 images, as IDX files (fed as they are) and
   // as a PNG folder with every default: the folder must reach the IDX accuracy less 2 points.
   // One-sided: on this subset the folder's ImageNet normalisation alone puts it 5.9 points above

@@ -4,7 +4,7 @@
 // small hand-built models cover the other heads (Gemm without transB, MatMul, 1x1 Conv with a
 // Reshape to [-1,C], as an initializer or as shape arithmetic) and their export; the errors name
 // the output and the node where the search stops. End to end: LeNet-5 fine-tuned with
-// --num-classes 5 (and the README's recipe: head first under --freeze, then the whole network
+// --num-classes 5 (and the recipe of docs/fine-tuning.md: head first under --freeze, then the whole network
 // from the exported model) on a 5-class PNG folder from Fashion-MNIST.
 #include <doctest/doctest.h>
 #include <onnx/onnx_pb.h>
@@ -482,7 +482,7 @@ TEST_CASE("cb-train --num-classes: LeNet-5 fine-tuned on a 5-class PNG folder of
                            " has 5 classes but the model's output 'logits' has 10 (the other 5 "
                            "are never a target); for a 5-way classifier add --num-classes 5"));
 
-  // The recipe of the README: the new head alone (the backbone frozen), then the whole network
+  // The recipe of docs/fine-tuning.md: the new head alone (the backbone frozen), then the whole network
   // from the exported model at a lower rate. (Measured: 95.7%, then 97.5%. The default
   // augmentation, ImageNet's random-resized crop from 8% of the area, costs these 28x28 images
   // about 10 points in one epoch, hence --augment none.)

@@ -2,7 +2,7 @@
 // memory, a bad metrics line named), the graph view (a box per node, an edge per tensor with its
 // shape), and both opened in headless Chromium from a real LeNet-5 run: the DOM Chromium builds
 // holds the charts' series and points and the graph's nodes, and the screenshots show the series
-// in their colours. With CB_WRITE_DOCS=1 the screenshots are written to docs/ (the README shows
+// in their colours. With CB_WRITE_DOCS=1 the screenshots are written to docs/ (docs/tools.md shows
 // them).
 #include <doctest/doctest.h>
 
@@ -185,7 +185,7 @@ TEST_CASE("report: a real LeNet-5 run's report and graph view in headless Chromi
     return;
   if (!test::need("/usr/bin/chromium", "Debian's chromium (./setup.sh installs it)")) return;
   TempDir d("chromium");
-  // Run from the source folder with a relative model path, as the README's commands are (the
+  // Run from the source folder with a relative model path, as the documentation's commands are (the
   // path is shown in the pages).
   const std::string model = "models/lenet5_op17.onnx";
   std::string cmd = fmt::format(

@@ -278,11 +278,11 @@ TEST_CASE(
   CHECK(lr_scale(LrScaling::Sqrt, 1) == 1);
   CHECK(lr_scale(LrScaling::Sqrt, 16) == 4);
   CHECK(lr_scale(LrScaling::Sqrt, 64) == 8);
-  CHECK(lr_scale(LrScaling::Sqrt, 256) == 4);  // 16x: a learner at batch 16 dies (README)
+  CHECK(lr_scale(LrScaling::Sqrt, 256) == 4);  // 16x: a learner at batch 16 dies (docs/sma.md)
   CHECK(lr_scale(LrScaling::Sqrt, 4096) == 1);
   CHECK(lr_scale(LrScaling::Linear, 256) == 256);
   CHECK(lr_scale(LrScaling::None, 256) == 1);
-  // The reset rules' mean is large-batch SGD: K/4 up to 16x at K = 64, then 1024/K (README:
+  // The reset rules' mean is large-batch SGD: K/4 up to 16x at K = 64, then 1024/K (docs/sma.md:
   // "Central rules": at K = 256, 16x left the learners dead for epochs where 4x did not).
   CHECK(lr_scale(LrScaling::Quarter, 2) == 1);
   CHECK(lr_scale(LrScaling::Quarter, 16) == 4);

@@ -57,6 +57,38 @@ int main(int argc, char** argv) {
     }
     given.emplace_back(i.name, opt);
   }
+  // The options as Markdown, for docs/cb-train.md (tests/check_docs.py checks the page against it).
+  app.add_flag_callback(
+      "--help-markdown",
+      [&] {
+        std::string md =
+            fmt::format("- **`MODEL.onnx`**: {}\n", app.get_option("model")->get_description());
+        md += fmt::format("- **`--data PATH`**: {}\n", app.get_option("--data")->get_description());
+        for (const crossbow::Options::Info& i : infos) {
+          std::string names = "`--" + i.name + "`";
+          if (!i.alias.empty()) names += ", `-" + i.alias + "`";
+          std::string value;
+          switch (i.kind) {
+            case Kind::Flag:
+              value = "on or off";
+              break;
+            case Kind::List:
+              value = "comma-separated " + i.type;
+              break;
+            case Kind::Repeat:
+              value = i.type + ", repeatable";
+              break;
+            case Kind::Value:
+              value = i.type;
+              break;
+          }
+          if (!i.default_value.empty()) value += ", default `" + i.default_value + "`";
+          md += fmt::format("- **{}** ({}): {}\n", names, value, i.help);
+        }
+        fmt::print("{}", md);
+        throw CLI::Success();
+      },
+      "print every option as Markdown (docs/cb-train.md) and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,5 +1,5 @@
 """The Python module `crossbow` (python/crossbow_module.cpp), run by ctest with /usr/bin/python3
-and PYTHONPATH=build/python: the README's snippet on Fashion-MNIST arrays, a generator of batches,
+and PYTHONPATH=build/python: docs/python-and-cpp.md's snippet on Fashion-MNIST arrays, a generator of batches,
 predict against cb-run, bit-for-bit parity with cb-train, callbacks that stop, the exceptions bad
 arguments raise, and Ctrl-C during fit."""
 import gzip
@@ -63,7 +63,7 @@ class Temp:
 
 class Snippet(unittest.TestCase):
     def test_readme_snippet_fashion_mnist(self):
-        """The README's snippet: LeNet-5 on Fashion-MNIST arrays, one epoch, >= 0.84."""
+        """The snippet of docs/python-and-cpp.md: LeNet-5 on Fashion-MNIST arrays, one epoch, >= 0.84."""
         need_data(self)
         x, y = fmnist("train")
         xv, yv = fmnist("t10k")

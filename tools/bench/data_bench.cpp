@@ -3,7 +3,7 @@
 // files and from a packed cache, per worker thread.
 //   cb-bench-data --make DIR [--images N]   write an ImageNet-style folder of 500x375 JPEGs
 //   cb-bench-data DIR [--pack FILE] [--workers W] [--batches B]
-// tools/bench/data_pipeline.py runs it next to torchvision and cb-train (see the README).
+// tools/bench/data_pipeline.py runs it next to torchvision and cb-train (see docs/performance.md).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
