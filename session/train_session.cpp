@@ -16,6 +16,7 @@
 
 #include "autodiff/autodiff.h"
 #include "importer/onnx_exporter.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/data/pack.h"
 #include "runtime/data/pipeline.h"
 #include "runtime/error.h"

@@ -12,6 +12,7 @@
 
 #include "runtime/data/dataset.h"
 #include "runtime/data/image.h"
+#include "runtime/data/load_dataset.h"
 #include "tests/test_util.h"
 
 namespace cb::test {

@@ -21,6 +21,7 @@
 #include "runtime/data/idx_dataset.h"
 #include "runtime/data/image.h"
 #include "runtime/data/image_folder.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/data/pack.h"
 #include "runtime/data/pipeline.h"
 #include "tests/fashion_folder.h"

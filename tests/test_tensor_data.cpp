@@ -12,6 +12,7 @@
 #include "importer/onnx_importer.h"
 #include "importer/tensor_io.h"
 #include "runtime/data/feed.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/data/npy.h"
 #include "runtime/error.h"
 #include "tests/test_util.h"

@@ -1,6 +1,7 @@
 // Data sets, whatever their files: image-classification sets through the Examples interface every
-// image reader implements, and tensor sets of named arrays (runtime/data/tensor_set.h); the
-// detection of a --data path's format, and the order in which an epoch visits the examples. Batches
+// image reader implements, and tensor sets of named arrays (runtime/data/tensor_set.h); and the
+// order in which an epoch visits the examples (opening a --data path, its format detected, is
+// runtime/data/load_dataset.h's, the one module that knows every reader). Batches
 // are made from them by runtime/data/pipeline.h (decoding, transforms and prefetching on worker
 // threads); nothing here holds a data set in memory as f32.
 //
@@ -135,19 +136,6 @@ struct DataOptions {
                            // out for testing
   std::string temp_dir;    // compressed .npz members are inflated into files here ("" : $TMPDIR)
 };
-
-// Reads the data set at `path`, its format detected from the content (or forced by o.format):
-// IDX files (train-images-idx3-ubyte[.gz], ...), CIFAR-10/100 binaries (data_batch_N.bin +
-// test_batch.bin, or train.bin + test.bin, also inside cifar-10-batches-bin/ or
-// cifar-100-binary/), an image folder (train/ and val/ of class folders, or class folders), or
-// a .cbpack file, NumPy files (a folder with train.npz and val.npz or test.npz, or one .npz split
-// by --val-split: load_npz_dataset). Throws cb::Error naming the folder or file and what was
-// looked for.
-Dataset load_dataset(const std::string& path, const DataOptions& o = {});
-// NumPy data: `path` is a .npz file (its examples split by o.val_split: a fixed pseudo-random
-// choice of rows, the same on every run) or a folder holding train.npz and val.npz (or
-// test.npz). Arrays are memory-mapped where the archive stores them uncompressed.
-Dataset load_npz_dataset(const std::string& path, const DataOptions& o = {});
 
 // The order in which an epoch visits `count` examples, `batch` at a time (see the top).
 class BatchOrder {

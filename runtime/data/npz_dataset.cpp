@@ -1,4 +1,6 @@
-// NumPy data sets: .npz files as tensor sets (see dataset.h load_npz_dataset).
+// NumPy data sets: .npz files as tensor sets (see npz_dataset.h).
+#include "runtime/data/npz_dataset.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <numeric>
 #include <random>
 
-#include "runtime/data/dataset.h"
 #include "runtime/data/npy.h"
 #include "runtime/error.h"
 

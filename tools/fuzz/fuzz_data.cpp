@@ -11,6 +11,7 @@
 #include <string>
 
 #include "runtime/data/dataset.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/data/pipeline.h"
 #include "runtime/error.h"
 
