@@ -1,7 +1,7 @@
 // The public C++ API (include/crossbow/crossbow.h) over a TrainSession (session/train_session.h):
-// the caller's arrays become tensor sets without a copy, batches from the caller are fetched
-// ahead on a thread of their own, and every failure leaves as a crossbow::Error with the message
-// cb-train prints.
+// the caller's arrays become tensor sets (sources of examples, fed by the session's one feed path)
+// without a copy, batches from the caller are fetched ahead on a thread of their own, and every
+// failure leaves as a crossbow::Error with the message cb-train prints.
 #include <crossbow/crossbow.h>
 
 #include <fmt/format.h>
@@ -181,8 +181,8 @@ cb::Dataset arrays_dataset(std::shared_ptr<const cb::TensorSet> train,
   d.dir = what;
   d.format = cb::DataFormat::Npz;
   d.description = "in memory";
-  d.train_tensors = std::move(train);
-  d.test_tensors = std::move(test);
+  d.train = std::move(train);
+  d.test = std::move(test);
   return d;
 }
 
@@ -276,7 +276,8 @@ std::vector<Options::Info> Options::list() {
 
 namespace {
 
-// A one-batch data set of the caller's arrays, fed as `plan` says (checked against the model).
+// A caller's batch as a one-batch data set, fed as the session's feed path feeds any data
+// (matched to the model and checked first).
 void feed_arrays(const Arrays& arrays, const cb::FeedSpec& feeds, const cb::FeedOptions& fo,
                  bool train, const std::string& what, cb::Batch& out) {
   const cb::Dataset ds = arrays_dataset(to_set(arrays, what), nullptr, what);
@@ -284,7 +285,7 @@ void feed_arrays(const Arrays& arrays, const cb::FeedSpec& feeds, const cb::Feed
   if (plan.target) cb::check_targets(ds, true, feeds, plan, train ? "training" : "test");
   std::vector<int64_t> idx(static_cast<size_t>(ds.train_size()));
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
-  cb::fill_tensor_batch(*ds.train_tensors, plan, idx, out);
+  cb::make_batches(ds, true, plan, 0)(idx, 0, out);
 }
 
 // The caller's batches, converted and fetched ahead on a thread of their own. One pass at a time:
@@ -472,11 +473,12 @@ struct Trainer::Impl {
       const cb::FeedPlan plan = cb::plan_feed(ds, feeds, feed_options());
       if (plan.target) cb::check_targets(ds, true, feeds, plan, "test");
       const int64_t n = ds.train_size();
+      const cb::MakeBatch make = cb::make_batches(ds, true, plan, 0);
       cb::Batch b;
       for (int64_t at = 0; at < n; at += rows) {
         std::vector<int64_t> idx;
         for (int64_t k = at; k < std::min(n, at + rows); ++k) idx.push_back(k);
-        cb::fill_tensor_batch(*ds.train_tensors, plan, idx, b);
+        make(idx, 0, b);
         f(b);
       }
     };
@@ -523,7 +525,7 @@ History Trainer::fit(const Data& train, const Data& validation, const FitCallbac
       if (!first(first_batch)) throw Error(Error::Kind::Input, "the batch source yielded no batch");
       data = arrays_dataset(to_set(first_batch, "batch 0"), nullptr, "batches");
       s.build(data);
-      data.train_tensors = nullptr;  // the batches come from the stream
+      data.train = nullptr;  // the batches come from the stream
       const cb::FeedSpec feeds = s.feeds();
       const cb::FeedOptions fo = impl_->feed_options();
       const int64_t batch = s.options().trainer.batch;
@@ -560,10 +562,10 @@ History Trainer::fit(const Data& train, const Data& validation, const FitCallbac
         hooks.sources.evaluate = [&] { return impl_->evaluate_batches(validation); };
       } else if (std::holds_alternative<Arrays>(vi.v) && std::holds_alternative<Arrays>(ti.v)) {
         // Arrays both: one data set with a test split, as a .npz folder is.
-        data.test_tensors = to_set(std::get<Arrays>(vi.v), "validation");
+        data.test = to_set(std::get<Arrays>(vi.v), "validation");
       } else {
         val = impl_->dataset(validation, true, "validation");
-        if (std::holds_alternative<Arrays>(vi.v)) val.train_tensors = val.test_tensors;
+        if (std::holds_alternative<Arrays>(vi.v)) val.train = val.test;
         hooks.sources.evaluate = [&] { return s.evaluate(val); };
       }
     }

@@ -84,18 +84,20 @@ ImportResult import_for(const SessionOptions& o, const Dataset& data) {
   const auto hw = o.image_size;
   if (data.tensors()) {
     // NumPy data: a symbolic size of an input is the size of the array of its name (or of `x`).
-    std::shared_ptr<const TensorSet> set = data.train_tensors;
+    std::shared_ptr<const Source> set = data.train;
     iopts.size_of = [set](const std::string& name, size_t axis, size_t) -> std::optional<int64_t> {
-      const TensorColumn* c = set->find(name);
-      if (!c) c = set->find("x");
-      if (!c || axis == 0 || axis > c->dims.size()) return std::nullopt;
-      return c->dims[axis - 1];
+      int c = set->column(name);
+      if (c < 0) c = set->column("x");
+      if (c < 0) return std::nullopt;
+      const std::vector<int64_t> dims = set->columns()[static_cast<size_t>(c)].dims;
+      if (axis == 0 || axis > dims.size()) return std::nullopt;
+      return dims[axis - 1];
     };
     iopts.sizes_hint = fmt::format(
         "by naming the array of {} as the input, with --dim NAME=N or --input-shape INPUT=AxBxC",
         o.data);
   } else {
-    const ExampleDims ddims = data.train->dims();
+    const ExampleDims ddims = image_dims(*data.train);
     iopts.size_of = [hw, ddims](const std::string&, size_t axis,
                                 size_t rank) -> std::optional<int64_t> {
       if (rank != 4 || axis < 2) return std::nullopt;
@@ -145,7 +147,7 @@ void check_classes(const Graph& g, const LossSpec& spec, const Dataset& data, bo
   const int64_t model = g.value(*v).shape[1].value;
   const int64_t have = !data.classes.empty()
                            ? static_cast<int64_t>(data.classes.size())
-                           : std::max(data.train->label_max(), data.test->label_max()) + 1;
+                           : std::max(label_max(*data.train), label_max(*data.test)) + 1;
   const std::string what =
       new_head ? fmt::format("--num-classes {}", model)
                : fmt::format("the model's output '{}' has {}", g.value(*v).name, model);
@@ -168,7 +170,10 @@ LossSpec pick_loss(const Graph& g, const SessionOptions& o, const Dataset& data,
   *why = o.loss == "auto" ? " (auto-detected)" : "";
   if (o.loss != "auto" || !data.tensors())
     return choose_loss(g, o.loss, o.output_name, o.loss_settings());
-  const TensorColumn* y = data.train_tensors->find(o.run.target);
+  const int yc = data.train->column(o.run.target);
+  const std::optional<ColumnInfo> y =
+      yc >= 0 ? std::optional<ColumnInfo>(data.train->columns()[static_cast<size_t>(yc)])
+              : std::nullopt;
   try {
     LossSpec s = choose_loss(g, "auto", o.output_name, o.loss_settings());
     if (s.kind == LossKind::ModelOutput || !y) return s;
@@ -177,7 +182,7 @@ LossSpec pick_loss(const Graph& g, const SessionOptions& o, const Dataset& data,
       fail(
           "{}: no array '{}' for the target (the arrays: {}); name it 'y', or pass --target NAME "
           "(--loss auto then trains integers as classes, floats as values)",
-          data.train_tensors->source(), o.run.target, data.train_tensors->describe());
+          data.train->origin(), o.run.target, data.train->describe());
   }
   const bool classes = dtype_is_int(y->dtype) || y->dtype == DType::Bool;
   *why = fmt::format(" (auto: the target array '{}' is {}: {})", y->name, dtype_name(y->dtype),
@@ -495,11 +500,11 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
     fmt::print("data     {}\n", data_text_);
   else if (data.tensors())
     fmt::print("data     {}: {}, {} training, {} test examples: {}\n", data.dir, data.description,
-               data.train_size(), data.test_size(), data.train_tensors->describe());
+               data.train_size(), data.test_size(), data.train->describe());
   else
     fmt::print(
         "data     {}: {}, {} training, {} test images of {}{}\n", data.dir, data.description,
-        data.train_size(), data.test_size(), data.train->dims().str(),
+        data.train_size(), data.test_size(), image_dims(*data.train).str(),
         data.classes.empty() ? std::string() : fmt::format(", {} classes", data.classes.size()));
   // GPUs: the learners' threads only enqueue work, so half the cores decode data.
   const int workers = ropts.workers > 0 ? ropts.workers

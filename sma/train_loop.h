@@ -4,7 +4,7 @@
 // stop and continue: TrainState = the trainer's ModelState + the LoopState (a checkpoint is its
 // serialisation).
 //
-// Data: the transforms are matched to the model's input (runtime/data/pipeline.h plan_transforms,
+// Data: the transforms are matched to the model's input (runtime/data/transforms.h plan_transforms,
 // before anything else); one seeded per-epoch order of batches (BatchOrder: shuffled per epoch,
 // last partial batch dropped) made ahead by a BatchPipeline's worker threads; at each step global
 // learner g of K takes the next batch in learner order, so learner j takes every K-th batch and

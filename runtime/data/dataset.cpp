@@ -1,4 +1,5 @@
-// The SkipLog, the in-memory ImageSet, and the epoch order.
+// The SkipLog, image examples as sources (their image and label columns), the in-memory ImageSet,
+// and the epoch order.
 #include "runtime/data/dataset.h"
 
 #include <fmt/format.h>
@@ -49,6 +50,59 @@ std::string ExampleDims::str() const {
 int64_t Examples::label_max() const {
   int64_t m = -1;
   for (int64_t i = 0; i < size(); ++i) m = std::max(m, label(i));
+  return m;
+}
+
+std::vector<ColumnInfo> Examples::columns() const {
+  const ExampleDims d = dims();
+  ColumnInfo image;
+  image.name = "image";
+  image.dtype = DType::U8;
+  image.dims = {d.channels, d.rows, d.cols};
+  image.image = true;
+  image.source = origin();
+  ColumnInfo label;
+  label.name = "label";
+  label.dtype = DType::I64;
+  label.source = origin();
+  return {image, label};
+}
+
+bool Examples::read(int64_t i, size_t c, const ReadOptions& o, ColumnValue& out,
+                    std::string& why) const {
+  CB_CHECK(c < 2);
+  out.data = nullptr;
+  if (c == 1) {
+    out.scalar = label(i);
+    out.data = reinterpret_cast<const std::byte*>(&out.scalar);
+    return true;
+  }
+  if (o.stored)
+    if (const uint8_t* p = chw(i)) {
+      out.data = reinterpret_cast<const std::byte*>(p);
+      return true;
+    }
+  return load(i, o.decode, out.image, why);
+}
+
+ExampleDims image_dims(const Source& s) {
+  const int c = s.image_column();
+  if (c < 0) return {};
+  const std::vector<int64_t> d = s.columns()[static_cast<size_t>(c)].dims;
+  CB_CHECK(d.size() == 3);
+  return {static_cast<int>(d[0]), static_cast<int>(d[1]), static_cast<int>(d[2])};
+}
+
+int64_t label_max(const Source& s) {
+  if (const auto* e = dynamic_cast<const Examples*>(&s)) return e->label_max();
+  const int c = s.column("label");
+  if (c < 0) return -1;
+  const DType t = s.columns()[static_cast<size_t>(c)].dtype;
+  int64_t m = -1;
+  ColumnValue v;
+  std::string why;
+  for (int64_t i = 0; i < s.size(); ++i)
+    if (s.read(i, static_cast<size_t>(c), {}, v, why)) m = std::max(m, load_int(t, v.data));
   return m;
 }
 
@@ -144,13 +198,6 @@ const char* data_format_name(DataFormat f) {
       return "npz";
   }
   return "?";
-}
-
-int64_t Dataset::train_size() const {
-  return train_tensors ? train_tensors->size() : train ? train->size() : 0;
-}
-int64_t Dataset::test_size() const {
-  return test_tensors ? test_tensors->size() : test ? test->size() : 0;
 }
 
 // ---- batches -----------------------------------------------------------------------------------
