@@ -644,7 +644,11 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
   };
   // Checkpoints, resume and signals.
   const CheckpointMeta meta = checkpoint_meta(data);
+  // A later fit of the session numbers its steps on from the earlier fits' (its schedule and data
+  // position start afresh): the steps it logs and the checkpoints it writes continue theirs.
+  ropts.first_step = loop_.step;
   LoopState loop;
+  loop.step = ropts.first_step;
   if (!o.checkpoint.resume.empty() && !resumed_) {
     CheckpointJob job = checkpoint_job();
     job.devices = trainer.devices();  // this layout's learners, whatever the checkpoint's was
@@ -665,6 +669,7 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
           int64_t{o.trainer.learners} * trainer.ranks(), ranks, ranks == 1 ? "" : "es",
           trainer.devices(), trainer.devices() == 1 ? "" : "s", o.trainer.learners);
     loop = restore(trainer, ck.state);
+    ropts.first_step = 0;  // the resumed run's own numbering
     const bool moved = was.processes != ranks || was.devices != trainer.devices();
     fmt::print("resume   {}: step {}{}, {} learner{}/device{}\n", ck.path, loop.step,
                spe > 0 ? fmt::format(", epoch {:.2f}",
