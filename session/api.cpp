@@ -1,25 +1,22 @@
 // The public C++ API (include/crossbow/crossbow.h) over a TrainSession (session/train_session.h):
 // the caller's arrays become tensor sets (sources of examples, fed by the session's one feed path)
-// without a copy, batches from the caller are fetched ahead on a thread of their own, and every
-// failure leaves as a crossbow::Error with the message cb-train prints.
+// without a copy, batches from the caller are fetched ahead on a thread of their own
+// (session/api_prefetcher.h), and every failure leaves as a crossbow::Error with the message
+// cb-train prints.
 #include <crossbow/crossbow.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <exception>
-#include <mutex>
 #include <new>
-#include <thread>
 #include <variant>
 
 #include "runtime/data/feed.h"
 #include "runtime/data/tensor_set.h"
 #include "runtime/error.h"
+#include "session/api_prefetcher.h"
 #include "session/option_table.h"
 #include "session/train_session.h"
 
@@ -287,124 +284,6 @@ void feed_arrays(const Arrays& arrays, const cb::FeedSpec& feeds, const cb::Feed
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
   cb::make_batches(ds, true, plan, 0)(idx, 0, out);
 }
-
-// The caller's batches, converted and fetched ahead on a thread of their own. One pass at a time:
-// the thread starts a pass when the loop asks (a one-shot source is never started twice unasked).
-class Prefetcher {
- public:
-  // `first` is the pass already started (with its first batch in hand), or empty.
-  Prefetcher(std::function<Data::Next()> start, Data::Next first, Arrays first_batch,
-             std::function<void(const Arrays&, cb::Batch&)> convert, size_t depth)
-      : start_(std::move(start)),
-        first_(std::move(first)),
-        first_batch_(std::move(first_batch)),
-        convert_(std::move(convert)),
-        depth_(std::max<size_t>(depth, 2)) {
-    thread_ = std::thread([this] { work(); });
-  }
-  ~Prefetcher() {
-    {
-      std::lock_guard<std::mutex> l(m_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
-  void start_pass() {
-    {
-      std::lock_guard<std::mutex> l(m_);
-      ++passes_asked_;
-    }
-    cv_.notify_all();
-  }
-
-  // The next batch of the current pass; false at its end. Rethrows the source's failure.
-  bool next(cb::Batch& b) {
-    std::unique_lock<std::mutex> l(m_);
-    cv_.wait(l, [&] { return !q_.empty(); });
-    Item it = std::move(q_.front());
-    q_.pop_front();
-    cv_.notify_all();
-    if (it.error) std::rethrow_exception(it.error);
-    if (it.end) return false;
-    b = std::move(it.batch);
-    return true;
-  }
-
-  int64_t dropped() const { return dropped_; }
-
- private:
-  struct Item {
-    cb::Batch batch;
-    bool end = false;
-    std::exception_ptr error;
-  };
-  bool push(Item it) {
-    std::unique_lock<std::mutex> l(m_);
-    cv_.wait(l, [&] { return quit_ || q_.size() < depth_; });
-    if (quit_) return false;
-    q_.push_back(std::move(it));
-    cv_.notify_all();
-    return true;
-  }
-  void work() {
-    int64_t passes_done = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> l(m_);
-        cv_.wait(l, [&] { return quit_ || passes_asked_ > passes_done; });
-        if (quit_) return;
-      }
-      try {
-        Data::Next next;
-        if (passes_done == 0 && first_) {
-          next = std::move(first_);
-          Item it;
-          convert_(first_batch_, it.batch);
-          first_batch_.clear();
-          if (!push(std::move(it))) return;
-        } else {
-          next = start_();
-          if (!next) throw Error(Error::Kind::Input, "the batch source started no pass");
-        }
-        for (;;) {
-          Arrays a;
-          if (!next(a)) break;
-          Item it;
-          convert_(a, it.batch);
-          if (it.batch.size() == 0) {  // a short last batch
-            ++dropped_;
-            continue;
-          }
-          if (!push(std::move(it))) return;
-        }
-        Item end;
-        end.end = true;
-        if (!push(std::move(end))) return;
-      } catch (...) {
-        Item it;
-        it.error = std::current_exception();
-        push(std::move(it));
-        return;
-      }
-      ++passes_done;
-    }
-  }
-
-  std::function<Data::Next()> start_;
-  Data::Next first_;
-  Arrays first_batch_;
-  std::function<void(const Arrays&, cb::Batch&)> convert_;
-  size_t depth_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<Item> q_;
-  int64_t passes_asked_ = 0;
-  bool quit_ = false;
-  std::atomic<int64_t> dropped_{0};
-  std::thread thread_;
-};
 
 Record to_record(const nlohmann::ordered_json& j) {
   Record r;
