@@ -1,5 +1,6 @@
 #include "autodiff/autodiff.h"
 
+#include <atomic>
 #include <map>
 
 #include "runtime/error.h"
@@ -383,7 +384,14 @@ Graph build_eval_graph(const Graph& forward, const LossSpec& spec, LossNodes* no
   return g;
 }
 
+namespace {
+std::atomic<int64_t> g_training_graphs{0};
+}  // namespace
+
+int64_t training_graphs_built() { return g_training_graphs.load(); }
+
 TrainingGraph build_training_graph(const Graph& forward, const LossSpec& spec) {
+  ++g_training_graphs;
   TrainingGraph t;
   t.graph = forward;
   Graph& g = t.graph;

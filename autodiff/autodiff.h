@@ -114,5 +114,8 @@ struct TrainingGraph {
 
 // Throws cb::Error listing every node a gradient must pass through that has no vjp.
 TrainingGraph build_training_graph(const Graph& forward, const LossSpec& loss);
+// How many training graphs this process has built (build_training_graph calls): the costly part
+// of making a trainer, which a run does once (tests check that).
+int64_t training_graphs_built();
 
 }  // namespace cb

@@ -1,25 +1,22 @@
 // The public C++ API (include/crossbow/crossbow.h) over a TrainSession (session/train_session.h):
-// the caller's arrays become tensor sets without a copy, batches from the caller are fetched
-// ahead on a thread of their own, and every failure leaves as a crossbow::Error with the message
+// the caller's arrays become tensor sets (sources of examples, fed by the session's one feed path)
+// without a copy, batches from the caller are fetched ahead on a thread of their own
+// (session/api_prefetcher.h), and every failure leaves as a crossbow::Error with the message
 // cb-train prints.
 #include <crossbow/crossbow.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <exception>
-#include <mutex>
 #include <new>
-#include <thread>
 #include <variant>
 
 #include "runtime/data/feed.h"
 #include "runtime/data/tensor_set.h"
 #include "runtime/error.h"
+#include "session/api_prefetcher.h"
 #include "session/option_table.h"
 #include "session/train_session.h"
 
@@ -181,8 +178,8 @@ cb::Dataset arrays_dataset(std::shared_ptr<const cb::TensorSet> train,
   d.dir = what;
   d.format = cb::DataFormat::Npz;
   d.description = "in memory";
-  d.train_tensors = std::move(train);
-  d.test_tensors = std::move(test);
+  d.train = std::move(train);
+  d.test = std::move(test);
   return d;
 }
 
@@ -276,7 +273,8 @@ std::vector<Options::Info> Options::list() {
 
 namespace {
 
-// A one-batch data set of the caller's arrays, fed as `plan` says (checked against the model).
+// A caller's batch as a one-batch data set, fed as the session's feed path feeds any data
+// (matched to the model and checked first).
 void feed_arrays(const Arrays& arrays, const cb::FeedSpec& feeds, const cb::FeedOptions& fo,
                  bool train, const std::string& what, cb::Batch& out) {
   const cb::Dataset ds = arrays_dataset(to_set(arrays, what), nullptr, what);
@@ -284,126 +282,8 @@ void feed_arrays(const Arrays& arrays, const cb::FeedSpec& feeds, const cb::Feed
   if (plan.target) cb::check_targets(ds, true, feeds, plan, train ? "training" : "test");
   std::vector<int64_t> idx(static_cast<size_t>(ds.train_size()));
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
-  cb::fill_tensor_batch(*ds.train_tensors, plan, idx, out);
+  cb::make_batches(ds, true, plan, 0)(idx, 0, out);
 }
-
-// The caller's batches, converted and fetched ahead on a thread of their own. One pass at a time:
-// the thread starts a pass when the loop asks (a one-shot source is never started twice unasked).
-class Prefetcher {
- public:
-  // `first` is the pass already started (with its first batch in hand), or empty.
-  Prefetcher(std::function<Data::Next()> start, Data::Next first, Arrays first_batch,
-             std::function<void(const Arrays&, cb::Batch&)> convert, size_t depth)
-      : start_(std::move(start)),
-        first_(std::move(first)),
-        first_batch_(std::move(first_batch)),
-        convert_(std::move(convert)),
-        depth_(std::max<size_t>(depth, 2)) {
-    thread_ = std::thread([this] { work(); });
-  }
-  ~Prefetcher() {
-    {
-      std::lock_guard<std::mutex> l(m_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
-  void start_pass() {
-    {
-      std::lock_guard<std::mutex> l(m_);
-      ++passes_asked_;
-    }
-    cv_.notify_all();
-  }
-
-  // The next batch of the current pass; false at its end. Rethrows the source's failure.
-  bool next(cb::Batch& b) {
-    std::unique_lock<std::mutex> l(m_);
-    cv_.wait(l, [&] { return !q_.empty(); });
-    Item it = std::move(q_.front());
-    q_.pop_front();
-    cv_.notify_all();
-    if (it.error) std::rethrow_exception(it.error);
-    if (it.end) return false;
-    b = std::move(it.batch);
-    return true;
-  }
-
-  int64_t dropped() const { return dropped_; }
-
- private:
-  struct Item {
-    cb::Batch batch;
-    bool end = false;
-    std::exception_ptr error;
-  };
-  bool push(Item it) {
-    std::unique_lock<std::mutex> l(m_);
-    cv_.wait(l, [&] { return quit_ || q_.size() < depth_; });
-    if (quit_) return false;
-    q_.push_back(std::move(it));
-    cv_.notify_all();
-    return true;
-  }
-  void work() {
-    int64_t passes_done = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> l(m_);
-        cv_.wait(l, [&] { return quit_ || passes_asked_ > passes_done; });
-        if (quit_) return;
-      }
-      try {
-        Data::Next next;
-        if (passes_done == 0 && first_) {
-          next = std::move(first_);
-          Item it;
-          convert_(first_batch_, it.batch);
-          first_batch_.clear();
-          if (!push(std::move(it))) return;
-        } else {
-          next = start_();
-          if (!next) throw Error(Error::Kind::Input, "the batch source started no pass");
-        }
-        for (;;) {
-          Arrays a;
-          if (!next(a)) break;
-          Item it;
-          convert_(a, it.batch);
-          if (it.batch.size() == 0) {  // a short last batch
-            ++dropped_;
-            continue;
-          }
-          if (!push(std::move(it))) return;
-        }
-        Item end;
-        end.end = true;
-        if (!push(std::move(end))) return;
-      } catch (...) {
-        Item it;
-        it.error = std::current_exception();
-        push(std::move(it));
-        return;
-      }
-      ++passes_done;
-    }
-  }
-
-  std::function<Data::Next()> start_;
-  Data::Next first_;
-  Arrays first_batch_;
-  std::function<void(const Arrays&, cb::Batch&)> convert_;
-  size_t depth_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<Item> q_;
-  int64_t passes_asked_ = 0;
-  bool quit_ = false;
-  std::atomic<int64_t> dropped_{0};
-  std::thread thread_;
-};
 
 Record to_record(const nlohmann::ordered_json& j) {
   Record r;
@@ -472,11 +352,12 @@ struct Trainer::Impl {
       const cb::FeedPlan plan = cb::plan_feed(ds, feeds, feed_options());
       if (plan.target) cb::check_targets(ds, true, feeds, plan, "test");
       const int64_t n = ds.train_size();
+      const cb::MakeBatch make = cb::make_batches(ds, true, plan, 0);
       cb::Batch b;
       for (int64_t at = 0; at < n; at += rows) {
         std::vector<int64_t> idx;
         for (int64_t k = at; k < std::min(n, at + rows); ++k) idx.push_back(k);
-        cb::fill_tensor_batch(*ds.train_tensors, plan, idx, b);
+        make(idx, 0, b);
         f(b);
       }
     };
@@ -523,7 +404,7 @@ History Trainer::fit(const Data& train, const Data& validation, const FitCallbac
       if (!first(first_batch)) throw Error(Error::Kind::Input, "the batch source yielded no batch");
       data = arrays_dataset(to_set(first_batch, "batch 0"), nullptr, "batches");
       s.build(data);
-      data.train_tensors = nullptr;  // the batches come from the stream
+      data.train = nullptr;  // the batches come from the stream
       const cb::FeedSpec feeds = s.feeds();
       const cb::FeedOptions fo = impl_->feed_options();
       const int64_t batch = s.options().trainer.batch;
@@ -560,10 +441,10 @@ History Trainer::fit(const Data& train, const Data& validation, const FitCallbac
         hooks.sources.evaluate = [&] { return impl_->evaluate_batches(validation); };
       } else if (std::holds_alternative<Arrays>(vi.v) && std::holds_alternative<Arrays>(ti.v)) {
         // Arrays both: one data set with a test split, as a .npz folder is.
-        data.test_tensors = to_set(std::get<Arrays>(vi.v), "validation");
+        data.test = to_set(std::get<Arrays>(vi.v), "validation");
       } else {
         val = impl_->dataset(validation, true, "validation");
-        if (std::holds_alternative<Arrays>(vi.v)) val.train_tensors = val.test_tensors;
+        if (std::holds_alternative<Arrays>(vi.v)) val.train = val.test;
         hooks.sources.evaluate = [&] { return s.evaluate(val); };
       }
     }

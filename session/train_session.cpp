@@ -16,6 +16,7 @@
 
 #include "autodiff/autodiff.h"
 #include "importer/onnx_exporter.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/data/pack.h"
 #include "runtime/data/pipeline.h"
 #include "runtime/error.h"
@@ -24,6 +25,7 @@
 #include "runtime/thread_pool.h"
 #include "session/devices.h"
 #include "session/recorder.h"
+#include "session/run_start.h"
 #include "sma/mpi_job.h"
 
 namespace cb {
@@ -83,18 +85,20 @@ ImportResult import_for(const SessionOptions& o, const Dataset& data) {
   const auto hw = o.image_size;
   if (data.tensors()) {
     // NumPy data: a symbolic size of an input is the size of the array of its name (or of `x`).
-    std::shared_ptr<const TensorSet> set = data.train_tensors;
+    std::shared_ptr<const Source> set = data.train;
     iopts.size_of = [set](const std::string& name, size_t axis, size_t) -> std::optional<int64_t> {
-      const TensorColumn* c = set->find(name);
-      if (!c) c = set->find("x");
-      if (!c || axis == 0 || axis > c->dims.size()) return std::nullopt;
-      return c->dims[axis - 1];
+      int c = set->column(name);
+      if (c < 0) c = set->column("x");
+      if (c < 0) return std::nullopt;
+      const std::vector<int64_t> dims = set->columns()[static_cast<size_t>(c)].dims;
+      if (axis == 0 || axis > dims.size()) return std::nullopt;
+      return dims[axis - 1];
     };
     iopts.sizes_hint = fmt::format(
         "by naming the array of {} as the input, with --dim NAME=N or --input-shape INPUT=AxBxC",
         o.data);
   } else {
-    const ExampleDims ddims = data.train->dims();
+    const ExampleDims ddims = image_dims(*data.train);
     iopts.size_of = [hw, ddims](const std::string&, size_t axis,
                                 size_t rank) -> std::optional<int64_t> {
       if (rank != 4 || axis < 2) return std::nullopt;
@@ -144,7 +148,7 @@ void check_classes(const Graph& g, const LossSpec& spec, const Dataset& data, bo
   const int64_t model = g.value(*v).shape[1].value;
   const int64_t have = !data.classes.empty()
                            ? static_cast<int64_t>(data.classes.size())
-                           : std::max(data.train->label_max(), data.test->label_max()) + 1;
+                           : std::max(label_max(*data.train), label_max(*data.test)) + 1;
   const std::string what =
       new_head ? fmt::format("--num-classes {}", model)
                : fmt::format("the model's output '{}' has {}", g.value(*v).name, model);
@@ -167,7 +171,10 @@ LossSpec pick_loss(const Graph& g, const SessionOptions& o, const Dataset& data,
   *why = o.loss == "auto" ? " (auto-detected)" : "";
   if (o.loss != "auto" || !data.tensors())
     return choose_loss(g, o.loss, o.output_name, o.loss_settings());
-  const TensorColumn* y = data.train_tensors->find(o.run.target);
+  const int yc = data.train->column(o.run.target);
+  const std::optional<ColumnInfo> y =
+      yc >= 0 ? std::optional<ColumnInfo>(data.train->columns()[static_cast<size_t>(yc)])
+              : std::nullopt;
   try {
     LossSpec s = choose_loss(g, "auto", o.output_name, o.loss_settings());
     if (s.kind == LossKind::ModelOutput || !y) return s;
@@ -176,24 +183,12 @@ LossSpec pick_loss(const Graph& g, const SessionOptions& o, const Dataset& data,
       fail(
           "{}: no array '{}' for the target (the arrays: {}); name it 'y', or pass --target NAME "
           "(--loss auto then trains integers as classes, floats as values)",
-          data.train_tensors->source(), o.run.target, data.train_tensors->describe());
+          data.train->origin(), o.run.target, data.train->describe());
   }
   const bool classes = dtype_is_int(y->dtype) || y->dtype == DType::Bool;
   *why = fmt::format(" (auto: the target array '{}' is {}: {})", y->name, dtype_name(y->dtype),
                      classes ? "class indices" : "values");
   return choose_loss(g, classes ? "cross-entropy" : "mse", o.output_name, o.loss_settings());
-}
-
-std::string devices_text(const Trainer& t) {
-  std::string text;
-  for (int d = 0; d < t.devices(); ++d) {
-    const DeviceCaps c = t.device(d).caps();
-    text += c.host_memory ? fmt::format("{}{} {} core{}", d ? ", " : "", c.name, c.cores,
-                                        c.cores == 1 ? "" : "s")
-                          : fmt::format("{}{} {} SMs, {} of {} free", d ? ", " : "", c.name,
-                                        c.cores, mib(c.memory_free), mib(c.memory_total));
-  }
-  return text;
 }
 
 }  // namespace
@@ -477,148 +472,38 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
   }
   const bool sma = topts.optimizer == OptimizerKind::Sgd;
   RunRecorder rec(o.metrics, o.report, o.tensorboard);
-  const bool examples = data.tensors() || stream;
-  if (examples) rec.set_unit("examples");
-  fmt::print("loss     {}{}\n", loss_text_, loss_why_);
-  if (stream)
-    data_text_ = stream->batches_per_pass > 0
-                     ? fmt::format("batches from the caller, {} per pass", stream->batches_per_pass)
-                     : std::string("batches from the caller");
-  else if (data.tensors())
-    data_text_ = fmt::format("{} ({}): {} training, {} test examples", data.dir, data.description,
-                             data.train_size(), data.test_size());
-  else
-    data_text_ = fmt::format("{} ({}): {} training, {} test images", data.dir, data.description,
-                             data.train_size(), data.test_size());
-  if (stream)
-    fmt::print("data     {}\n", data_text_);
-  else if (data.tensors())
-    fmt::print("data     {}: {}, {} training, {} test examples: {}\n", data.dir, data.description,
-               data.train_size(), data.test_size(), data.train_tensors->describe());
-  else
-    fmt::print(
-        "data     {}: {}, {} training, {} test images of {}{}\n", data.dir, data.description,
-        data.train_size(), data.test_size(), data.train->dims().str(),
-        data.classes.empty() ? std::string() : fmt::format(", {} classes", data.classes.size()));
+  if (data.tensors() || stream) rec.set_unit("examples");
+  data_text_ = run_data_text(data, stream);
   // GPUs: the learners' threads only enqueue work, so half the cores decode data.
   const int workers = ropts.workers > 0 ? ropts.workers
                       : is_cuda_spec(o.devices)
                           ? default_workers(std::max(1, ThreadPool::hardware_threads() / 2))
                           : default_workers(o.threads);
-  if (stream)
-    fmt::print("inputs   fetched ahead on a thread of their own\n");
-  else if (ropts.workers == 0 && batches_inline(*plan, topts.batch))
-    fmt::print("inputs   {}; batched on the training thread (small rows)\n", plan->text);
-  else
-    fmt::print("inputs   {}; {} pipeline worker{}\n", plan->text, workers, workers == 1 ? "" : "s");
   const int64_t spe = stream ? stream->batches_per_pass : data.train_size() / topts.batch;
   // The reset rules make the learners' mean a large-batch SGD, which takes the large-batch
-  // recipe's warm-up (README: "Many learners"): over the first epochs unless --warmup-steps is
+  // recipe's warm-up (docs/sma.md: "Many learners"): over the first epochs unless --warmup-steps is
   // given.
   const bool rule_warmup = ropts.schedule.warmup_steps == 0 && spe > 0 &&
                            trainer.total_learners() > 1 && resets_learners(trainer.rule());
   const int64_t warmup_epochs = reset_rule_warmup_epochs(trainer.total_learners());
   if (rule_warmup) ropts.schedule.warmup_steps = warmup_epochs * spe;
   const double lr = ropts.schedule.lr;
-  const std::string opt_text =
-      sma ? fmt::format("sgd momentum {}{} weight decay {}", topts.momentum,
-                        topts.nesterov ? " (nesterov)" : "", topts.weight_decay)
-          : fmt::format("adamw betas ({}, {}) eps {} weight decay {}", topts.beta1, topts.beta2,
-                        topts.eps, topts.weight_decay);
-  const std::string sched_text = fmt::format(
-      "lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
-      ropts.schedule.warmup_steps
-          ? fmt::format(" + {} warm-up steps{}", ropts.schedule.warmup_steps,
-                        rule_warmup ? fmt::format(" ({} epochs: the {} rule's)", warmup_epochs,
-                                                  sma_rule_name(trainer.rule()))
-                                    : "")
-          : "");
-  const std::string order_text = stream          ? std::string("the caller's order")
-                                 : ropts.shuffle ? fmt::format("shuffled (seed {})", ropts.seed)
-                                                 : std::string("file order");
   ropts.auto_tune = sma && o.auto_learners;
   ropts.progress_interval_s = rec.progress_interval_s();
-  fmt::print("train    batch {} per learner, {} ({}), {}, {}, {} threads, {}\n", topts.batch,
-             ropts.steps > 0
-                 ? fmt::format("{} steps", ropts.steps)
-                 : fmt::format("{} epoch{}", ropts.epochs, ropts.epochs == 1 ? "" : "s"),
-             spe > 0 ? fmt::format("{} batches per epoch, last partial batch dropped", spe)
-                     : std::string("passes as long as the caller's"),
-             opt_text, sched_text, o.threads, order_text);
-  const TrainMemory& mem = trainer.memory();
-  const std::string cores_text = devices_text(trainer);
-  const int K = trainer.total_learners();
-  fmt::print(
-      "sma      {} device{} ({}), {} learner{} per device{}, rule {}, alpha {:.4g} ({}), "
-      "learners' lr {:.5g} ({}), central momentum {}, sync every {} step{}, z update {}\n",
-      trainer.devices(), trainer.devices() == 1 ? "" : "s", cores_text,
-      trainer.learners_per_device(), trainer.learners_per_device() == 1 ? "" : "s",
-      ropts.auto_tune ? " to start (auto-tuned)" : "", sma_rule_text(topts, K), trainer.alpha(),
-      sma_alpha_text(topts, K), lr * trainer.lr_factor(),
-      topts.lr_scaling == LrScaling::None
-          ? std::string("--lr, --lr-scaling none")
-          : fmt::format("--lr {} x {} at K = {}; --lr-scaling {}", lr,
-                        lr_scaling_formula(resolve_lr_scaling(topts.lr_scaling, trainer.rule())), K,
-                        lr_scaling_name(topts.lr_scaling)),
-      topts.mu_z(K), topts.sync_every, topts.sync_every == 1 ? "" : "s",
-      !topts.overlap_sync || resets_learners(topts.rule(K)) ? "not overlapped" : "overlapped");
-  if (const LayoutStats& l = trainer.model().layouts(); l.blocked > 0)
-    fmt::print(
-        "layout   {} activations kept in oneDNN's blocked layout between its ops, {} "
-        "reorder{} where other ops need the plain one (--plain-layout: none)\n",
-        l.blocked, l.reorders, l.reorders == 1 ? "" : "s");
-  if (topts.precision == Precision::BF16) {
-    const int64_t n = trainer.model().bf16_nodes();
-    fmt::print(
-        "precision bf16: {} convolution{} (forward and backward) multiply in bf16 with f32 "
-        "accumulation where oneDNN runs them; weights, optimizer state and every other op "
-        "f32{}\n",
-        n, n == 1 ? "" : "s",
-        n == 0 ? " (this model has no f32 convolution: bf16 changes nothing)" : "");
-  }
-  if (topts.ema)
-    fmt::print(
-        "average  the weights' exponential moving average, {}{}: evaluated and exported instead "
-        "of the model (--ema off: the model itself)\n",
-        ropts.ema_epochs > 0 && spe > 0
-            ? fmt::format("time constant {:g} epochs (decay {:.6g} per step at K = {})",
-                          ropts.ema_epochs, ema_decay_for(ropts.ema_epochs, spe, K), K)
-            : fmt::format("decay {:g} per step", *topts.ema),
-        topts.ema_start > 0 ? fmt::format(", from step {}", topts.ema_start) : std::string());
-  fmt::print(
-      "memory   {} per replica ({} arena + the flat parameter, gradient, optimizer and snapshot "
-      "buffers), {} shared, budget {} per device{}\n",
-      mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget),
-      mem.budget_source.empty() ? "" : " (" + mem.budget_source + ")");
-  std::fflush(stdout);
-  rec.record(
-      {{"type", "config"},
-       {"model", o.model},
-       {"parameters", trainer.model().param_count()},
-       {"data", stream ? data_text_ : fmt::format("{} ({})", data.dir, data.description)},
-       {"training examples", data.train_size()},
-       {"test examples", data.test_size()},
-       {"batch per learner", topts.batch},
-       {"length", ropts.steps > 0 ? fmt::format("{} steps", ropts.steps)
-                                  : fmt::format("{} epochs", ropts.epochs)},
-       {"optimizer", opt_text},
-       {"schedule", sched_text},
-       {"learners per device",
-        ropts.auto_tune ? fmt::format("{} to start (auto-tuned)", trainer.learners_per_device())
-                        : std::to_string(trainer.learners_per_device())},
-       {"devices", fmt::format("{} ({})", trainer.devices(), cores_text)},
-       {"alpha", trainer.alpha()},
-       {"ema", topts.ema ? nlohmann::ordered_json(*topts.ema) : nlohmann::ordered_json()},
-       {"learners' lr", lr * trainer.lr_factor()},
-       {"threads", o.threads},
-       {"target_accuracy", ropts.target_accuracy},
-       {"command", o.command_line},
-       {"memory",
-        {{"arena", mem.arena},
-         {"per_replica", mem.per_replica},
-         {"fixed", mem.fixed},
-         {"budget", mem.budget},
-         {"budget_source", mem.budget_source}}}});
+  RunStart start;
+  start.options = &o;
+  start.trainer = &trainer;
+  start.data = &data;
+  start.stream = stream;
+  start.plan = plan ? &*plan : nullptr;
+  start.trainer_options = topts;
+  start.run = ropts;
+  start.loss_text = loss_text_ + loss_why_;
+  start.workers = workers;
+  start.batches_per_epoch = spe;
+  start.rule_warmup = rule_warmup;
+  start.warmup_epochs = warmup_epochs;
+  announce_run(start, rec);
 
   Callbacks cbs;
   rec.attach(cbs, trainer, lr, o.program);
@@ -638,7 +523,11 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
   };
   // Checkpoints, resume and signals.
   const CheckpointMeta meta = checkpoint_meta(data);
+  // A later fit of the session numbers its steps on from the earlier fits' (its schedule and data
+  // position start afresh): the steps it logs and the checkpoints it writes continue theirs.
+  ropts.first_step = loop_.step;
   LoopState loop;
+  loop.step = ropts.first_step;
   if (!o.checkpoint.resume.empty() && !resumed_) {
     CheckpointJob job = checkpoint_job();
     job.devices = trainer.devices();  // this layout's learners, whatever the checkpoint's was
@@ -659,6 +548,7 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
           int64_t{o.trainer.learners} * trainer.ranks(), ranks, ranks == 1 ? "" : "es",
           trainer.devices(), trainer.devices() == 1 ? "" : "s", o.trainer.learners);
     loop = restore(trainer, ck.state);
+    ropts.first_step = 0;  // the resumed run's own numbering
     const bool moved = was.processes != ranks || was.devices != trainer.devices();
     fmt::print("resume   {}: step {}{}, {} learner{}/device{}\n", ck.path, loop.step,
                spe > 0 ? fmt::format(", epoch {:.2f}",

@@ -71,7 +71,8 @@ class TrainSession {
   void build(const Dataset& data);
   bool built() const { return trainer_ != nullptr; }
   // Trains on `data` (its test split evaluates, or hooks.sources). The first fit applies
-  // --resume; a later one trains on from the weights reached with a new schedule.
+  // --resume; a later one trains on from the weights reached with a new schedule and data
+  // position, its steps numbered on from the earlier fits' (in the records and checkpoints).
   FitResult fit(const Dataset& data, const FitHooks& hooks = {});
   // The trained model over a data set's test split, or over batches.
   EvalResult evaluate(const Dataset& data);

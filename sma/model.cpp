@@ -53,10 +53,35 @@ FeedSpec inputs_of(const Graph& forward, LossKind kind) {
   return f;
 }
 
+// What the data feeds a model trained with `loss`: the forward graph's inputs, and the target
+// the loss adds to `eval` (its evaluation graph, `n` its loss nodes), with the classes a class
+// target (or a one-hot one) ranges over. The evaluation graph is enough: the training graph's
+// target and scored output are the same values, and building it (autodiff) costs far more.
+FeedSpec feeds_of(const Graph& forward, const LossSpec& loss, const Graph& eval,
+                  const LossNodes& n) {
+  FeedSpec f = inputs_of(forward, loss.kind);
+  if (loss.kind == LossKind::ModelOutput) return f;
+  CB_CHECK(n.target != kNoValue && n.output != kNoValue);
+  f.target = model_input_of(eval.value(n.target));
+  f.target->name = "target";
+  const Value& out = eval.value(n.output);
+  if (loss.kind == LossKind::SoftmaxCrossEntropy) {
+    const Dim c = out.shape[static_cast<size_t>(n.class_axis)];
+    CB_CHECK(c.is_static());
+    f.classes = c.value;
+    f.ignore_index = loss.ignore_index;
+  } else if (is_classifier_output(out)) {
+    f.classes = out.shape[1].value;  // mse, l1, huber, bce: one-hot targets from class labels
+  }
+  return f;
+}
+
 }  // namespace
 
 FeedSpec feed_spec(const Graph& forward, const LossSpec& loss) {
-  return TrainModel(forward, loss).feed_spec();
+  LossNodes nodes;
+  const Graph eval = build_eval_graph(forward, loss, &nodes);
+  return feeds_of(forward, loss, eval, nodes);
 }
 
 TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision precision,
@@ -65,10 +90,10 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision pre
   bf16_nodes_ = set_compute_precision(tg_.graph, precision);
   const bool bf16 = precision == Precision::BF16;
   if (blocked_layouts) layouts_ = assign_blocked_layouts(tg_.graph, bf16);
-  feeds_ = inputs_of(forward, tg_.loss_kind);
-  label_input_ = feeds_.labels_input;
   LossNodes nodes;
   eval_graph_ = build_eval_graph(forward, loss, &nodes);
+  feeds_ = feeds_of(forward, loss, eval_graph_, nodes);  // what feed_spec() gives without tg_
+  label_input_ = feeds_.labels_input;
   set_compute_precision(eval_graph_, precision);
   if (blocked_layouts) assign_blocked_layouts(eval_graph_, bf16);
   forward_outputs_ = forward.outputs.size();
@@ -88,18 +113,17 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision pre
     eval_loss_output_ = static_cast<int64_t>(eval_graph_.outputs.size()) - 1;
     eval_output_ = output_index(eval_graph_, out.name);
     CB_CHECK(target_input_ >= 0 && eval_target_input_ >= 0 && eval_output_ >= 0);
-    const Value& t = g.value(tg_.target);
-    feeds_.target = model_input_of(t);
-    feeds_.target->name = "target";
     if (tg_.loss_kind == LossKind::SoftmaxCrossEntropy) {
       const Dim c = out.shape[static_cast<size_t>(tg_.spec.class_axis)];
       CB_CHECK(c.is_static());
       classes_ = c.value;
-      feeds_.ignore_index = tg_.spec.ignore_index;
     } else if (is_classifier_output(out)) {
       classes_ = out.shape[1].value;  // mse, l1, huber, bce: one-hot targets from class labels
     }
-    feeds_.classes = classes_;
+    // The feed spec, read from the evaluation graph, is the training graph's.
+    const ModelInput t = model_input_of(g.value(tg_.target));
+    CB_CHECK(feeds_.target && feeds_.target->dtype == t.dtype && feeds_.target->dims == t.dims &&
+             feeds_.classes == classes_);
   }
   CB_CHECK(eval_loss_output_ >= 0);
 

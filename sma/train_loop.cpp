@@ -121,6 +121,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   if (!st.started) {
     st = LoopState{};
     st.started = true;
+    st.step = o.first_step;
     st.decays = spe ? o.schedule.decays(0, spe) : 0;
     if (o.auto_tune) st.tuner.emplace(o.tuner, t.learners_per_device());
   }
@@ -194,7 +195,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     return static_cast<double>(passes);  // a stream of unknown length: whole passes
   };
   auto finished = [&] {
-    if (o.steps > 0) return st.step >= o.steps;
+    if (o.steps > 0) return st.step - o.first_step >= o.steps;
     return spe > 0 ? st.consumed >= total_batches : stream_done;
   };
   // One evaluation report at the current position; true when it reaches the target accuracy.
@@ -324,9 +325,10 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
       p.learners = t.total_learners();
       p.data_wait = prog_train_s + prog_wait_s > 0 ? prog_wait_s / (prog_train_s + prog_wait_s) : 0;
       if (p.images_per_s > 0 && (o.steps > 0 || spe > 0)) {
-        const double left =
-            o.steps > 0 ? static_cast<double>((o.steps - st.step) * t.total_learners() * batch)
-                        : static_cast<double>((total_batches - st.consumed) * batch);
+        const double left = o.steps > 0
+                                ? static_cast<double>((o.steps - (st.step - o.first_step)) *
+                                                      t.total_learners() * batch)
+                                : static_cast<double>((total_batches - st.consumed) * batch);
         p.eta_s = std::max(0.0, left) / p.images_per_s;
       }
       cb.on_progress(p);
@@ -336,7 +338,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
     }
 
     const int64_t parts = o.evals_per_epoch;  // evaluation points per epoch, in batches
-    const bool due = o.eval_every > 0 ? st.step % o.eval_every == 0
+    const bool due = o.eval_every > 0 ? (st.step - o.first_step) % o.eval_every == 0
                      : spe > 0        ? st.consumed * parts / spe > (st.consumed - K) * parts / spe
                                       : passes > passes_at_eval;
     if ((due || last) && eval_now(lr)) break;  // the target accuracy is reached
@@ -351,7 +353,7 @@ RunSummary train(Trainer& t, const Dataset& data, const RunOptions& o, const Cal
   if (evaluates && sum.test.count == 0 && !sum.stopped && !sum.reached_target && finished()) {
     sum.test = evaluate();  // a run that was already complete (resumed at its end)
   }
-  sum.steps = st.step;
+  sum.steps = st.step - o.first_step;
   sum.examples_made = made_before + (pipe ? pipe->examples_made() : 0);
   sum.test_examples_made = eval_made;
   sum.epochs = epoch_now();

@@ -4,7 +4,7 @@
 // stop and continue: TrainState = the trainer's ModelState + the LoopState (a checkpoint is its
 // serialisation).
 //
-// Data: the transforms are matched to the model's input (runtime/data/pipeline.h plan_transforms,
+// Data: the transforms are matched to the model's input (runtime/data/transforms.h plan_transforms,
 // before anything else); one seeded per-epoch order of batches (BatchOrder: shuffled per epoch,
 // last partial batch dropped) made ahead by a BatchPipeline's worker threads; at each step global
 // learner g of K takes the next batch in learner order, so learner j takes every K-th batch and
@@ -37,7 +37,12 @@ namespace cb {
 
 struct RunOptions {
   int64_t epochs = 1;
-  int64_t steps = 0;        // > 0: stop after this many steps (overrides epochs)
+  int64_t steps = 0;  // > 0: stop after this many steps (overrides epochs)
+  // The number a fresh run's steps count from: 0, or (a session's later fit) the steps its earlier
+  // fits did, so that the steps logged and the checkpoints written continue their numbering.
+  // `steps`, `eval_every` and the progress count the run's own steps after it; a resumed run
+  // (LoopState::started) keeps the numbering of the run it resumes.
+  int64_t first_step = 0;
   int64_t eval_every = 0;   // > 0: evaluate every N steps (and at the end); 0: see below
   int evals_per_epoch = 1;  // eval_every 0: evaluate each time another 1/N epoch is done
   bool shuffle = true;

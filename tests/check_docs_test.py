@@ -24,10 +24,11 @@ class DocsCheck(unittest.TestCase):
         self.root = tempfile.mkdtemp(prefix="cb-docs-")
         shutil.copy(os.path.join(REPO, "README.md"), self.root)
         shutil.copytree(os.path.join(REPO, "docs"), os.path.join(self.root, "docs"))
-        # what the pages link to outside docs/ (the C++ header)
-        os.makedirs(os.path.join(self.root, "include", "crossbow"))
-        shutil.copy(os.path.join(REPO, "include", "crossbow", "crossbow.h"),
-                    os.path.join(self.root, "include", "crossbow"))
+        # What the pages link to outside docs/ (the C++ header, models/README.md, ...): the
+        # repository's other entries, linked.
+        for e in os.listdir(REPO):
+            if e not in ("README.md", "docs") and not e.startswith((".", "build")):
+                os.symlink(os.path.join(REPO, e), os.path.join(self.root, e))
 
     def tearDown(self):
         shutil.rmtree(self.root)

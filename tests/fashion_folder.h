@@ -12,6 +12,7 @@
 
 #include "runtime/data/dataset.h"
 #include "runtime/data/image.h"
+#include "runtime/data/load_dataset.h"
 #include "tests/test_util.h"
 
 namespace cb::test {
@@ -46,7 +47,7 @@ inline std::string class_name(int64_t label) { return fmt::format("class{:02d}",
 // Writes the first n training and m test Fashion-MNIST images as train/<class>/ and val/<class>/:
 // even examples as PNG (grey), odd ones as JPEG (RGB, quality 95). Returns the IDX set.
 struct FolderFromIdx {
-  std::shared_ptr<const Examples> train, test;
+  std::shared_ptr<const Source> train, test;
 };
 inline FolderFromIdx write_fashion_folder(const std::filesystem::path& root, int64_t n, int64_t m,
                                           bool all_png = false, bool flat = false) {

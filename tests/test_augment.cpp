@@ -1,4 +1,4 @@
-// --augment auto (runtime/data/pipeline.h): the augmentation planned for inputs of several sizes
+// --augment auto (runtime/data/transforms.h): the augmentation planned for inputs of several sizes
 // and shapes, the boxes the training transform draws (inside the image, in the planned aspect
 // range, the same for the same seed), and the evaluation resize of non-square inputs, which
 // keeps the picture instead of a thin slice of it. The end-to-end measurements (LeNet-5 on a

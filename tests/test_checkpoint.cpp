@@ -18,6 +18,7 @@
 
 #include "importer/onnx_importer.h"
 #include "runtime/data/dataset.h"
+#include "runtime/data/load_dataset.h"
 #include "sma/checkpoint.h"
 #include "sma/train_loop.h"
 #include "tests/test_util.h"

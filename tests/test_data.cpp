@@ -19,6 +19,7 @@
 #include "runtime/data/cifar_dataset.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/idx_dataset.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/data/pipeline.h"
 #include "runtime/device.h"
 #include "runtime/error.h"

@@ -21,6 +21,7 @@
 #include "runtime/data/idx_dataset.h"
 #include "runtime/data/image.h"
 #include "runtime/data/image_folder.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/data/pack.h"
 #include "runtime/data/pipeline.h"
 #include "tests/fashion_folder.h"
@@ -130,7 +131,7 @@ TEST_CASE("image folder: train/ and val/ of PNG and JPEG, labels, skipped files,
     const std::string name = data.train->name(i);
     const auto at = name.find("class");
     REQUIRE(at != std::string::npos);
-    CHECK(data.train->label(i) == std::stoi(name.substr(at + 5, 2)));
+    CHECK(test::images(data.train).label(i) == std::stoi(name.substr(at + 5, 2)));
   }
 
   // A 1x28x28 model, no augmentation, mean 0 and std 1: each PNG example is exactly the IDX

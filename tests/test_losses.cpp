@@ -20,6 +20,7 @@
 #include "importer/onnx_importer.h"
 #include "kernels/cpu/cpu_device.h"
 #include "runtime/data/dataset.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/error.h"
 #include "runtime/executor.h"
 #include "runtime/graph_builder.h"

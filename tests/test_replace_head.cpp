@@ -22,6 +22,7 @@
 #include "kernels/cpu/cpu_device.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/image.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/executor.h"
 #include "runtime/passes.h"
 #include "runtime/replace_head.h"

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "autodiff/autodiff.h"
 #include "session/option_table.h"
 #include "session/options.h"
 #include "session/train_session.h"
@@ -208,6 +209,25 @@ TEST_CASE("session: a whole run in process, as cb-train runs it") {
   SessionOptions other = more;
   other.trainer.batch = 8;
   CHECK(contains(error_of([&] { TrainSession(other).run(); }), "--batch-size: 8 (checkpoint: 16)"));
+}
+
+TEST_CASE("session: a run builds its training graph once") {
+  // Matching the data to the model needs what it takes (its FeedSpec), not its training graph:
+  // autodiff and planning run once, for the trainer.
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  if (!test::need(data, "Fashion-MNIST (apt-get install dataset-fashion-mnist)")) return;
+  SessionOptions o;
+  o.program = "test-session";
+  o.model = std::string(CB_SOURCE_DIR) + "/models/lenet5_op17.onnx";
+  o.data = data;
+  o.threads = 1;
+  o.auto_learners = false;
+  o.run.steps = 2;
+  o.run.test_limit = 64;
+  o.handle_signals = false;
+  const int64_t before = training_graphs_built();
+  CHECK(TrainSession(o).run() == 0);
+  CHECK(training_graphs_built() - before == 1);
 }
 
 TEST_CASE("session: the option table sets what cb-train's flags set, and round-trips") {

@@ -12,7 +12,9 @@
 #include "importer/onnx_importer.h"
 #include "importer/tensor_io.h"
 #include "runtime/data/feed.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/data/npy.h"
+#include "runtime/data/pipeline.h"
 #include "runtime/error.h"
 #include "tests/test_util.h"
 #include "viz/report.h"
@@ -109,7 +111,7 @@ np.savez('one.npz', x=np.arange(40, dtype=np.float32).reshape(20, 2), y=np.arang
   CHECK(contains(plan.text, "target i64 [N] <- label"));
   check_targets(data, true, spec, plan, "training");
   Batch b;
-  fill_tensor_batch(*data.train_tensors, plan, {7, 2}, b);
+  make_batches(data, true, plan, 0)({7, 2}, 0, b);
   REQUIRE(b.inputs.size() == 2);
   CHECK(b.inputs[0].dtype == DType::I64);
   CHECK(b.inputs[0].dims == std::vector<int64_t>{2, 5});
@@ -150,11 +152,11 @@ np.savez('one.npz', x=np.arange(40, dtype=np.float32).reshape(20, 2), y=np.arang
   s1.target = input("target", DType::F32, {});
   const FeedPlan p1 = plan_feed(one, s1, {});
   std::vector<float> seen;
-  for (const auto& set : {one.train_tensors, one.test_tensors}) {
+  for (const auto& set : {one.train, one.test}) {
     Batch bb;
     std::vector<int64_t> all(static_cast<size_t>(set->size()));
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
-    fill_tensor_batch(*set, p1, all, bb);
+    make_batches(set, p1, false, 0, one.skipped)(all, 0, bb);
     for (int64_t i = 0; i < set->size(); ++i) {
       CHECK(bb.inputs[0].data<float>()[2 * i] == 2 * bb.target.data<float>()[i]);
       seen.push_back(bb.target.data<float>()[i]);
@@ -162,7 +164,7 @@ np.savez('one.npz', x=np.arange(40, dtype=np.float32).reshape(20, 2), y=np.arang
   }
   std::sort(seen.begin(), seen.end());
   for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == static_cast<float>(i));
-  CHECK(load_dataset(d / "one.npz", o).test_tensors->describe() == one.test_tensors->describe());
+  CHECK(load_dataset(d / "one.npz", o).test->describe() == one.test->describe());
 }
 
 TEST_CASE("tensor data: bad data is named before training") {

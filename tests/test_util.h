@@ -77,8 +77,16 @@ inline std::string read_text(const std::string& path) {
   return {std::istreambuf_iterator<char>(f), {}};
 }
 
+// The image examples behind a loaded split (IDX, CIFAR, folders, packs); fails the test for
+// arrays.
+inline const Examples& images(const std::shared_ptr<const Source>& s) {
+  const auto* e = dynamic_cast<const Examples*>(s.get());
+  REQUIRE(e != nullptr);
+  return *e;
+}
+
 // The in-memory set behind a loaded split (IDX, CIFAR); fails the test for any other kind.
-inline const ImageSet& mem(const std::shared_ptr<const Examples>& e) {
+inline const ImageSet& mem(const std::shared_ptr<const Source>& e) {
   const auto* s = dynamic_cast<const ImageSet*>(e.get());
   REQUIRE(s != nullptr);
   return *s;

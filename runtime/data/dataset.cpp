@@ -1,23 +1,14 @@
-// The SkipLog, the in-memory ImageSet, detection of a --data path's format, and the epoch order.
-// Detection looks at file names only; the reader of the detected format then checks the content
-// and names whatever is wrong.
+// The SkipLog, image examples as sources (their image and label columns), the in-memory ImageSet,
+// and the epoch order.
 #include "runtime/data/dataset.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 
-#include "runtime/data/cifar_dataset.h"
-#include "runtime/data/idx_dataset.h"
-#include "runtime/data/image_folder.h"
-#include "runtime/data/pack.h"
 #include "runtime/error.h"
 
 namespace cb {
-
-namespace fs = std::filesystem;
 
 bool SkipLog::add(const std::string& name, const std::string& why) {
   std::lock_guard lock(m_);
@@ -59,6 +50,59 @@ std::string ExampleDims::str() const {
 int64_t Examples::label_max() const {
   int64_t m = -1;
   for (int64_t i = 0; i < size(); ++i) m = std::max(m, label(i));
+  return m;
+}
+
+std::vector<ColumnInfo> Examples::columns() const {
+  const ExampleDims d = dims();
+  ColumnInfo image;
+  image.name = "image";
+  image.dtype = DType::U8;
+  image.dims = {d.channels, d.rows, d.cols};
+  image.image = true;
+  image.source = origin();
+  ColumnInfo label;
+  label.name = "label";
+  label.dtype = DType::I64;
+  label.source = origin();
+  return {image, label};
+}
+
+bool Examples::read(int64_t i, size_t c, const ReadOptions& o, ColumnValue& out,
+                    std::string& why) const {
+  CB_CHECK(c < 2);
+  out.data = nullptr;
+  if (c == 1) {
+    out.scalar = label(i);
+    out.data = reinterpret_cast<const std::byte*>(&out.scalar);
+    return true;
+  }
+  if (o.stored)
+    if (const uint8_t* p = chw(i)) {
+      out.data = reinterpret_cast<const std::byte*>(p);
+      return true;
+    }
+  return load(i, o.decode, out.image, why);
+}
+
+ExampleDims image_dims(const Source& s) {
+  const int c = s.image_column();
+  if (c < 0) return {};
+  const std::vector<int64_t> d = s.columns()[static_cast<size_t>(c)].dims;
+  CB_CHECK(d.size() == 3);
+  return {static_cast<int>(d[0]), static_cast<int>(d[1]), static_cast<int>(d[2])};
+}
+
+int64_t label_max(const Source& s) {
+  if (const auto* e = dynamic_cast<const Examples*>(&s)) return e->label_max();
+  const int c = s.column("label");
+  if (c < 0) return -1;
+  const DType t = s.columns()[static_cast<size_t>(c)].dtype;
+  int64_t m = -1;
+  ColumnValue v;
+  std::string why;
+  for (int64_t i = 0; i < s.size(); ++i)
+    if (s.read(i, static_cast<size_t>(c), {}, v, why)) m = std::max(m, load_int(t, v.data));
   return m;
 }
 
@@ -154,89 +198,6 @@ const char* data_format_name(DataFormat f) {
       return "npz";
   }
   return "?";
-}
-
-// ---- detection ---------------------------------------------------------------------------------
-
-namespace {
-
-bool has_file(const fs::path& dir, const char* name) {
-  return fs::is_regular_file(dir / name) || fs::is_regular_file(dir / (std::string(name) + ".gz"));
-}
-
-// A few of the folder's entries, for the message when nothing is recognised.
-std::string listing(const fs::path& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    names.push_back(e.path().filename().string() + (e.is_directory() ? "/" : ""));
-  if (names.empty()) return "it is empty";
-  std::sort(names.begin(), names.end());
-  std::string s = "it holds ";
-  const size_t shown = std::min<size_t>(names.size(), 8);
-  for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > shown) s += fmt::format(" and {} more", names.size() - shown);
-  return s;
-}
-
-}  // namespace
-
-Dataset load_dataset(const std::string& path, const DataOptions& o) {
-  const fs::path p(path);
-  std::error_code ec;
-  const bool npz_file = p.extension() == ".npz" && fs::is_regular_file(p, ec);
-  if (o.format == DataFormat::Npz ||
-      (o.format == DataFormat::Auto && (npz_file || has_file(p, "train.npz"))))
-    return load_npz_dataset(path, o);
-  if (o.format == DataFormat::Pack || (o.format == DataFormat::Auto && fs::is_regular_file(p, ec)))
-    return load_pack_dataset(path);
-  if (!fs::is_directory(p, ec))
-    fail(
-        "data folder {} does not exist (or is not a folder); pass --data DIR with IDX files "
-        "(MNIST, Fashion-MNIST: Debian's dataset-fashion-mnist installs "
-        "/usr/share/datasets/fashion-mnist), CIFAR-10/100 binaries, an image folder "
-        "(train/ and val/ of class folders, or class folders), a .cbpack file, or NumPy arrays "
-        "(a .npz file, or a folder with train.npz and val.npz)",
-        path);
-  switch (o.format) {
-    case DataFormat::Idx:
-      return load_idx_dataset(path);
-    case DataFormat::Cifar:
-      return load_cifar_dataset(path);
-    case DataFormat::Folder:
-      return load_image_folder(path, o.val_split);
-    default:
-      break;
-  }
-  const char* const idx_files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                   "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
-  bool idx = false;
-  for (const char* f : idx_files) idx = idx || has_file(p, f);
-  const bool cifar = looks_like_cifar(path);
-  if (idx && cifar)
-    fail(
-        "data folder {} holds both IDX files (train-images-idx3-ubyte, ...) and CIFAR binaries; "
-        "keep one data set per folder (or force one with --data-format idx|cifar)",
-        path);
-  if (idx) return load_idx_dataset(path);
-  if (cifar) return load_cifar_dataset(path);
-  if (looks_like_image_folder(path)) return load_image_folder(path, o.val_split);
-  fail(
-      "data folder {}: no data set recognised ({}); looked for IDX files "
-      "(train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
-      "t10k-labels-idx1-ubyte, optionally .gz), CIFAR-10 binaries (data_batch_1.bin ... "
-      "data_batch_5.bin, test_batch.bin, also in cifar-10-batches-bin/), CIFAR-100 binaries "
-      "(train.bin, test.bin, also in cifar-100-binary/) and image folders (train/ and val/ of "
-      "class folders, or class folders, of .jpg/.jpeg/.png files), and NumPy files (train.npz "
-      "with val.npz or test.npz); --data-format forces one",
-      path, listing(p));
-}
-
-int64_t Dataset::train_size() const {
-  return train_tensors ? train_tensors->size() : train ? train->size() : 0;
-}
-int64_t Dataset::test_size() const {
-  return test_tensors ? test_tensors->size() : test ? test->size() : 0;
 }
 
 // ---- batches -----------------------------------------------------------------------------------

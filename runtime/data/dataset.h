@@ -1,10 +1,12 @@
-// Data sets, whatever their files: image-classification sets through the Examples interface every
-// image reader implements, and tensor sets of named arrays (runtime/data/tensor_set.h); the
-// detection of a --data path's format, and the order in which an epoch visits the examples. Batches
-// are made from them by runtime/data/pipeline.h (decoding, transforms and prefetching on worker
-// threads); nothing here holds a data set in memory as f32.
+// Data sets, whatever their files: each split a source of examples (runtime/data/source.h), an
+// example a set of named tensors. Image data sets give an image column and a label column through
+// Examples, which every image reader implements; arrays (NumPy files, the API's arrays) are
+// tensor sets (runtime/data/tensor_set.h). Also the order in which an epoch visits the examples.
+// Opening a --data path is runtime/data/load_dataset.h's; batches are made from a source by
+// runtime/data/feed.h (make_batches), on the worker threads of runtime/data/pipeline.h; nothing
+// here holds a data set in memory as f32.
 //
-// Readers:
+// Image readers:
 //  - IDX (MNIST, Fashion-MNIST; runtime/data/idx_dataset.h) and CIFAR-10/100 binaries
 //    (runtime/data/cifar_dataset.h): small, held in memory as uint8 CHW (an ImageSet);
 //  - image folders of JPEG/PNG files (runtime/data/image_folder.h): train/<class>/ and
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "runtime/data/image.h"
+#include "runtime/data/source.h"
 #include "runtime/data/tensor_set.h"
 #include "runtime/tensor.h"
 
@@ -66,14 +69,12 @@ struct ExampleDims {
   std::string str() const;  // "3x32x32", or "3 channels, sizes vary"
 };
 
-// One split (training or test) of a data set.
-class Examples {
+// One split (training or test) of an image data set: a source of two columns, "image" (u8
+// [C,H,W] as dims() says, read as the decoded image) and "label" (i64 class indices). Image
+// readers implement the per-example calls below; the Source calls are made of them.
+class Examples : public Source {
  public:
-  virtual ~Examples() = default;
-  virtual int64_t size() const = 0;
   virtual int64_t label(int64_t i) const = 0;
-  // What example i is, for messages: its file, or its place in a file.
-  virtual std::string name(int64_t i) const = 0;
   virtual ExampleDims dims() const = 0;
   // Example i as an 8-bit image (HWC). False and `why` when it cannot be read or decoded; never
   // throws for bad data. Callable from several threads at once.
@@ -82,7 +83,17 @@ class Examples {
   virtual const uint8_t* chw(int64_t i) const { return nullptr; }
 
   int64_t label_max() const;  // largest label (-1 when empty)
+
+  std::vector<ColumnInfo> columns() const override;
+  std::string origin() const override { return "the images"; }
+  bool read(int64_t i, size_t c, const ReadOptions& o, ColumnValue& out,
+            std::string& why) const override;
 };
+
+// The per-example dims of a source's image column (zero when it has none).
+ExampleDims image_dims(const Source& s);
+// The largest value of a source's "label" column (-1 when it has none, or no examples).
+int64_t label_max(const Source& s);
 
 // An in-memory set of fixed-size uint8 images (IDX, CIFAR, tests).
 struct ImageSet final : Examples {
@@ -106,6 +117,7 @@ struct ImageSet final : Examples {
   const uint8_t* chw(int64_t i) const override {
     return pixels.data() + static_cast<size_t>(i * image_elems());
   }
+  std::string origin() const override { return source.empty() ? "the data" : source; }
 };
 
 enum class DataFormat { Auto, Idx, Cifar, Folder, Pack, Npz };
@@ -115,13 +127,14 @@ const char* data_format_name(DataFormat f);
 struct Dataset {
   std::string dir;  // the --data path
   DataFormat format = DataFormat::Auto;
-  std::string description;                      // "IDX files", "image folder (train/, val/)", ...
-  std::shared_ptr<const Examples> train, test;  // image data sets
-  // Tensor data sets (NumPy files): arrays fed to the model's inputs by name (runtime/data/feed.h).
-  std::shared_ptr<const TensorSet> train_tensors, test_tensors;
-  bool tensors() const { return train_tensors != nullptr; }
-  int64_t train_size() const;
-  int64_t test_size() const;
+  std::string description;  // "IDX files", "image folder (train/, val/)", ...
+  // The splits as sources of examples (runtime/data/source.h); the batches are made from them
+  // by runtime/data/feed.h.
+  std::shared_ptr<const Source> train, test;
+  // Arrays only (NumPy files, the API's arrays): a training split without an image column.
+  bool tensors() const { return train != nullptr && train->image_column() < 0; }
+  int64_t train_size() const { return train ? train->size() : 0; }
+  int64_t test_size() const { return test ? test->size() : 0; }
   // Image folders and their packs: photographs, for which ImageNet's conventions are the default
   // (random-resized crop and flip for training, ImageNet's mean and std).
   bool photos = false;
@@ -135,19 +148,6 @@ struct DataOptions {
                            // out for testing
   std::string temp_dir;    // compressed .npz members are inflated into files here ("" : $TMPDIR)
 };
-
-// Reads the data set at `path`, its format detected from the content (or forced by o.format):
-// IDX files (train-images-idx3-ubyte[.gz], ...), CIFAR-10/100 binaries (data_batch_N.bin +
-// test_batch.bin, or train.bin + test.bin, also inside cifar-10-batches-bin/ or
-// cifar-100-binary/), an image folder (train/ and val/ of class folders, or class folders), or
-// a .cbpack file, NumPy files (a folder with train.npz and val.npz or test.npz, or one .npz split
-// by --val-split: load_npz_dataset). Throws cb::Error naming the folder or file and what was
-// looked for.
-Dataset load_dataset(const std::string& path, const DataOptions& o = {});
-// NumPy data: `path` is a .npz file (its examples split by o.val_split: a fixed pseudo-random
-// choice of rows, the same on every run) or a folder holding train.npz and val.npz (or
-// test.npz). Arrays are memory-mapped where the archive stores them uncompressed.
-Dataset load_npz_dataset(const std::string& path, const DataOptions& o = {});
 
 // The order in which an epoch visits `count` examples, `batch` at a time (see the top).
 class BatchOrder {

@@ -9,7 +9,7 @@
 // class folder and its subfolders (symlinks followed, at most 8 levels deep) and sorted by path.
 // Extensions: .jpg .jpeg .png in any case. Other files, and empty (0-byte) ones, are skipped and
 // recorded in the data set's SkipLog; a file that fails to decode is skipped when it is met (see
-// runtime/data/pipeline.h). A folder without images, a class folder without images, or a split
+// runtime/data/feed.h). A folder without images, a class folder without images, or a split
 // left empty is a cb::Error naming it.
 #pragma once
 

@@ -1,4 +1,6 @@
-// NumPy data sets: .npz files as tensor sets (see dataset.h load_npz_dataset).
+// NumPy data sets: .npz files as tensor sets (see npz_dataset.h).
+#include "runtime/data/npz_dataset.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <numeric>
 #include <random>
 
-#include "runtime/data/dataset.h"
 #include "runtime/data/npy.h"
 #include "runtime/error.h"
 
@@ -66,8 +67,8 @@ Dataset load_npz_dataset(const std::string& path, const DataOptions& o) {
           "data folder {}: train.npz but no val.npz or test.npz to evaluate on; add one, or pass "
           "{} itself to hold out --val-split of it",
           path, train.string());
-    d.train_tensors = read_set(train.string(), o);
-    d.test_tensors = read_set(test.string(), o);
+    d.train = read_set(train.string(), o);
+    d.test = read_set(test.string(), o);
     d.description =
         fmt::format("NumPy arrays ({}, {})", train.filename().string(), test.filename().string());
     return d;
@@ -95,9 +96,9 @@ Dataset load_npz_dataset(const std::string& path, const DataOptions& o) {
       train(order.begin() + held, order.end());
   std::sort(test.begin(), test.end());
   std::sort(train.begin(), train.end());
-  d.train_tensors = std::make_shared<TensorSet>(
+  d.train = std::make_shared<TensorSet>(
       all->subset(std::move(train), fmt::format("{} (training rows)", path)));
-  d.test_tensors = std::make_shared<TensorSet>(
+  d.test = std::make_shared<TensorSet>(
       all->subset(std::move(test), fmt::format("{} (held-out rows)", path)));
   d.description = fmt::format(
       "NumPy arrays, {:.0f}% of the rows held out for testing (--val-split)", 100 * o.val_split);

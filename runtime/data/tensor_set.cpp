@@ -49,14 +49,26 @@ TensorSet TensorSet::subset(std::vector<int64_t> rows, std::string source) const
   return s;
 }
 
-std::string TensorSet::describe() const {
-  std::string s;
+std::vector<ColumnInfo> TensorSet::columns() const {
+  std::vector<ColumnInfo> out;
   for (const TensorColumn& c : columns_) {
-    std::string dims = "[N";
-    for (int64_t d : c.dims) dims += fmt::format(",{}", d);
-    s += fmt::format("{}{} {} {}]", s.empty() ? "" : ", ", c.name, dtype_name(c.dtype), dims);
+    ColumnInfo i;
+    i.name = c.name;
+    i.dtype = c.dtype;
+    i.dims = c.dims;
+    i.source = c.source;
+    out.push_back(std::move(i));
   }
-  return s;
+  return out;
+}
+
+std::string TensorSet::name(int64_t i) const { return fmt::format("example {} of {}", i, source_); }
+
+bool TensorSet::read(int64_t i, size_t c, const ReadOptions&, ColumnValue& out,
+                     std::string&) const {
+  CB_CHECK(c < columns_.size() && i >= 0 && i < size());
+  out.data = row(c, i);
+  return true;
 }
 
 }  // namespace cb

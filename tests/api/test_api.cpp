@@ -237,19 +237,50 @@ TEST_CASE("api: a pass source used up, a callback's stop, checkpoints and resume
   s.set("eval-every", "0");
   CHECK(s.fit(Data::arrays({{"x", x}, {"y", y}}), {}, after3).stopped);
   CHECK(s.steps() == 8);
-  // Each fit is a run of its own (its steps, schedule and data position start at 0): its
-  // checkpoints are named by its steps.
+  // Each fit has a schedule and data position of its own, but numbers its steps on from the
+  // earlier fits': its checkpoints are named by the session's steps, never mixed with theirs.
   const std::string ck = s.save_checkpoint();
-  CHECK(contains(ck, "ckpt-0000000003"));
-  // Resume (the folder's highest step: the first run's) continues that run to its end: 2 epochs
-  // of 10 steps (2 learners x 16 of 320).
+  CHECK(contains(ck, "ckpt-0000000008"));
+  CHECK(!fs::exists(dir.path / "ck" / "ckpt-0000000003"));
+  // Resume of the first fit's checkpoint continues that run to its end: 2 epochs of 10 steps
+  // (2 learners x 16 of 320).
   crossbow::Options more = options;
-  more.set("resume", (dir.path / "ck").string()).set("eval-every", "0");
+  more.set("resume", (dir.path / "ck" / "ckpt-0000000005").string()).set("eval-every", "0");
   fs::remove_all(dir.path / "ck2");
   more.set("checkpoint-dir", (dir.path / "ck2").string());
   crossbow::Trainer r(model, more);
   r.fit(Data::arrays({{"x", x}, {"y", y}}), Data::arrays({{"x", x}, {"y", y}}));  // the same data
   CHECK(r.steps() == 20);
+}
+
+TEST_CASE("api: a later fit numbers its steps on from the earlier fits'") {
+  if (!need(kFmnist)) return;
+  TempDir dir("numbering");
+  const auto [x, y] = fmnist("train", 160);
+  auto options = small_run();
+  options.set("steps", "4").set("eval-every", "2").set("test-limit", "32");
+  options.set("checkpoint-dir", (dir.path / "ck").string()).set("checkpoint-every", "2");
+  options.set("keep", "10");
+  crossbow::Trainer t(kSrc + "/models/mlp_op17.onnx", options);
+  // The steps of each fit's evaluations, as its records give them.
+  auto eval_steps = [](const crossbow::History& h) {
+    std::vector<double> steps;
+    for (const crossbow::Record& r : h.records)
+      if (r.type == "eval") steps.push_back(r.numbers.at("step"));
+    return steps;
+  };
+  const Data train = Data::arrays({{"x", x}, {"y", y}});
+  CHECK(eval_steps(t.fit(train, train)) == std::vector<double>{2, 4});
+  CHECK(eval_steps(t.fit(train, train)) == std::vector<double>{6, 8});
+  CHECK(t.steps() == 8);
+  // One folder, the checkpoints of both fits in one sequence of steps.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path / "ck"))
+    if (e.is_directory()) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"ckpt-0000000002", "ckpt-0000000004", "ckpt-0000000006",
+                                          "ckpt-0000000008"});
+  CHECK(contains(t.save_checkpoint(), "ckpt-0000000008"));
 }
 
 TEST_CASE("api: bad data is named, and nothing is lost") {

@@ -14,6 +14,7 @@
 
 #include "runtime/data/dataset.h"
 #include "runtime/data/image.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/data/pipeline.h"
 #include "runtime/error.h"
 

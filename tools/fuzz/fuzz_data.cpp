@@ -11,6 +11,7 @@
 #include <string>
 
 #include "runtime/data/dataset.h"
+#include "runtime/data/load_dataset.h"
 #include "runtime/data/pipeline.h"
 #include "runtime/error.h"
 
@@ -69,7 +70,7 @@ int fuzz_data(const uint8_t* data, size_t size) {
   }
   try {
     cb::Dataset d = cb::load_dataset(path);
-    const cb::ExampleDims dims = d.train->dims();
+    const cb::ExampleDims dims = cb::image_dims(*d.train);
     const int c = dims.channels == 1 ? 1 : 3;
     const int side = dims.fixed() ? dims.rows : 8;
     const int cols = dims.fixed() ? dims.cols : 8;
