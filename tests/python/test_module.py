@@ -63,11 +63,11 @@ class Temp:
 
 class Snippet(unittest.TestCase):
     def test_readme_snippet_fashion_mnist(self):
-        """The snippet of docs/python-and-cpp.md: LeNet-5 on Fashion-MNIST arrays, one epoch, >= 0.83.
+        """The snippet of docs/python-and-cpp.md: LeNet-5 on Fashion-MNIST arrays, one epoch, >= 0.78.
 
-        learners="auto": the tuner's K follows this machine's timing (1 to 8 seen), and one epoch
-        lands at 0.84-0.86 for most K but 0.8396 at K = 5 (a CI run); 0.83 still fails any run
-        that does not learn."""
+        learners="auto": the tuner's K follows the machine's timing (a busy CI machine chose 5),
+        and one epoch's accuracy falls with K (K fixed, seed 0: 1 0.859, 2 0.849, 4 0.840,
+        5 0.830, 6 0.825, 8 0.803); a run that does not learn stays far below 0.78."""
         need_data(self)
         x, y = fmnist("train")
         xv, yv = fmnist("t10k")
@@ -81,7 +81,7 @@ class Snippet(unittest.TestCase):
             self.assertTrue(os.path.getsize(os.path.join(d, "trained.onnx")) > 0)
         print(f"snippet: test accuracy after one epoch {acc:.4f} with "
               f"{history[-1]['learners']} learner(s)", flush=True)
-        self.assertGreaterEqual(acc, 0.83, msg=f"learners chosen: {history[-1]['learners']}")
+        self.assertGreaterEqual(acc, 0.78, msg=f"learners chosen: {history[-1]['learners']}")
         self.assertEqual(history[0]["type"], "config")
         self.assertEqual(history[-1]["type"], "summary")
         self.assertEqual([r["type"] for r in seen], ["eval"])
