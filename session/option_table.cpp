@@ -219,6 +219,22 @@ std::vector<OptionSpec> make_table() {
       [](SessionOptions& o, const std::string& s) { o.trainer.optimizer = parse_optimizer(s); },
       [](const SessionOptions& o) { return std::string(optimizer_name(o.trainer.optimizer)); });
   t.add(
+      "betas", Kind::List, "AdamW: the moments' decays beta1,beta2 (torch.optim.AdamW's betas)",
+      [](SessionOptions& o, const std::string& v) {
+        const std::vector<std::string> b = split_commas(v);
+        if (b.size() != 2) fail("--betas takes two values, such as 0.9,0.999, got '{}'", v);
+        o.trainer.beta1 = parse_double("betas", b[0]);
+        o.trainer.beta2 = parse_double("betas", b[1]);
+      },
+      [](const SessionOptions& o) {
+        return fmt::format("{},{}", o.trainer.beta1, o.trainer.beta2);
+      });
+  t.real_at("eps", CB_FIELD(trainer.eps), "AdamW: added to the second moment's root");
+  t.real_at("clip-grad-norm", CB_FIELD(trainer.clip_grad_norm),
+            "scale each learner's gradients to this L2 norm (over all its parameters) where "
+            "above it, before its optimizer step (torch.nn.utils.clip_grad_norm_); 0: off")
+      .show_default = false;
+  t.add(
       "lr-schedule", Kind::Value, "constant | step | multistep | cosine",
       [](SessionOptions& o, const std::string& s) { o.run.schedule.kind = parse_lr_schedule(s); },
       [](const SessionOptions& o) { return std::string(lr_schedule_name(o.run.schedule.kind)); });

@@ -112,7 +112,7 @@ LossSpec SessionOptions::loss_settings() const {
 void SessionOptions::validate() const {
   if (model.empty()) fail("no model given");
   RunOptions r = run;
-  r.auto_tune = auto_learners && trainer.optimizer == OptimizerKind::Sgd;
+  r.auto_tune = auto_learners;
   r.validate();
   trainer.validate();
   checkpoint.validate();
@@ -132,12 +132,7 @@ void SessionOptions::validate() const {
     fail("--num-classes replaces a classifier; --loss model trains on the model's own loss output");
   if (!(collective_timeout > 0))
     fail("--collective-timeout must be positive, got {}", collective_timeout);
-  const int ndev = count_devices(devices);
-  if (trainer.optimizer != OptimizerKind::Sgd &&
-      ((!auto_learners && trainer.learners != 1) || ndev != 1 || trainer.alpha))
-    fail(
-        "--optimizer adamw trains one learner on one device; SMA (--learners, --devices, "
-        "--alpha) needs --optimizer sgd");
+  count_devices(devices);  // a malformed --devices is named here, before anything loads
   if (output_training && output.empty()) fail("--output-training needs --output");
 }
 

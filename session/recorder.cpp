@@ -137,8 +137,9 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
             ? fmt::format(", gain {:+.1f}% (needed {:.1f}%)", 100 * d.gain, 100 * d.required)
             : std::string(),
         what, d.learners, t.alpha_for(d.learners),
-        lr * lr_scale(t.options().lr_scaling, d.learners * t.ranks()), mib(m.need(d.learners)),
-        mib(m.budget), d.reason);
+        lr * lr_scale(t.options().lr_scaling, d.learners * t.ranks(),
+                      t.options().rule(d.learners * t.ranks()), t.options().optimizer),
+        mib(m.need(d.learners)), mib(m.budget), d.reason);
     std::fflush(stdout);
     record({{"type", "tune"},
             {"time", since_start()},

@@ -42,7 +42,6 @@ void announce_run(const RunStart& s, RunRecorder& rec) {
   const TrainerOptions& topts = s.trainer_options;
   const RunOptions& ropts = s.run;
   const int64_t spe = s.batches_per_epoch;
-  const bool sma = topts.optimizer == OptimizerKind::Sgd;
   const std::string data_text = run_data_text(data, s.stream);
   fmt::print("loss     {}\n", s.loss_text);
   if (s.stream)
@@ -64,10 +63,14 @@ void announce_run(const RunStart& s, RunRecorder& rec) {
                s.workers == 1 ? "" : "s");
   const double lr = ropts.schedule.lr;
   const std::string opt_text =
-      sma ? fmt::format("sgd momentum {}{} weight decay {}", topts.momentum,
-                        topts.nesterov ? " (nesterov)" : "", topts.weight_decay)
-          : fmt::format("adamw betas ({}, {}) eps {} weight decay {}", topts.beta1, topts.beta2,
-                        topts.eps, topts.weight_decay);
+      (topts.optimizer == OptimizerKind::Sgd
+           ? fmt::format("sgd momentum {}{} weight decay {}", topts.momentum,
+                         topts.nesterov ? " (nesterov)" : "", topts.weight_decay)
+           : fmt::format("adamw betas ({}, {}) eps {} weight decay {}", topts.beta1, topts.beta2,
+                         topts.eps, topts.weight_decay)) +
+      (topts.clip_grad_norm > 0
+           ? fmt::format(", gradients clipped to norm {} per learner", topts.clip_grad_norm)
+           : std::string());
   const std::string sched_text = fmt::format(
       "lr {} {}{}", lr, lr_schedule_name(ropts.schedule.kind),
       ropts.schedule.warmup_steps
@@ -99,8 +102,9 @@ void announce_run(const RunStart& s, RunRecorder& rec) {
       topts.lr_scaling == LrScaling::None
           ? std::string("--lr, --lr-scaling none")
           : fmt::format("--lr {} x {} at K = {}; --lr-scaling {}", lr,
-                        lr_scaling_formula(resolve_lr_scaling(topts.lr_scaling, trainer.rule())), K,
-                        lr_scaling_name(topts.lr_scaling)),
+                        lr_scaling_formula(
+                            resolve_lr_scaling(topts.lr_scaling, trainer.rule(), topts.optimizer)),
+                        K, lr_scaling_name(topts.lr_scaling)),
       topts.mu_z(K), topts.sync_every, topts.sync_every == 1 ? "" : "s",
       !topts.overlap_sync || resets_learners(topts.rule(K)) ? "not overlapped" : "overlapped");
   if (const LayoutStats& l = trainer.model().layouts(); l.blocked > 0)

@@ -336,11 +336,6 @@ void TrainSession::build_here(const Dataset& data) {
   loss_text_ = describe_loss(r.graph, spec_);
   feeds_ = feed_spec(r.graph, spec_);
   TrainerOptions topts = o.trainer;
-  const bool sma = topts.optimizer == OptimizerKind::Sgd;
-  if (!sma) {  // AdamW: one learner, no central model (exactly torch.optim.AdamW)
-    topts.alpha = 0;
-    topts.central_momentum = 0;
-  }
 
   // The devices and their collective: CPU core groups (within this process's affinity: an MPI
   // launcher binds each rank) and an in-process group, GPUs and NCCL; under mpirun the job's
@@ -470,7 +465,6 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
     const FeedPlan test_plan = plan_feed(data, feeds_, fopts);
     check_targets(data, false, feeds_, test_plan, "test");
   }
-  const bool sma = topts.optimizer == OptimizerKind::Sgd;
   RunRecorder rec(o.metrics, o.report, o.tensorboard);
   if (data.tensors() || stream) rec.set_unit("examples");
   data_text_ = run_data_text(data, stream);
@@ -488,7 +482,7 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
   const int64_t warmup_epochs = reset_rule_warmup_epochs(trainer.total_learners());
   if (rule_warmup) ropts.schedule.warmup_steps = warmup_epochs * spe;
   const double lr = ropts.schedule.lr;
-  ropts.auto_tune = sma && o.auto_learners;
+  ropts.auto_tune = o.auto_learners;
   ropts.progress_interval_s = rec.progress_interval_s();
   RunStart start;
   start.options = &o;

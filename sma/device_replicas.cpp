@@ -50,6 +50,7 @@ void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o, bool fir
   sp.beta1 = static_cast<float>(o.beta1);
   sp.beta2 = static_cast<float>(o.beta2);
   sp.eps = static_cast<float>(o.eps);
+  sp.clip_norm = static_cast<float>(o.clip_grad_norm);
   step_params = sp;
 }
 
@@ -87,6 +88,8 @@ void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, boo
   snap = std::move(new_snap);
   state = std::move(new_state);
   steps = std::move(new_steps);
+  const bool clip = std::any_cast<const ops::SmaStepParams&>(step_params).clip_norm > 0;
+  norms = clip ? DeviceBuffer(d, static_cast<size_t>(k) * sizeof(float)) : DeviceBuffer();
   TensorView steps_view;
   steps_view.data = steps.get();
   steps_view.dtype = DType::I64;
@@ -99,6 +102,7 @@ void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, boo
                     flat_f32(snap.get(), k * P),
                     TensorView{},
                     steps_view};
+  if (clip) local_args.out.push_back(flat_f32(norms.get(), k));
   sync_args.in = {flat_f32(grads.get(), k * P), flat_f32(z.get(), P)};
   sync_args.out = local_args.out;
   sync_args.out[4] = flat_f32(sum.get(), P);

@@ -1,7 +1,8 @@
 // One device's share of the trainer (sma/trainer.h): the flat buffers of its k learners and of
 // the central model, and the kernel arguments of the SMA update over them.
 //   [k][P] params, grads, opt1 (velocity or m), opt2 (AdamW's v), snap (the pre-step replicas)
-//   [k][S] state (BatchNorm statistics), i64 [k] steps (each learner's optimizer steps)
+//   [k][S] state (BatchNorm statistics), i64 [k] steps (each learner's optimizer steps), [k]
+//   norms (the gradients' norms, when clipping)
 //   [P] z, z_prev, sum (the corrections' sum), mean (the learners' average); [S] state_avg
 //   with --ema: [P] ema, [S] ema_state (this device's part, trainer.h), and the evaluated sums of
 //   the parts over the devices, [P] ema_sum, [S] ema_state_sum
@@ -28,6 +29,7 @@ struct DeviceReplicas {
   Device* dev = nullptr;
   Collective* coll = nullptr;
   DeviceBuffer params, grads, opt1, opt2, snap, state, steps;
+  DeviceBuffer norms;  // [k]: each learner's gradient norm (--clip-grad-norm only)
   DeviceBuffer z, z_prev, sum, mean, state_avg, flag;   // flag: [1] non-finite values of z
   DeviceBuffer ema, ema_state, ema_sum, ema_state_sum;  // --ema only
   std::any step_params, central_params, state_sum_params, param_sum_params;

@@ -120,7 +120,8 @@ Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOption
   const MemoryPlan plan =
       plan_memory(model_.training_graph().graph, t.batch, model_.bound_values());
   mem_.arena = plan.bytes_peak;
-  mem_.per_replica = plan.bytes_peak + (3 + opt_buffers) * P * 4 + S * 4 + 8;
+  mem_.per_replica =
+      plan.bytes_peak + (3 + opt_buffers) * P * 4 + S * 4 + 8 + (t.clip_grad_norm > 0 ? 4 : 0);
   mem_.fixed = 4 * P * 4 + S * 4 + 64 + (t.ema ? 2 * (P + S) * 4 : 0);
   if (opts_.memory_budget > 0) {
     mem_.budget = opts_.memory_budget;

@@ -10,8 +10,8 @@
 //   alpha = min(2 / K, 1/2), 0 for K = 1 (the pull; --alpha sets it)
 //   gamma = lr x s(K), s(K) = min(sqrt(K), 64 / sqrt(K))  (the learners' rate; --lr-scaling)
 //
-// chosen by tools/bench/sma_epochs.py and sma_scale.py (docs/sma.md: "SMA against large-batch SGD"):
-// sqrt(K) up to K = 64 (8x), then less, as alpha's weaker pull lets the learners drift apart
+// chosen by tools/bench/sma_epochs.py and sma_scale.py (docs/sma.md: "SMA against large-batch
+// SGD"): sqrt(K) up to K = 64 (8x), then less, as alpha's weaker pull lets the learners drift apart
 // (measured at K = 256: 16x and 8x lose to 4x and 2x): one learner alone is
 // plain SGD (PyTorch's), and z starts as the learners' average when a second learner arrives.
 // One step of the paper's rule (--sma-rule paper):
@@ -251,7 +251,9 @@ class Trainer {
   // SmaCentralStep's multiplier of the corrections' sum at the current K (1 for the paper's rule).
   double central_scale() const;
   // gamma / lr: what step() multiplies the given learning rate by at the current K.
-  double lr_factor() const { return lr_scale(opts_.lr_scaling, total_learners(), rule()); }
+  double lr_factor() const {
+    return lr_scale(opts_.lr_scaling, total_learners(), rule(), opts_.optimizer);
+  }
   int64_t steps_done() const { return steps_; }
   const TrainMemory& memory() const { return mem_; }
   const StepTiming& timing() const { return timing_; }

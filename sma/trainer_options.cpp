@@ -33,8 +33,11 @@ LrScaling parse_lr_scaling(const std::string& s) {
   fail("--lr-scaling '{}': expected auto, none, sqrt, quarter or linear", s);
 }
 
-LrScaling resolve_lr_scaling(LrScaling s, SmaRule rule) {
+LrScaling resolve_lr_scaling(LrScaling s, SmaRule rule, OptimizerKind opt) {
   if (s != LrScaling::Auto) return s;
+  // Adam's step does not grow with the gradient: a mean of K learners is a K-times batch, and
+  // Adam's rate follows the batch's square root (Malladi et al., 2022), under every rule.
+  if (opt == OptimizerKind::AdamW) return LrScaling::Sqrt;
   // slowmo's outer momentum already doubles its step (1 / (1 - mu_z) at its 0.5).
   return rule == SmaRule::PostLocal ? LrScaling::Quarter : LrScaling::Sqrt;
 }
@@ -62,8 +65,8 @@ OptimizerKind parse_optimizer(const std::string& s) {
   fail("unknown --optimizer '{}' (choices: sgd, adamw)", s);
 }
 
-double lr_scale(LrScaling s, int K, SmaRule rule) {
-  switch (resolve_lr_scaling(s, rule)) {
+double lr_scale(LrScaling s, int K, SmaRule rule, OptimizerKind opt) {
+  switch (resolve_lr_scaling(s, rule, opt)) {
     case LrScaling::Auto:  // resolved above
     case LrScaling::None:
       return 1;
@@ -71,7 +74,8 @@ double lr_scale(LrScaling s, int K, SmaRule rule) {
       const double r = std::sqrt(static_cast<double>(K));
       return std::min(r, 64 / r);
     }
-    case LrScaling::Quarter:  // the reset rules' mean is large-batch SGD (docs/sma.md: "Central rules")
+    case LrScaling::Quarter:  // the reset rules' mean is large-batch SGD (docs/sma.md: "Central
+                              // rules")
       return std::max(1.0, std::min(K / 4.0, 1024.0 / K));
     case LrScaling::Linear:
       return K;
@@ -176,7 +180,13 @@ void TrainerOptions::validate() const {
   if (!(momentum >= 0 && momentum < 1)) fail("--momentum must be in [0, 1), got {}", momentum);
   if (nesterov && (optimizer != OptimizerKind::Sgd || momentum == 0))
     fail("--nesterov needs --optimizer sgd with a --momentum above 0");
-  if (!(weight_decay >= 0)) fail("--weight-decay must not be negative, got {}", weight_decay);
+  if (!(weight_decay >= 0 && std::isfinite(weight_decay)))
+    fail("--weight-decay must not be negative, got {}", weight_decay);
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+    fail("--betas must be two values in [0, 1), such as 0.9,0.999, got {},{}", beta1, beta2);
+  if (!(eps > 0 && std::isfinite(eps))) fail("--eps must be positive, such as 1e-8, got {}", eps);
+  if (!(clip_grad_norm >= 0 && std::isfinite(clip_grad_norm)))
+    fail("--clip-grad-norm must be a positive norm, such as 1.0, got {}", clip_grad_norm);
   if (alpha && !(*alpha >= 0 && *alpha <= 1)) fail("--alpha must be in [0, 1], got {}", *alpha);
   if (alpha && sma_rule && resets_learners(*sma_rule))
     fail(

@@ -17,7 +17,8 @@ namespace cb {
 using ops::OptimizerKind;
 
 // How the learning rate a user gives for one learner becomes the learners' gamma with K learners.
-// auto: the central rule's own (quarter for post-local, sqrt for the others).
+// auto: the central rule's and the optimizer's own (sqrt for AdamW; SGD: quarter for post-local,
+// sqrt for the others).
 enum class LrScaling { Auto, None, Sqrt, Quarter, Linear };
 // The central rule (sma/trainer.h has each rule's maths).
 enum class SmaRule { Paper, Elastic, SlowMo, PostLocal };
@@ -33,9 +34,11 @@ const char* optimizer_name(OptimizerKind k);
 LrScaling parse_lr_scaling(const std::string& s);
 // sqrt: min(sqrt(K), 64 / sqrt(K)) (the most, 8, at K = 64); quarter: min(K/4, 1024/K), at
 // least 1 (the most, 16, at K = 64);
-// linear: K; none: 1; auto: the rule's (resolve_lr_scaling).
-double lr_scale(LrScaling s, int total_learners, SmaRule rule = SmaRule::Paper);
-LrScaling resolve_lr_scaling(LrScaling s, SmaRule rule);
+// linear: K; none: 1; auto: the rule's and optimizer's (resolve_lr_scaling).
+double lr_scale(LrScaling s, int total_learners, SmaRule rule = SmaRule::Paper,
+                OptimizerKind opt = OptimizerKind::Sgd);
+// auto: sqrt with AdamW; with SGD quarter for post-local, sqrt for the other rules.
+LrScaling resolve_lr_scaling(LrScaling s, SmaRule rule, OptimizerKind opt = OptimizerKind::Sgd);
 const char* lr_scaling_formula(LrScaling s);  // "min(sqrt(K), 64/sqrt(K))", ...
 // alpha with K learners in all when it is not set (paper: min(2/K, 1/2); elastic: 1/4; 0 for one
 // learner); for the reset rules the correction's coefficient, 1/K.
@@ -75,6 +78,9 @@ struct TrainerOptions {
   // Activations between oneDNN ops in its blocked layout where the devices can
   // (assign_blocked_layouts); false: every activation row-major, as the ONNX graph has it.
   bool blocked_layouts = true;
+  // Above 0: each learner's gradients scaled to this global L2 norm where above it (PyTorch's
+  // clip_grad_norm_ over all of the learner's parameters), before its optimizer step.
+  double clip_grad_norm = 0;
   int64_t sync_every = 1;     // SMA correction every N steps; local steps in between
   bool overlap_sync = true;   // the z update runs while the learners start their next step
   int64_t memory_budget = 0;  // bytes per device; 0: the device's free memory (shared host

@@ -61,20 +61,25 @@ TEST_CASE("checkpoint: stopped, written, read back and continued = never stopped
   ImportResult r = import_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
   // The slowmo rule stopped in the middle of its sync period (every 4 steps): the outer momentum
   // (z - z_prev) and the learners' local steps continue.
+  // AdamW's moments and per-learner step counts under SMA come back as SGD's velocity does.
   struct Config {
     int learners;
     SmaRule rule;
+    OptimizerKind opt = OptimizerKind::Sgd;
   };
   for (const Config c :
-       {Config{1, SmaRule::Paper}, Config{3, SmaRule::Paper}, Config{3, SmaRule::SlowMo}}) {
+       {Config{1, SmaRule::Paper}, Config{3, SmaRule::Paper}, Config{3, SmaRule::SlowMo},
+        Config{3, SmaRule::Paper, OptimizerKind::AdamW}}) {
     const int learners = c.learners;
     CAPTURE(learners);
     CAPTURE(sma_rule_name(c.rule));
-    TempDir d(fmt::format("k{}{}", learners, sma_rule_name(c.rule)));
+    CAPTURE(optimizer_name(c.opt));
+    TempDir d(fmt::format("k{}{}{}", learners, sma_rule_name(c.rule), optimizer_name(c.opt)));
     test::CpuSetup s;
     s.opts.batch = 8;
     s.opts.learners = learners;
     s.opts.sma_rule = c.rule;
+    s.opts.optimizer = c.opt;
     if (c.rule == SmaRule::SlowMo) s.opts.sync_every = 4;
     s.cores = {0, 1};
     RunOptions ro;
@@ -114,6 +119,11 @@ TEST_CASE("checkpoint: stopped, written, read back and continued = never stopped
     for (int l = 0; l < whole.local_learners(); ++l) {
       CHECK(b.replica(l) == whole.replica(l));
       CHECK(b.velocity(l) == whole.velocity(l));
+    }
+    const ModelState mw = whole.state(), mb = b.state();
+    for (size_t l = 0; l < mw.learners.size(); ++l) {
+      CHECK(mb.learners[l].opt2 == mw.learners[l].opt2);
+      CHECK(mb.learners[l].steps == mw.learners[l].steps);
     }
   }
 }

@@ -3,6 +3,7 @@
 // cb-train runs it, checked against its outputs.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "autodiff/autodiff.h"
@@ -121,12 +122,21 @@ TEST_CASE("session: every setting is validated in one place, named by its flag")
   CHECK(contains(invalid([](auto& o) { o.checkpoint.keep = 0; }), "--keep must be at least 1"));
   CHECK(contains(invalid([](auto& o) { o.checkpoint.every = "5"; }),
                  "--checkpoint-every needs --checkpoint-dir"));
-  CHECK(contains(invalid([](auto& o) {
-                   o.trainer.optimizer = OptimizerKind::AdamW;
-                   o.auto_learners = false;
-                   o.trainer.learners = 2;
-                 }),
-                 "--optimizer adamw trains one learner"));
+  // SMA takes AdamW as it takes SGD: each learner its own moments, the central model the weights.
+  CHECK(invalid([](auto& o) {
+          o.trainer.optimizer = OptimizerKind::AdamW;
+          o.auto_learners = false;
+          o.trainer.learners = 4;
+          o.devices = "cpu:2";
+        }) == "(no error)");
+  CHECK(contains(invalid([](auto& o) { o.trainer.beta1 = 1; }),
+                 "--betas must be two values in [0, 1), such as 0.9,0.999, got 1,0.999"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.beta2 = -0.1; }), "--betas must be"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.eps = 0; }), "--eps must be positive"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.weight_decay = INFINITY; }), "--weight-decay"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.clip_grad_norm = -1; }),
+                 "--clip-grad-norm must be a positive norm, such as 1.0, got -1"));
+  CHECK(contains(invalid([](auto& o) { o.trainer.clip_grad_norm = NAN; }), "--clip-grad-norm"));
 }
 
 TEST_CASE("session: when checkpoints are due") {

@@ -1,4 +1,5 @@
-// SMA (sma/trainer.h): identical replicas stay identical; one learner with alpha 0 and mu_z 0 is
+// SMA (sma/trainer.h), with SGD and with AdamW where the optimizer matters: identical replicas
+// stay identical; one learner with alpha 0 and mu_z 0 is
 // plain SGD bit for bit wherever it runs; z after 3 steps against a hand computation on a one-Gemm
 // model; local SGD between synchronisations; the reset to z at a learning-rate drop; two CPU
 // devices of 2 learners equal one device of 4 up to fp32 summation order; the overlapped z update;
@@ -52,35 +53,38 @@ TEST_CASE("sma: k = 3 identical replicas fed identical data stay bit-identical t
   Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   const LossSpec loss = detect_loss(r.graph);
-  for (bool coupled : {false, true}) {
-    CAPTURE(coupled);
-    CpuSetup o3 = lenet_options({0}, 1, 3), o1 = lenet_options({0}, 1, 1);
-    if (!coupled) o3.opts.alpha = o1.opts.alpha = 0.0;
-    o3.opts.lr_scaling = LrScaling::None;  // the same learning rate as the single learner
-    CpuTrainer t3(r.graph, loss, o3), t1(r.graph, loss, o1);
-    CHECK(t3.total_learners() == 3);
-    CHECK(t3.alpha() == (coupled ? 0.5 : 0.0));  // min(2 / 3, 1/2)
-    for (int s = 0; s < 6; ++s) {
-      std::vector<Batch> one = file_batches(test::mem(data.train), s, 1, 16);
-      std::vector<Batch> three = {one[0], one[0], one[0]};
-      std::vector<double> l3 = t3.step(three, 0.01);
-      std::vector<double> l1 = t1.step(one, 0.01);
-      CHECK(l3[0] == l3[1]);
-      CHECK(l3[0] == l3[2]);
-      if (!coupled) CHECK(l3[0] == l1[0]);
+  for (const OptimizerKind opt : {OptimizerKind::Sgd, OptimizerKind::AdamW})
+    for (bool coupled : {false, true}) {
+      CAPTURE(optimizer_name(opt));
+      CAPTURE(coupled);
+      CpuSetup o3 = lenet_options({0}, 1, 3), o1 = lenet_options({0}, 1, 1);
+      o3.opts.optimizer = o1.opts.optimizer = opt;
+      if (!coupled) o3.opts.alpha = o1.opts.alpha = 0.0;
+      o3.opts.lr_scaling = LrScaling::None;  // the same learning rate as the single learner
+      CpuTrainer t3(r.graph, loss, o3), t1(r.graph, loss, o1);
+      CHECK(t3.total_learners() == 3);
+      CHECK(t3.alpha() == (coupled ? 0.5 : 0.0));  // min(2 / 3, 1/2)
+      for (int s = 0; s < 6; ++s) {
+        std::vector<Batch> one = file_batches(test::mem(data.train), s, 1, 16);
+        std::vector<Batch> three = {one[0], one[0], one[0]};
+        std::vector<double> l3 = t3.step(three, 0.01);
+        std::vector<double> l1 = t1.step(one, 0.01);
+        CHECK(l3[0] == l3[1]);
+        CHECK(l3[0] == l3[2]);
+        if (!coupled) CHECK(l3[0] == l1[0]);
+      }
+      for (int j = 1; j < 3; ++j) {
+        CHECK(t3.replica(j) == t3.replica(0));
+        CHECK(t3.velocity(j) == t3.velocity(0));
+      }
+      if (!coupled) {
+        CHECK(t3.replica(0) == t1.replica(0));
+        CHECK(t3.velocity(0) == t1.velocity(0));
+        CHECK(t3.central() == t1.central());  // alpha 0: nothing moves z
+      } else {
+        CHECK(t3.replica(0) != t1.replica(0));  // z pulls: not plain SGD any more
+      }
     }
-    for (int j = 1; j < 3; ++j) {
-      CHECK(t3.replica(j) == t3.replica(0));
-      CHECK(t3.velocity(j) == t3.velocity(0));
-    }
-    if (!coupled) {
-      CHECK(t3.replica(0) == t1.replica(0));
-      CHECK(t3.velocity(0) == t1.velocity(0));
-      CHECK(t3.central() == t1.central());  // alpha 0: nothing moves z
-    } else {
-      CHECK(t3.replica(0) != t1.replica(0));  // z pulls: not plain SGD any more
-    }
-  }
 }
 
 TEST_CASE("sma: each learner draws its own Dropout masks") {
@@ -401,29 +405,35 @@ TEST_CASE("sma: cpu:2 with 2 learners each equals cpu with 4 learners, up to fp3
   Dataset data = load_idx_dataset(kFashion);
   ImportResult r = import_model(kLenet);
   const LossSpec loss = detect_loss(r.graph);
-  CpuTrainer two(r.graph, loss, lenet_options({0, 1}, 2, 2));
-  CpuTrainer one(r.graph, loss, lenet_options({0, 1}, 1, 4));
-  CHECK(two.devices() == 2);
-  CHECK(two.device(0).caps().cores == 1);
-  CHECK(two.device(1).caps().name == "cpu:1");
-  CHECK(two.total_learners() == 4);
-  CHECK(two.alpha() == 0.5);  // min(2 / 4, 1/2)
-  CHECK(one.alpha() == 0.5);
-  CHECK(two.lr_factor() == 2);  // sqrt(4)
-  RunOptions ro;
-  ro.steps = 15;
-  ro.seed = 9;
-  ro.test_limit = 100;
-  RunSummary a = train(two, data, ro), b = train(one, data, ro);
-  // The same data assignment and the same gradients at step 1 (bit for bit); afterwards the
-  // device sums (c0 + c1) + (c2 + c3) and the single sum ((c0 + c1) + c2) + c3 round apart.
-  CHECK(a.losses[0] == b.losses[0]);
-  CHECK(two.central(0) == two.central(1));  // every device's copy of z is identical
-  std::vector<float> za = two.central(), zb = one.central();
-  const auto [diff, scale] = max_diff(za, zb);
-  MESSAGE("cpu:2 x 2 vs cpu x 4 after 15 steps: max |dz| " << diff << " (max |z| " << scale << ")");
-  CHECK(diff <= 1e-5 * scale);  // fp32 summation order only: ~1e-7 relative observed
-  CHECK(za != two.replica(0));
+  for (const OptimizerKind opt : {OptimizerKind::Sgd, OptimizerKind::AdamW}) {
+    CAPTURE(optimizer_name(opt));
+    CpuSetup so = lenet_options({0, 1}, 2, 2), oo = lenet_options({0, 1}, 1, 4);
+    so.opts.optimizer = oo.opts.optimizer = opt;
+    CpuTrainer two(r.graph, loss, so);
+    CpuTrainer one(r.graph, loss, oo);
+    CHECK(two.devices() == 2);
+    CHECK(two.device(0).caps().cores == 1);
+    CHECK(two.device(1).caps().name == "cpu:1");
+    CHECK(two.total_learners() == 4);
+    CHECK(two.alpha() == 0.5);  // min(2 / 4, 1/2)
+    CHECK(one.alpha() == 0.5);
+    CHECK(two.lr_factor() == 2);  // sqrt(4)
+    RunOptions ro;
+    ro.steps = 15;
+    ro.seed = 9;
+    ro.test_limit = 100;
+    RunSummary a = train(two, data, ro), b = train(one, data, ro);
+    // The same data assignment and the same gradients at step 1 (bit for bit); afterwards the
+    // device sums (c0 + c1) + (c2 + c3) and the single sum ((c0 + c1) + c2) + c3 round apart.
+    CHECK(a.losses[0] == b.losses[0]);
+    CHECK(two.central(0) == two.central(1));  // every device's copy of z is identical
+    std::vector<float> za = two.central(), zb = one.central();
+    const auto [diff, scale] = max_diff(za, zb);
+    MESSAGE("cpu:2 x 2 vs cpu x 4 after 15 steps: max |dz| " << diff << " (max |z| " << scale
+                                                             << ")");
+    CHECK(diff <= 1e-5 * scale);  // fp32 summation order only: ~1e-7 relative observed
+    CHECK(za != two.replica(0));
+  }
 }
 
 TEST_CASE("sma: every central rule: cpu:2 x 2 learners equals cpu x 4 up to sum order") {
@@ -474,43 +484,46 @@ TEST_CASE("sma: overlapping the z update with the next step is bit-identical to 
     int devices, learners;
     int64_t sync_every;
   };
-  for (const Config c : {Config{1, 3, 1}, Config{2, 2, 2}}) {
-    CAPTURE(c.devices);
-    CAPTURE(c.learners);
-    std::vector<std::vector<float>> z, reps;
-    std::vector<std::vector<double>> losses;
-    std::vector<double> accuracy;
-    for (const bool overlap : {false, true}) {
-      CpuSetup s = lenet_options({0, 1}, c.devices, c.learners);
-      s.opts.sync_every = c.sync_every;
-      s.opts.overlap_sync = overlap;
-      CpuTrainer t(r.graph, loss, s);
-      RunOptions ro;
-      ro.steps = 12;
-      ro.seed = 4;
-      ro.eval_every = 5;  // evaluations read z between overlapped steps
-      ro.test_limit = 200;
-      ro.schedule.kind = LrScheduleKind::MultiStep;  // the drop resets the replicas to z
-      ro.schedule.milestones = {1};
-      RunSummary sum = train(t, data, ro);
-      z.push_back(t.central(c.devices - 1));
-      std::vector<float> all;
-      for (int l = 0; l < t.local_learners(); ++l) {
-        std::vector<float> v = t.replica(l), m = t.velocity(l);
-        all.insert(all.end(), v.begin(), v.end());
-        all.insert(all.end(), m.begin(), m.end());
+  for (const OptimizerKind opt : {OptimizerKind::Sgd, OptimizerKind::AdamW})
+    for (const Config c : {Config{1, 3, 1}, Config{2, 2, 2}}) {
+      CAPTURE(optimizer_name(opt));
+      CAPTURE(c.devices);
+      CAPTURE(c.learners);
+      std::vector<std::vector<float>> z, reps;
+      std::vector<std::vector<double>> losses;
+      std::vector<double> accuracy;
+      for (const bool overlap : {false, true}) {
+        CpuSetup s = lenet_options({0, 1}, c.devices, c.learners);
+        s.opts.optimizer = opt;
+        s.opts.sync_every = c.sync_every;
+        s.opts.overlap_sync = overlap;
+        CpuTrainer t(r.graph, loss, s);
+        RunOptions ro;
+        ro.steps = 12;
+        ro.seed = 4;
+        ro.eval_every = 5;  // evaluations read z between overlapped steps
+        ro.test_limit = 200;
+        ro.schedule.kind = LrScheduleKind::MultiStep;  // the drop resets the replicas to z
+        ro.schedule.milestones = {1};
+        RunSummary sum = train(t, data, ro);
+        z.push_back(t.central(c.devices - 1));
+        std::vector<float> all;
+        for (int l = 0; l < t.local_learners(); ++l) {
+          std::vector<float> v = t.replica(l), m = t.velocity(l);
+          all.insert(all.end(), v.begin(), v.end());
+          all.insert(all.end(), m.begin(), m.end());
+        }
+        reps.push_back(all);
+        losses.push_back(sum.losses);
+        accuracy.push_back(sum.test.accuracy);
+        CHECK(t.timing().steps == 12);
+        CHECK(t.timing().phase_b_share() > 0);
       }
-      reps.push_back(all);
-      losses.push_back(sum.losses);
-      accuracy.push_back(sum.test.accuracy);
-      CHECK(t.timing().steps == 12);
-      CHECK(t.timing().phase_b_share() > 0);
+      CHECK(z[0] == z[1]);
+      CHECK(reps[0] == reps[1]);
+      CHECK(losses[0] == losses[1]);
+      CHECK(accuracy[0] == accuracy[1]);
     }
-    CHECK(z[0] == z[1]);
-    CHECK(reps[0] == reps[1]);
-    CHECK(losses[0] == losses[1]);
-    CHECK(accuracy[0] == accuracy[1]);
-  }
 }
 
 // ---- divergence ---------------------------------------------------------------------------------

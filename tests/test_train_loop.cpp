@@ -25,8 +25,9 @@ using test::CpuTrainer;
 using test::error_of;
 
 TEST_CASE("train: a run stopped mid-way and restored into a new trainer continues bit for bit") {
-  // Dropout (each learner's RNG position), momentum and AdamW state, SMA's z and z_prev, a
-  // learning-rate drop with its reset to z, the data order: all must come back from TrainState.
+  // Dropout (each learner's RNG position), momentum and AdamW state (one learner's and SMA
+  // learners'), SMA's z and z_prev, a learning-rate drop with its reset to z, the data order: all
+  // must come back from TrainState.
   std::mt19937 rng(21);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> w0(kOut * kIn), b0(kOut);
@@ -44,7 +45,7 @@ TEST_CASE("train: a run stopped mid-way and restored into a new trainer continue
     const char* name;
     CpuSetup s;
   };
-  std::vector<Case> cases(4);
+  std::vector<Case> cases(6);
   cases[0].name = "plain SGD, one learner";
   cases[0].s.opts = test::plain(TrainerOptions{});
   cases[1].name = "SMA, 3 learners";
@@ -57,6 +58,18 @@ TEST_CASE("train: a run stopped mid-way and restored into a new trainer continue
   cases[3].name = "AdamW, one learner";
   cases[3].s.opts = test::plain(TrainerOptions{});
   cases[3].s.opts.optimizer = OptimizerKind::AdamW;
+  cases[4].name = "SMA with AdamW, 2 devices x 2 learners, clipped gradients";
+  cases[4].s.opts.optimizer = OptimizerKind::AdamW;
+  cases[4].s.opts.learners = 2;
+  cases[4].s.opts.clip_grad_norm = 0.5;
+  cases[4].s.devices = 2;
+  cases[4].s.cores = {0, 0};
+  cases[5].name = "SMA with AdamW, post-local, 3 learners";
+  cases[5].s.opts.optimizer = OptimizerKind::AdamW;
+  cases[5].s.opts.learners = 3;
+  cases[5].s.opts.sma_rule = SmaRule::PostLocal;
+  cases[5].s.opts.sync_every = 2;
+  cases[5].s.opts.local_after = 3;
   int checked = 0;
   for (Case& c : cases) {
     CAPTURE(c.name);
@@ -98,7 +111,7 @@ TEST_CASE("train: a run stopped mid-way and restored into a new trainer continue
     if (whole.alpha() > 0) CHECK(!resets.empty());  // the drop was crossed after the stop
     ++checked;
   }
-  CHECK(checked == 4);
+  CHECK(checked == 6);
 }
 
 TEST_CASE("train: --evals-per-epoch evaluates at every 1/N of the training set, whatever K") {

@@ -411,6 +411,11 @@ struct Golden {
 const Golden kSgd{
     0.01,   {2.28314, 2.33089, 2.29518, 2.28684, 2.33588}, 2.14505, 1.28565, 0.83680, 0.6760,
     0.90001};
+// SGD with every step's gradients clipped to norm 0.5 (trainer_reference.py ... sgd 0.5): 319
+// of the 400 steps clip.
+const Golden kSgdClipped{
+    0.01,   {2.28314, 2.33089, 2.29518, 2.28684, 2.33588}, 2.18015, 1.43465, 1.00532, 0.5550,
+    1.09262};
 const Golden kAdamW{
     1e-3,   {2.28314, 2.33448, 2.29517, 2.27996, 2.33153}, 0.92898, 1.16739, 0.69253, 0.7330,
     0.71146};
@@ -438,7 +443,7 @@ RunSummary run_lenet(Trainer& t, const Dataset& data, const Golden& g) {
   CHECK(first > 2.0);  // about ln 10 at the start
   CHECK(last < first - 0.5);
   CHECK(s.test.count == 1000);
-  CHECK(s.test.accuracy > 0.6);
+  CHECK(s.test.accuracy > 0.5);
   // The same trajectory as PyTorch (fp32 rounding differs: tolerances, not bits).
   for (size_t i = 0; i < g.first_losses.size(); ++i)
     CHECK(s.losses[i] == doctest::Approx(g.first_losses[i]).epsilon(1e-4));
@@ -468,6 +473,12 @@ TEST_CASE("trainer: LeNet-5 learns Fashion-MNIST as PyTorch does; export -> re-i
     ta.weight_decay = 1e-2;  // torch.optim.AdamW's default
     test::CpuTrainer t(r.graph, detect_loss(r.graph), test::plain(ta), *dev);
     run_lenet(t, data, kAdamW);
+  }
+  {
+    TrainerOptions tc = to;
+    tc.clip_grad_norm = 0.5;
+    test::CpuTrainer t(r.graph, detect_loss(r.graph), test::plain(tc), *dev);
+    run_lenet(t, data, kSgdClipped);
   }
   test::CpuTrainer t(r.graph, detect_loss(r.graph), test::plain(to), *dev);
   CHECK(t.model().num_classes() == 10);

@@ -566,6 +566,8 @@ struct SmaStepPlan {
   const float* z = nullptr;
   float* sum = nullptr;
   int64_t* steps = nullptr;
+  float* norms = nullptr;  // [rows]: each row's gradient norm, when asked for
+  float clip = 0;          // above 0: the gradient norm each row is clipped to
   int64_t n = 0, rows = 0;
   bool adamw = false, momentum = false, pull = false;
 };
@@ -602,6 +604,13 @@ inline SmaStepPlan sma_step_plan(const KernelArgs& a) {
   s.z = s.pull ? zv->ptr<float>() : nullptr;
   s.sum = s.pull ? sv.ptr<float>() : nullptr;
   s.steps = steps.ptr<int64_t>();
+  const TensorView* nv = a.out.size() > 6 && a.out[6].present() ? &a.out[6] : nullptr;
+  if (nv && (nv->numel() != s.rows || nv->dtype != DType::F32))
+    fail("SmaStep: norms must be f32 [R] with R = {}", s.rows);
+  if (!(p.clip_norm >= 0)) fail("SmaStep: clip_norm must not be negative, got {}", p.clip_norm);
+  if (p.clip_norm > 0 && !nv) fail("SmaStep: clip_norm needs the norms output");
+  s.norms = nv ? nv->ptr<float>() : nullptr;
+  s.clip = p.clip_norm;
   return s;
 }
 

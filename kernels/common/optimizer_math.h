@@ -114,6 +114,14 @@ struct SmaCentral {
   }
 };
 
+// The factor torch.nn.utils.clip_grad_norm_ scales a gradient by, from its L2 norm:
+// min(1, max_norm / (norm + 1e-6)) in float, as PyTorch computes it on an f32 tensor (an add
+// and a division: nothing a compiler could contract, so every backend rounds alike).
+CB_HOST_DEVICE inline float clip_coef(float max_norm, float norm) {
+  const float c = max_norm / (norm + 1e-6f);
+  return c < 1.0f ? c : 1.0f;
+}
+
 // The exponential moving average of the weights (timm's ModelEma): e <- d e + (1 - d) m, with
 // 1 - d rounded once on the host. d = 0 copies m exactly (before the average starts).
 struct Ema {

@@ -30,10 +30,12 @@ constexpr int64_t kBlock = 1024;
 // (__restrict) and the functors' flags are selects, so the loop vectorises while every element
 // sees the same operations in the same order as SgdStep / AdamWStep. Not CB_CPU_CLONES: the FMA
 // targets would contract a * b + c into one rounding and break that identity.
+// gs scales the gradient (clip_grad_norm's factor; 1 leaves every value as it is).
 template <bool kPull, bool kState, class Update>
 void step_row(float* __restrict w, float* __restrict sn, const float* __restrict g,
               float* __restrict o1, float* __restrict o2, const float* __restrict z,
-              float* __restrict sum, int64_t n, const Update& update, math::SmaPull pull) {
+              float* __restrict sum, int64_t n, const Update& update, math::SmaPull pull,
+              float gs) {
   const Update up = update;  // a local copy: stores through w, o1... cannot change its fields
   for (int64_t i = 0; i < n; ++i) {
     const float th = w[i];
@@ -41,10 +43,10 @@ void step_row(float* __restrict w, float* __restrict sn, const float* __restrict
     float nw;
     if constexpr (std::is_same_v<Update, math::SgdUpdate<float>>) {
       float v = kState ? o1[i] : 0.0f;  // no velocity without momentum
-      nw = up(th, g[i], v);
+      nw = up(th, g[i] * gs, v);
       if constexpr (kState) o1[i] = v;
     } else {
-      nw = up(th, g[i], o1[i], o2[i]);
+      nw = up(th, g[i] * gs, o1[i], o2[i]);
     }
     if constexpr (kPull) {
       const float c = pull.correction(th, nw, z[i]);
@@ -52,6 +54,36 @@ void step_row(float* __restrict w, float* __restrict sn, const float* __restrict
       sum[i] = sum[i] + c;
     }
     w[i] = nw;
+  }
+}
+// Elements per partial sum of a row's squared norm: the partials are added in order, so the norm
+// does not depend on the pool's split.
+constexpr int64_t kNormChunk = 16384;
+
+// norms[r] = the L2 norm of row r of g [rows][n], summed in double.
+void row_norms(const float* g, int64_t rows, int64_t n, float* norms) {
+  const int64_t chunks = (n + kNormChunk - 1) / kNormChunk;
+  thread_local std::vector<double> part_buf;
+  std::vector<double>& part = part_buf;
+  part.assign(static_cast<size_t>(rows * chunks), 0.0);
+  parallel(rows * chunks, kNormChunk, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t r = c / chunks, j0 = (c % chunks) * kNormChunk;
+      const int64_t j1 = std::min(n, j0 + kNormChunk);
+      const float* x = g + r * n;
+      double acc[8] = {};  // eight lanes (a fixed order: vectorisable, thread-count free)
+      int64_t j = j0;
+      for (; j + 8 <= j1; j += 8)
+        for (int l = 0; l < 8; ++l) acc[l] += static_cast<double>(x[j + l]) * x[j + l];
+      for (; j < j1; ++j) acc[0] += static_cast<double>(x[j]) * x[j];
+      part[static_cast<size_t>(c)] =
+          ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    }
+  });
+  for (int64_t r = 0; r < rows; ++r) {
+    double s = 0;
+    for (int64_t c = 0; c < chunks; ++c) s += part[static_cast<size_t>(r * chunks + c)];
+    norms[r] = static_cast<float>(std::sqrt(s));
   }
 }
 }  // namespace
@@ -71,8 +103,15 @@ void SmaStep(const KernelArgs& a) {
   thread_local std::vector<math::AdamWUpdate<float>> adam_rows;
   std::vector<math::SgdUpdate<float>>& sgd = sgd_rows;
   std::vector<math::AdamWUpdate<float>>& adam = adam_rows;
+  thread_local std::vector<float> scale_rows;
+  std::vector<float>& gscale = scale_rows;
   sgd.clear();
   adam.clear();
+  gscale.assign(static_cast<size_t>(rows), 1.0f);
+  if (sp.norms) row_norms(g, rows, n, sp.norms);
+  if (sp.clip > 0)
+    for (int64_t r = 0; r < rows; ++r)
+      gscale[static_cast<size_t>(r)] = math::clip_coef(sp.clip, sp.norms[r]);
   for (int64_t r = 0; r < rows; ++r) {
     if (adamw)
       adam.push_back(math::AdamWUpdate<float>::from(math::AdamWScalars::make(
@@ -95,19 +134,25 @@ void SmaStep(const KernelArgs& a) {
         const auto r_ = static_cast<size_t>(r);
         if (adamw) {
           if (pull)
-            step_row<true, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl);
+            step_row<true, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl,
+                                 gscale[r_]);
           else
-            step_row<false, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl);
+            step_row<false, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl,
+                                  gscale[r_]);
         } else if (p1) {
           if (pull)
-            step_row<true, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
+            step_row<true, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl,
+                                 gscale[r_]);
           else
-            step_row<false, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
+            step_row<false, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl,
+                                  gscale[r_]);
         } else {
           if (pull)
-            step_row<true, false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
+            step_row<true, false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl,
+                                  gscale[r_]);
           else
-            step_row<false, false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl);
+            step_row<false, false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl,
+                                   gscale[r_]);
         }
       }
     }

@@ -3,11 +3,12 @@
 //   SgdStep(grad [P]) -> (param [P], velocity [P]?)            f32, f64
 //   AdamWStep(grad [P]) -> (param [P], m [P], v [P])            f32, f64
 //   SmaStep(grad [R,P], z [P]?) -> (param [R,P], opt1 [R,P]?, opt2 [R,P]?, snapshot [R,P],
-//                                   sum [P]?, steps i64 [R])    f32
-//       Every [R,P] buffer is row-major: learner r's element j at r * P + j. One kernel, one
-//       thread per parameter index j looping over the R learners in row order (so sum[j] adds
-//       the corrections in the CPU's order), then a tiny launch of R threads for steps[r] += 1
-//       (the step kernel reads steps[r]).
+//                                   sum [P]?, steps i64 [R], norms [R]?)    f32
+//       Every [R,P] buffer is row-major: learner r's element j at r * P + j. With norms, first a
+//       block per row sums its squares in double (not the CPU's order: the norm may differ in
+//       its last bit). One kernel, one thread per parameter index j looping over the R learners
+//       in row order (so sum[j] adds the corrections in the CPU's order), then a tiny launch of
+//       R threads for steps[r] += 1 (the step kernel reads steps[r]).
 //   SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite f32 [1], ema [P]?)   f32, one kernel
 //   SmaRowEma(rows [R,S]) -> ema [S]                            f32, SmaRowSum's mean folded into
 //       the weight average: ema = d * ema + (1 - d) * mean
@@ -300,6 +301,12 @@ struct SmaStepBody {
   geom::SmaStepPlan b;
   math::SmaPull pull;
 
+  // Learner r's gradient element o, scaled by clip_grad_norm's factor where clipping.
+  CB_HOST_DEVICE RnF grad(int64_t r, int64_t o) const {
+    const RnF g(b.g[o]);
+    return b.clip > 0 ? g * RnF(math::clip_coef(b.clip, b.norms[r])) : g;
+  }
+
   template <class Rows>
   CB_HOST_DEVICE void operator()(int64_t j, const Rows& update_of) const {
     RnF s(0.0f);
@@ -313,16 +320,16 @@ struct SmaStepBody {
       RnF nw;
       if constexpr (kState == State::Adam) {
         RnF m(b.o1[o]), v(b.o2[o]);
-        nw = up(th, RnF(b.g[o]), m, v);
+        nw = up(th, grad(r, o), m, v);
         b.o1[o] = m.v;
         b.o2[o] = v.v;
       } else if constexpr (kState == State::Velocity) {
         RnF v(b.o1[o]);
-        nw = up(th, RnF(b.g[o]), v);
+        nw = up(th, grad(r, o), v);
         b.o1[o] = v.v;
       } else {
         RnF v(0.0f);  // no velocity without momentum
-        nw = up(th, RnF(b.g[o]), v);
+        nw = up(th, grad(r, o), v);
       }
       if constexpr (kPull) {
         const RnF cr = pull.correction(th, nw, zj);
@@ -350,6 +357,19 @@ void SmaStep(const KernelArgs& a, const GpuCtx& c) {
   int64_t* row_steps = sp.steps;
   const int64_t rows = sp.rows;
   const SmaBuffers b{sp, math::SmaPull{p.alpha, p.post}};
+  if (sp.norms) {
+    const float* g = sp.g;
+    float* norms = sp.norms;
+    const int64_t n = sp.n;
+    segmented_reduce(
+        c, rows, n, 0.0,
+        [=] CB_HOST_DEVICE(int64_t r, int64_t j) {
+          const double x = g[r * n + j];
+          return x * x;
+        },
+        AddD{},
+        [=] CB_HOST_DEVICE(int64_t r, double s2) { norms[r] = static_cast<float>(sqrt(s2)); });
+  }
   const SgdRow sgd{p.lr, p.momentum, p.weight_decay, p.nesterov, row_steps};
   if (adamw)
     sma_launch<State::Adam>(

@@ -239,6 +239,10 @@ struct SmaStepParams {
   // The correction from the post-step value, which the learner keeps (the reset rules: the
   // trainer then sets every learner to the new z); false: from the pre-step value, subtracted.
   bool post = false;
+  // Above 0: each learner's gradient row is scaled by min(1, clip_norm / (|g| + 1e-6)) before its
+  // step (torch.nn.utils.clip_grad_norm_ over all of that learner's parameters); SmaStep then
+  // needs its norms output. 0: the gradients as they are.
+  float clip_norm = 0;
 };
 struct SmaCentralStepParams {
   float momentum = 0.9f;  // mu_z

@@ -85,11 +85,12 @@ inline std::vector<Case> adamw_step(OpKind, DType) {
   return cs;
 }
 
-// SmaStep(grad [R,P], z [P]?) -> (param, opt1, opt2?, snapshot [R,P], sum [P]?, steps i64 [R]).
+// SmaStep(grad [R,P], z [P]?) -> (param, opt1, opt2?, snapshot [R,P], sum [P]?, steps i64 [R],
+// norms [R]?).
 inline std::vector<Case> sma_step(OpKind, DType) {
   std::vector<Case> cs;
   auto c = [&](std::string name, int64_t rows, int64_t n, ops::SmaStepParams p, bool pull,
-               std::vector<double> steps) {
+               std::vector<double> steps, bool norms = false) {
     const bool adamw = p.optimizer == ops::OptimizerKind::AdamW;
     Case k{.name = std::move(name),
            .in = {x({rows, n})},
@@ -100,6 +101,7 @@ inline std::vector<Case> sma_step(OpKind, DType) {
                     pull ? x({n}) : absent(), inout(fixed(DType::I64, {rows}, list(steps)))},
            .ref = ref_sma_step};
     if (pull) k.in.push_back(x({n}));
+    if (norms || p.clip_norm > 0) k.outs.push_back(x({rows}));
     cs.push_back(k);
   };
   c("pull, momentum", 3, 1000,
@@ -117,6 +119,15 @@ inline std::vector<Case> sma_step(OpKind, DType) {
   c("AdamW, post-step correction", 2, 1000,
     {.optimizer = ops::OptimizerKind::AdamW, .lr = 1e-2f, .alpha = 0.5f, .post = true}, true,
     {3, 0});
+  // Uniform gradients in [-1, 1]: a row of 1000 has a norm near 18, of 5003 near 41.
+  c("AdamW, clipped gradients, pull", 2, 1000,
+    {.optimizer = ops::OptimizerKind::AdamW, .lr = 1e-2f, .alpha = 0.2f, .clip_norm = 5}, true,
+    {0, 6});
+  c("momentum, clipped gradients, large", 3, 5003, {.lr = 0.05f, .momentum = 0.9f, .clip_norm = 2},
+    false, {1, 0, 2});
+  c("norms only, above the clip (unclipped)", 2, 1000,
+    {.lr = 0.05f, .momentum = 0.9f, .clip_norm = 1000}, true, {0, 1});
+  c("norms without clipping", 2, 77, {.lr = 0.1f}, false, {0, 0}, true);
   return cs;
 }
 

@@ -62,7 +62,15 @@ void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<T
          *sum = pull ? out[4].data<double>() : nullptr, *steps = out[5].data<double>();
   const double lr = p.lr, mu = p.momentum, wd = p.weight_decay, alpha = p.alpha;
   if (pull) std::fill(sum, sum + n, 0.0);
+  double* norms = out.size() > 6 && !out[6].bytes.empty() ? out[6].data<double>() : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
+    double gs = 1;  // clip_grad_norm's factor
+    if (norms) {
+      double s2 = 0;
+      for (int64_t i = 0; i < n; ++i) s2 += g[r * n + i] * g[r * n + i];
+      norms[r] = std::sqrt(s2);
+      if (p.clip_norm > 0) gs = std::min(1.0, p.clip_norm / (norms[r] + 1e-6));
+    }
     const double step = steps[r] + 1;  // AdamW's 1-based step; SGD: the first when step == 1
     const double b1 = p.beta1, b2 = p.beta2;
     const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
@@ -72,13 +80,13 @@ void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<T
       snap[at] = th;
       double nw;
       if (adamw) {
-        const double gi = g[at];
+        const double gi = g[at] * gs;
         v[at] = b1 * v[at] + (1 - b1) * gi;
         v2[at] = b2 * v2[at] + (1 - b2) * gi * gi;
         const double denom = std::sqrt(v2[at]) / std::sqrt(bc2) + p.eps;
         nw = th * (1 - lr * wd) - lr / bc1 * v[at] / denom;
       } else {
-        double d = g[at] + wd * th;
+        double d = g[at] * gs + wd * th;
         if (mu != 0) {
           v[at] = step == 1 ? d : mu * v[at] + d;
           d = p.nesterov ? d + mu * v[at] : v[at];
