@@ -189,10 +189,11 @@ TEST_CASE("mpi: 2 ranks x 1 learner keep z identical and equal 1 rank x 2 learne
 TEST_CASE("mpi: -np 2 --devices cpu:2 equals one process with 4 devices, bit for bit") {
   if (!have_mpi()) return;
   // AdamW (each learner's moments) with clipped gradients as SGD.
-  for (const std::string rule : {"paper", "slowmo", "paper --optimizer adamw --lr 0.002 "
-                                                    "--clip-grad-norm 1"}) {
+  for (const std::string rule : {"paper", "slowmo",
+                                 "paper --optimizer adamw --lr 0.002 "
+                                 "--clip-grad-norm 1"}) {
     CAPTURE(rule);
-    TempDir d("devices-" + rule.substr(0, 6) + std::to_string(rule.size()));
+    TempDir d("devices-" + std::to_string(rule.size()));  // a name without spaces
     const std::string args = "--steps 60 --eval-every 30 --learners 1 --sma-rule " + rule;
     REQUIRE(
         run(fmt::format("mpirun -np 2 --bind-to none {} {} --devices cpu:2 --output {} > {} 2>&1",
