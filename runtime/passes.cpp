@@ -442,10 +442,18 @@ const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" :
 int64_t set_compute_precision(Graph& g, Precision p) {
   int64_t marked = 0;
   for (Node& n : g.nodes) {
-    if (!n.def || (n.def->name != "Conv" && n.def->name != "ConvGrad")) continue;
-    const ValueId x = n.inputs.at(n.def->name == "Conv" ? 0 : 1);
+    if (!n.def) continue;
+    const std::string_view op = n.def->name;
+    const bool conv = op == "Conv" || op == "ConvGrad";
+    if (!conv && op != "Gemm" && op != "MatMul") continue;
+    const ValueId x = n.inputs.at(op == "ConvGrad" ? 1 : 0);
     const bool bf16 = p == Precision::BF16 && g.value(x).dtype == DType::F32;
-    std::any_cast<ops::ConvParams&>(n.params).bf16 = bf16;
+    if (conv)
+      std::any_cast<ops::ConvParams&>(n.params).bf16 = bf16;
+    else if (op == "Gemm")
+      std::any_cast<ops::GemmParams&>(n.params).bf16 = bf16;
+    else
+      n.params = ops::MatMulParams{bf16};
     marked += bf16;
   }
   return marked;

@@ -38,15 +38,15 @@ int64_t freeze_parameters(Graph& g, const std::vector<std::string>& patterns);
 void set_training(Graph& g, bool training);
 
 // Arithmetic precision of training (cb-train --precision). F32: everything f32. BF16 (mixed
-// precision): tensors, parameters, optimizer and SMA state stay f32; the f32 convolutions,
-// forward and backward (Conv, ConvGrad), round their operands to bf16 and multiply in bf16 with
-// f32 accumulation and f32 results, where the device has bf16 kernels (DeviceCaps::bf16).
-// BatchNorm statistics, softmax, losses and every other op stay f32.
+// precision): tensors, parameters, optimizer and SMA state stay f32; the f32 convolutions and
+// matrix products, forward and backward (Conv, ConvGrad, Gemm, MatMul), round their operands to
+// bf16 and multiply in bf16 with f32 accumulation and f32 results, where the device has bf16
+// kernels (DeviceCaps::bf16). BatchNorm statistics, softmax, losses and every other op stay f32.
 enum class Precision { F32, BF16 };
 Precision parse_precision(const std::string& s);  // f32 | bf16; cb::Error naming the choices
 const char* precision_name(Precision p);
-// Marks the graph's f32 Conv and ConvGrad nodes for `p` (ConvParams::bf16); returns how many
-// nodes compute in bf16.
+// Marks the graph's f32 Conv, ConvGrad, Gemm and MatMul nodes for `p` (ConvParams::bf16,
+// GemmParams::bf16, MatMulParams); returns how many nodes compute in bf16.
 int64_t set_compute_precision(Graph& g, Precision p);
 
 // For the CPU with oneDNN (DeviceCaps::blocked_layouts): keeps f32 activations [N, C, H, W] (C a

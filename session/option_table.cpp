@@ -353,8 +353,9 @@ std::vector<OptionSpec> make_table() {
             "mantissa bits in products)");
   t.add(
       "precision", Kind::Value,
-      "f32, or bf16: mixed precision (the convolutions, forward and backward, multiply in bf16 "
-      "with f32 accumulation, and the activations between them are stored as bf16; weights, "
+      "f32, or bf16: mixed precision (the convolutions and matrix products (Gemm, MatMul), "
+      "forward and backward, multiply in bf16 with f32 accumulation, and the activations "
+      "between convolutions are stored as bf16; weights, "
       "optimizer, SMA state, BatchNorm statistics, softmax and losses stay f32; checkpoints and "
       "exports are f32). CPU: needs AVX-512 BF16 cores",
       [](SessionOptions& o, const std::string& s) { o.trainer.precision = parse_precision(s); },

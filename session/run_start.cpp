@@ -115,11 +115,12 @@ void announce_run(const RunStart& s, RunRecorder& rec) {
   if (topts.precision == Precision::BF16) {
     const int64_t n = trainer.model().bf16_nodes();
     fmt::print(
-        "precision bf16: {} convolution{} (forward and backward) multiply in bf16 with f32 "
-        "accumulation where oneDNN runs them; weights, optimizer state and every other op "
-        "f32{}\n",
-        n, n == 1 ? "" : "s",
-        n == 0 ? " (this model has no f32 convolution: bf16 changes nothing)" : "");
+        "precision bf16: {} convolution{} and matrix product{} (forward and backward) multiply "
+        "in bf16 with f32 accumulation where oneDNN runs them; weights, optimizer state and "
+        "every other op f32{}\n",
+        n, n == 1 ? "" : "s", n == 1 ? "" : "s",
+        n == 0 ? " (this model has no f32 convolution or matrix product: bf16 changes nothing)"
+               : "");
   }
   if (topts.ema)
     fmt::print(

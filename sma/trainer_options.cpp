@@ -161,7 +161,9 @@ std::string sma_rule_text(const TrainerOptions& o, int K) {
 
 std::string sma_alpha_text(const TrainerOptions& o, int K) {
   if (o.alpha) return "--alpha";
-  if (K == 1) return "one learner: plain SGD";
+  if (K == 1)
+    return o.optimizer == OptimizerKind::AdamW ? "one learner: plain AdamW"
+                                               : "one learner: plain SGD";
   switch (o.rule(K)) {
     case SmaRule::Paper:
       return fmt::format("min(2/K, 1/2) at K = {}", K);

@@ -145,8 +145,11 @@ TEST_CASE("cb-train --precision: bf16 where the cores have it, refused with the 
   CAPTURE(text);
   if (cpu::dnnl_bf16_available()) {
     CHECK(rc == 0);
-    // LeNet-5: two Conv and their two ConvGrad.
-    CHECK(contains(text, "precision bf16: 4 convolutions (forward and backward) multiply in bf16"));
+    // LeNet-5: two Conv and their two ConvGrad; three Gemm and their six gradient products
+    // (each layer's input and weight): 13 in all.
+    CHECK(contains(text,
+                   "precision bf16: 13 convolutions and matrix products (forward and backward) "
+                   "multiply in bf16"));
     const Graph g = import_model(out).graph;
     for (const Value& v : g.values)
       if (v.data) CHECK(v.data->dtype == DType::F32);

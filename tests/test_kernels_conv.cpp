@@ -2,7 +2,8 @@
 // Device (tests/device_util.h; no graph): Conv (groups, depthwise, strides, asymmetric pads,
 // dilations, 1-D to 3-D; f32 through its default path, f64 through im2col) against a naive loop,
 // Gemm's transposes and C broadcasting, MatMul's batch broadcasting and 1-D promotion, MaxPool
-// indices, AveragePool's divisors, BatchNormalization's training-mode statistics by hand.
+// indices, AveragePool's divisors, BatchNormalization's training-mode statistics by hand; Gemm and
+// MatMul in bf16 (--precision bf16) against products of rounded operands.
 // (The f32 im2col path is not reachable through a Device where oneDNN is built; its template is
 // the one f64 runs, and test_backend_ops.cpp compares every f32 conv with the f64 one.)
 #include <doctest/doctest.h>
@@ -13,6 +14,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/common/scalar_math.h"
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/cuda/cuda_device.h"
 #include "runtime/device.h"
@@ -539,4 +542,101 @@ TEST_CASE("batchnorm: training-mode statistics and running updates by hand") {
   launch(OpKind::BatchNormalization, b, *two, &params);
   for (size_t i = 0; i < 4; ++i)
     CHECK(yf[i] == doctest::Approx(2 * (xf[i] - 2) / std::sqrt(4 + 1e-3) + 1).epsilon(1e-6));
+}
+
+// GemmParams::bf16 / MatMulParams (--precision bf16): where oneDNN has bf16 kernels for these
+// cores, a product large enough for the bf16 path is the exact product of the bf16-rounded
+// operands summed in f32: it matches an f64 computation on rounded inputs to f32 accuracy and
+// differs from the unrounded one by the rounding (so the bf16 kernel really ran). Without bf16
+// cores the f32 path runs (within f32 accuracy of the unrounded product).
+TEST_CASE("gemm and matmul in bf16: bf16-rounded operands, f32 accumulation") {
+  auto two = make_cpu_device(2);
+  const bool bf16_cores = cpu::dnnl_bf16_available();
+  auto round16 = [](std::vector<float> v) {
+    for (float& x : v) x = math::bf16_to_f32(math::f32_to_bf16(x));
+    return v;
+  };
+  // Y[i][j] = sum_q op(A)[i][q] op(B)[q][j] (+ C[j]), in f64, for A, B stored as given.
+  auto reference = [](const std::vector<float>& A, const std::vector<float>& B,
+                      const std::vector<float>* C, bool ta, bool tb, int64_t M, int64_t N,
+                      int64_t K) {
+    std::vector<double> y(size_t(M * N));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = C ? (*C)[size_t(j)] : 0.0;
+        for (int64_t q = 0; q < K; ++q)
+          acc +=
+              double(A[size_t(ta ? q * M + i : i * K + q)]) * B[size_t(tb ? j * K + q : q * N + j)];
+        y[size_t(i * N + j)] = acc;
+      }
+    return y;
+  };
+  auto check = [&](const std::vector<float>& got, const std::vector<double>& rounded,
+                   const std::vector<double>& exact) {
+    double scale = 0, e_r = 0, e_x = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      scale = std::max(scale, std::abs(rounded[i]));
+      e_r = std::max(e_r, std::abs(got[i] - rounded[i]));
+      e_x = std::max(e_x, std::abs(got[i] - exact[i]));
+    }
+    CHECK(scale > 0);
+    if (bf16_cores) {
+      CHECK(e_r <= 1e-5 * scale);
+      CHECK(e_x > 1e-4 * scale);  // the rounding shows
+    } else {
+      CHECK(e_x <= 1e-5 * scale);
+    }
+  };
+  // 2 x 368,640 multiply-adds: each thread's half is of the bf16 path's size.
+  const int64_t M = 192, N = 80, K = 48;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool with_c : {false, true}) {
+        CAPTURE(ta);
+        CAPTURE(tb);
+        CAPTURE(with_c);
+        ops::GemmParams p;
+        p.trans_a = ta;
+        p.trans_b = tb;
+        p.beta = with_c ? 1.0f : 0.0f;
+        p.bf16 = true;
+        std::any params = p;
+        auto A = random_vec<float>(M * K, 7), B = random_vec<float>(K * N, 8),
+             C = random_vec<float>(N, 9);
+        std::vector<float> Y(size_t(M * N), -99);
+        KernelArgs a;
+        a.in = {view(A, ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}),
+                view(B, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N})};
+        if (with_c) a.in.push_back(view(C, {N}));
+        a.out = {view(Y, {M, N})};
+        launch(OpKind::Gemm, a, *two, &params);
+        check(Y, reference(round16(A), round16(B), with_c ? &C : nullptr, ta, tb, M, N, K),
+              reference(A, B, with_c ? &C : nullptr, ta, tb, M, N, K));
+      }
+  // MatMul: a shared right matrix (the batch folded into rows) and one product per batch index.
+  for (const bool shared : {true, false}) {
+    CAPTURE(shared);
+    const int64_t batch = 3, m = 64, k = 72, n = 64;
+    std::any params = ops::MatMulParams{true};
+    auto A = random_vec<float>(batch * m * k, 10),
+         B = random_vec<float>((shared ? 1 : batch) * k * n, 11);
+    std::vector<float> Y(size_t(batch * m * n), -99);
+    KernelArgs a;
+    a.in = {view(A, {batch, m, k}), shared ? view(B, {k, n}) : view(B, {batch, k, n})};
+    a.out = {view(Y, {batch, m, n})};
+    launch(OpKind::MatMul, a, *two, &params);
+    const std::vector<float> Ar = round16(A), Br = round16(B);
+    std::vector<double> rounded, exact;
+    for (int64_t b = 0; b < batch; ++b) {
+      auto slice = [&](const std::vector<float>& v, int64_t len, int64_t i) {
+        return std::vector<float>(v.begin() + i * len, v.begin() + (i + 1) * len);
+      };
+      const int64_t bb = shared ? 0 : b;
+      auto r = reference(slice(Ar, m * k, b), slice(Br, k * n, bb), nullptr, false, false, m, n, k);
+      auto x = reference(slice(A, m * k, b), slice(B, k * n, bb), nullptr, false, false, m, n, k);
+      rounded.insert(rounded.end(), r.begin(), r.end());
+      exact.insert(exact.end(), x.begin(), x.end());
+    }
+    check(Y, rounded, exact);
+  }
 }

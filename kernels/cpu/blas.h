@@ -4,6 +4,7 @@
 // parallelism is ours, through the device's ThreadPool, never BLAS threads on top of it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -41,6 +42,13 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
           int64_t ldc);
+
+// gemm()'s float product with op(A) and op(B) rounded to bf16 and multiplied with f32 accumulation
+// (gemm_bf16.cpp, oneDNN's bf16 matmul); false, having done nothing, where it does not apply
+// (alpha != 1, beta not 0 or 1, a small product, no bf16 cores or no oneDNN): gemm() then.
+bool gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               int64_t ldc);
 
 // Makes BLAS single-threaded; idempotent and cheap after the first call.
 void blas_single_thread();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <type_traits>
 
 #ifdef CB_HAVE_DNNL
 #include <dnnl.h>
@@ -16,8 +17,8 @@
 
 #include "kernels/common/geometry.h"
 #include "kernels/cpu/blas.h"
-#include "kernels/cpu/current_pool.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/current_pool.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"
 #include "runtime/thread_pool.h"
@@ -67,14 +68,24 @@ constexpr int64_t kSplitMacs = int64_t{1} << 17;
 // One product, split across the pool when it is large enough: along the rows of op(A)/C, or
 // along the columns of op(B)/C when C is wider than tall (a training batch of 16 rows times a
 // few hundred features: halving 16 rows leaves BLAS two slivers, halving the columns does not).
+// One product on the calling thread: in bf16 where asked and it applies, else in T.
 template <typename T>
-void gemm_rows(ThreadPool* pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
-               const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+void gemm_one(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+              int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    if (bf16 && gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <typename T>
+void gemm_rows(ThreadPool* pool, bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+               T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
+               int64_t ldc) {
   if (m == 0 || n == 0) return;
   int64_t threads = pool ? pool->size() : 1;
   const bool by_cols = n > m;
   if (threads <= 1 || m * n * k < kSplitMacs || (by_cols ? n : m) < 2 * threads) {
-    gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_one(bf16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   if (by_cols) {
@@ -83,7 +94,7 @@ void gemm_rows(ThreadPool* pool, bool ta, bool tb, int64_t m, int64_t n, int64_t
         n,
         [&](int64_t c0, int64_t c1) {
           const T* bc = tb ? b + c0 * ldb : b + c0;
-          gemm(ta, tb, m, c1 - c0, k, alpha, a, lda, bc, ldb, beta, c + c0, ldc);
+          gemm_one(bf16, ta, tb, m, c1 - c0, k, alpha, a, lda, bc, ldb, beta, c + c0, ldc);
         },
         grain);
     return;
@@ -93,7 +104,7 @@ void gemm_rows(ThreadPool* pool, bool ta, bool tb, int64_t m, int64_t n, int64_t
       m,
       [&](int64_t r0, int64_t r1) {
         const T* ar = ta ? a + r0 : a + r0 * lda;
-        gemm(ta, tb, r1 - r0, n, k, alpha, ar, lda, b, ldb, beta, c + r0 * ldc, ldc);
+        gemm_one(bf16, ta, tb, r1 - r0, n, k, alpha, ar, lda, b, ldb, beta, c + r0 * ldc, ldc);
       },
       grain);
 }
@@ -118,8 +129,8 @@ void gemm_typed(const KernelArgs& a) {
     if (!has_c) std::fill(y, y + m * n, T(0));
     return;
   }
-  gemm_rows<T>(current_pool(), p.trans_a, p.trans_b, m, n, k, static_cast<T>(p.alpha), A.ptr<T>(),
-               A.dims[1], B.ptr<T>(), B.dims[1], has_c ? T(1) : T(0), y, n);
+  gemm_rows<T>(current_pool(), p.bf16, p.trans_a, p.trans_b, m, n, k, static_cast<T>(p.alpha),
+               A.ptr<T>(), A.dims[1], B.ptr<T>(), B.dims[1], has_c ? T(1) : T(0), y, n);
 }
 
 // ---- MatMul -------------------------------------------------------------------------------------
@@ -129,6 +140,7 @@ using Dims = std::array<int64_t, kMaxBatchDims>;
 template <typename T>
 void matmul_typed(const KernelArgs& a) {
   const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
+  const bool bf16 = a.params && a.params->has_value() && a.p<ops::MatMulParams>().bf16;
   // Promote 1-D operands: [K] -> [1,K] on the left, [K] -> [K,1] on the right.
   const size_t ra = A.dims.size(), rb = B.dims.size();
   const int64_t m = ra == 1 ? 1 : A.dims[ra - 2], k = A.dims[ra - 1];
@@ -161,7 +173,8 @@ void matmul_typed(const KernelArgs& a) {
   // One right-hand matrix for the whole batch: fold the batch into the rows,
   // [count*M, K] x [K, N] -> [count*M, N]. Also the plain single product.
   if (b_count == 1 && a_count == count) {
-    gemm_rows<T>(current_pool(), false, false, count * m, n, k, T(1), pa, k, pb, n, T(0), py, n);
+    gemm_rows<T>(current_pool(), bf16, false, false, count * m, n, k, T(1), pa, k, pb, n, T(0), py,
+                 n);
     return;
   }
   // [M, K] x [K, N] -> [M, N] per batch index, the batch across the pool.
@@ -174,7 +187,7 @@ void matmul_typed(const KernelArgs& a) {
         oa += idx * sa[d];
         ob += idx * sb[d];
       }
-      gemm(false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, T(0), py + i * m * n, n);
+      gemm_one(bf16, false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, T(0), py + i * m * n, n);
     }
   };
   if (current_pool() && m * n * k * count >= kSplitMacs)

@@ -107,6 +107,11 @@ struct GatherParams {
 struct GemmParams {
   float alpha = 1, beta = 1;
   bool trans_a = false, trans_b = false;
+  bool bf16 = false;  // mixed precision: as ConvParams::bf16 (A and B rounded, f32 accumulation)
+};
+// mat_mul.cpp: MatMul has no attributes; mixed precision marks it (an absent params: f32).
+struct MatMulParams {
+  bool bf16 = false;
 };
 
 // layer_normalization.cpp
@@ -272,6 +277,7 @@ CB_PARAMS_POD(LeakyReluParams)
 CB_PARAMS_POD(HardSigmoidParams)
 CB_PARAMS_POD(GatherParams)
 CB_PARAMS_POD(GemmParams)
+CB_PARAMS_POD(MatMulParams)
 CB_PARAMS_POD(LayerNormalizationParams)
 CB_PARAMS_POD(PadParams)
 CB_PARAMS_POD(PoolParams)

@@ -181,7 +181,7 @@ inline std::vector<Case> conv_transpose(OpKind, DType) {
   return cs;
 }
 
-inline std::vector<Case> gemm(OpKind, DType) {
+inline std::vector<Case> gemm(OpKind, DType t) {
   std::vector<Case> cs;
   const int64_t m = 37, n = 29, k = 23;
   for (bool ta : {false, true})
@@ -203,6 +203,12 @@ inline std::vector<Case> gemm(OpKind, DType) {
                 .in = {x({256, 80}), x({96, 80}), x({96})},
                 .attrs = {{"transB", int64_t{1}}},
                 .tol = 10});
+  if (t == DType::F32)  // each thread's half large enough for the bf16 path (gemm_bf16.cpp)
+    cs.push_back({.name = "large (bf16 compute)",
+                  .in = {x({256, 80}), x({96, 80}), x({96})},
+                  .attrs = {{"transB", int64_t{1}}},
+                  .tol = kBf16Tol,
+                  .bf16 = true});
   cs.push_back({.name = "K = 0", .in = {x({5, 0}), x({0, 4}), x({4})}, .attrs = {{"beta", 0.5f}}});
   cs.push_back({.name = "K = 0, no C", .in = {x({5, 0}), x({0, 4})}});
   cs.push_back({.name = "M = 0", .in = {x({0, 3}), x({3, 4}), x({4})}});
@@ -210,7 +216,7 @@ inline std::vector<Case> gemm(OpKind, DType) {
   return cs;
 }
 
-inline std::vector<Case> matmul(OpKind, DType) {
+inline std::vector<Case> matmul(OpKind, DType t) {
   std::vector<Case> cs;
   using V = std::vector<int64_t>;
   const std::pair<V, V> shapes[] = {
@@ -227,6 +233,11 @@ inline std::vector<Case> matmul(OpKind, DType) {
       {{7, 13}, {13, 1}},
   };
   for (const auto& [a, b] : shapes) cs.push_back({.name = "matmul", .in = {x(a), x(b)}, .tol = 10});
+  if (t == DType::F32)  // attention's batched products, large enough for the bf16 path
+    cs.push_back({.name = "batched (bf16 compute)",
+                  .in = {x({2, 64, 72}), x({2, 72, 64})},
+                  .tol = kBf16Tol,
+                  .bf16 = true});
   return cs;
 }
 
