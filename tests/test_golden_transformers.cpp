@@ -7,7 +7,8 @@
 // at step 99 (its 1- and 2-thread runs by 1.5e-4) and crossbow's distance follows, just under
 // PyTorch's own at every step (1.7e-3 at step 99); the GPT stays near 1e-6. Then the
 // trained model's logits on a held-out batch, from the trainer and from the exported file run by
-// cb-run, against PyTorch's. Neither model has Dropout.
+// cb-run, against PyTorch's. Neither model has Dropout. Also the errors of bad input: a token id
+// outside the embedding table, a padding mask of the wrong shape.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -17,6 +18,9 @@
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
 #include "importer/tensor_io.h"
+#include "runtime/data/feed.h"
+#include "runtime/data/tensor_set.h"
+#include "sma/model.h"
 #include "tests/fixture_io.h"
 #include "tests/test_util.h"
 #include "tests/trainer_util.h"
@@ -141,4 +145,98 @@ TEST_CASE("golden transformers: a GPT LM's 100 AdamW steps equal PyTorch's") {
 
 TEST_CASE("golden transformers: a BERT classifier with its padding mask equals PyTorch") {
   check_golden("bert_classifier");
+}
+
+namespace {
+
+// `t` as an array of a one-split data set (TensorSet), named `name`.
+TensorColumn column(const std::string& name, const Tensor& t) {
+  auto keep = std::make_shared<Tensor>(t);
+  TensorColumn c;
+  c.name = name;
+  c.source = "train.npz: '" + name + "'";
+  c.dtype = t.dtype;
+  c.count = t.dims.at(0);
+  c.dims.assign(t.dims.begin() + 1, t.dims.end());
+  c.data = keep->bytes.data();
+  c.row_bytes = keep->bytes.size() / static_cast<size_t>(c.count);
+  c.keep = keep;
+  return c;
+}
+
+Dataset arrays(std::vector<TensorColumn> cols) {
+  Dataset d;
+  d.train = std::make_shared<TensorSet>(std::move(cols), "train.npz");
+  return d;
+}
+
+// The plan and checks cb-train (and the API) run on data before the first step.
+void check_data(const Graph& g, const Dataset& d) {
+  const FeedSpec spec = feed_spec(g, {LossKind::SoftmaxCrossEntropy, ""});
+  const FeedPlan plan = plan_feed(d, spec, {});
+  check_targets(d, true, spec, plan, "training");
+  check_indices(d, true, spec, plan);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "transformers: a token id outside the embedding is named before training and by the node") {
+  Golden g;
+  if (!load("gpt_small", g)) return;
+  ImportResult r = import_model(g.model);
+  Tensor tokens = g.fx.at("batch_0_tokens");  // i64 [4,64], ids in [0, 96)
+  const Tensor& labels = g.fx.at("batch_0_labels");
+  CHECK_NOTHROW(check_data(r.graph, arrays({column("tokens", tokens), column("y", labels)})));
+  for (int64_t bad : {96, -97, 1000}) {
+    CAPTURE(bad);
+    tokens.data<int64_t>()[2 * 64 + 5] = bad;  // example 2, position 5
+    // Before training: the file, the array, the example, the value, the node and what to do.
+    const std::string e = test::error_of([&] {
+      check_data(r.graph, arrays({column("tokens", tokens), column("y", labels)}));
+    });
+    CHECK(test::contains(
+        e, "train.npz: array 'tokens' of example 2 (element 5) holds " + std::to_string(bad)));
+    CHECK(test::contains(e, "model input 'tokens' indexes the 96 rows of [Gather node"));
+    CHECK(test::contains(e, "encode them with the model's vocabulary"));
+    // Fed to the trainer (a caller's batch): the kernel refuses it before reading, naming the
+    // node and the index.
+    auto dev = make_cpu_device(2);
+    test::CpuTrainer t(r.graph, {LossKind::SoftmaxCrossEntropy, ""}, test::plain(adamw(4)), *dev);
+    const std::string k = test::error_of([&] { t.step({Batch{{tokens}, labels}}, 1e-3); });
+    CHECK(test::contains(k, "[Gather node '/wte/Gather'] Gather: index " + std::to_string(bad) +
+                                " is out of range for axis 0 of size 96"));
+  }
+  // Negative ids inside [-96, 0) are ONNX's rows from the end, as the Gather kernel reads them.
+  tokens.data<int64_t>()[2 * 64 + 5] = -1;
+  CHECK_NOTHROW(check_data(r.graph, arrays({column("tokens", tokens), column("y", labels)})));
+}
+
+TEST_CASE("transformers: a padding mask of the wrong shape is named with both shapes") {
+  Golden g;
+  if (!load("bert_classifier", g)) return;
+  ImportResult r = import_model(g.model);
+  const Tensor& tokens = g.fx.at("batch_0_tokens");  // i64 [16,32]
+  const Tensor& mask = g.fx.at("batch_0_mask");
+  const Tensor& labels = g.fx.at("batch_0_labels");
+  Tensor half = mask;  // [16,16]: the first half of each row
+  half.dims = {16, 16};
+  half.bytes.clear();
+  for (int64_t i = 0; i < 16; ++i)
+    half.bytes.insert(half.bytes.end(), mask.bytes.begin() + i * 32 * 8,
+                      mask.bytes.begin() + i * 32 * 8 + 16 * 8);
+  CHECK_NOTHROW(check_data(
+      r.graph, arrays({column("tokens", tokens), column("mask", mask), column("y", labels)})));
+  std::string e = test::error_of([&] {
+    check_data(r.graph,
+               arrays({column("tokens", tokens), column("mask", half), column("y", labels)}));
+  });
+  CHECK(test::contains(e, "array 'mask' is i64 [N,16] but model input 'mask' takes i64 [N,32]"));
+  // A caller's batch to the trainer: the input, what it takes and what it got.
+  auto dev = make_cpu_device(2);
+  test::CpuTrainer t(r.graph, {LossKind::SoftmaxCrossEntropy, ""}, test::plain(adamw(16)), *dev);
+  e = test::error_of([&] { t.step({Batch{{tokens, half}, labels}}, 1e-3); });
+  CHECK(test::contains(e, "model input 'mask' takes i64 [16,32] at batch 16, got i64 [16,16]"));
+  // The mask in the tokens' place and the tokens in the mask's: the same shapes, so only the
+  // values can tell (the mask's 0/1 are valid ids); nothing to refuse, as in PyTorch.
 }
