@@ -7,8 +7,9 @@
 // at step 99 (its 1- and 2-thread runs by 1.5e-4) and crossbow's distance follows, just under
 // PyTorch's own at every step (1.7e-3 at step 99); the GPT stays near 1e-6. Then the
 // trained model's logits on a held-out batch, from the trainer and from the exported file run by
-// cb-run, against PyTorch's. Neither model has Dropout. Also the errors of bad input: a token id
-// outside the embedding table, a padding mask of the wrong shape.
+// cb-run, against PyTorch's. Neither model has Dropout. Also the errors of bad input (a token id
+// outside the embedding table, a padding mask of the wrong shape), and a ViT-tiny learning the
+// CIFAR-shaped set through cb-train.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -24,6 +25,7 @@
 #include "tests/fixture_io.h"
 #include "tests/test_util.h"
 #include "tests/trainer_util.h"
+#include "viz/report.h"
 
 using namespace cb;
 namespace fs = std::filesystem;
@@ -239,4 +241,33 @@ TEST_CASE("transformers: a padding mask of the wrong shape is named with both sh
   CHECK(test::contains(e, "model input 'mask' takes i64 [16,32] at batch 16, got i64 [16,16]"));
   // The mask in the tokens' place and the tokens in the mask's: the same shapes, so only the
   // values can tell (the mask's 0/1 are valid ids); nothing to refuse, as in PyTorch.
+}
+
+TEST_CASE("transformers: cb-train trains a ViT-tiny on the CIFAR-shaped set") {
+  const fs::path model = fs::path(CB_SOURCE_DIR) / "models/vit_tiny.onnx";
+  fs::path data = fs::path(CB_BINARY_DIR) / "data/fmnist-cifar";
+  if (!fs::exists(data)) data = fs::path(CB_SOURCE_DIR) / "build/data/fmnist-cifar";
+  if (!test::need(model, "made by ./setup.sh (models/transformers.py, needs python3-torch)") ||
+      !test::need(data, "the CIFAR-shaped set, made by ./setup.sh (models/make_cifar_shaped.py)"))
+    return;
+  test::TempDir d("vit");
+  // 40 steps of 32 (2.5 s here): the loss leaves ln 10 and the accuracy is over twice chance.
+  const auto [rc, text] = run(
+      fmt::format("{}/cb-train {} --data {} --optimizer adamw --lr 2e-3 --steps 40 --eval-every "
+                  "20 --test-limit 256 --batch-size 32 --threads 2 --learners 1 --ema off "
+                  "--seed 0 --metrics {}",
+                  CB_BINARY_DIR, model.string(), data.string(), d / "m.jsonl"),
+      d / "train.log");
+  INFO(text);
+  REQUIRE(rc == 0);
+  const auto recs = viz::read_metrics(d / "m.jsonl");
+  std::vector<double> loss;
+  for (const auto& r : recs)
+    if (r["type"] == "eval") loss.push_back(r["loss"].get<double>());
+  REQUIRE(loss.size() == 2);
+  const double acc = recs.back()["test_accuracy"].get<double>();
+  MESSAGE("ViT-tiny: training loss " << loss[0] << " -> " << loss[1] << ", test accuracy " << acc);
+  CHECK(loss[0] < 2.29);  // ln 10 = 2.303 at the start
+  CHECK(loss[1] < loss[0] - 0.1);
+  CHECK(acc >= 0.2);  // chance: 0.1
 }
