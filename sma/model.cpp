@@ -34,8 +34,8 @@ int64_t input_index(const Graph& g, ValueId v) {
   return it == g.inputs.end() ? -1 : static_cast<int64_t>(it - g.inputs.begin());
 }
 
-// Input `in` of `g` when it is the indices of Gather nodes (token ids into an embedding): the
-// fewest rows among their tables along the gathered axis, and that node's label.
+// When graph input `v` of `g` is the indices of Gather nodes (token ids into an embedding): the
+// fewest rows among their tables along the gathered axis, and that node's label, into `in`.
 void set_index_bound(const Graph& g, ValueId v, ModelInput& in) {
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
