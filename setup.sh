@@ -38,6 +38,7 @@ cmake --build build -j"$(nproc)"
 if /usr/bin/python3 -c "import torch, torchvision, onnx" 2>/dev/null; then
   /usr/bin/python3 models/export_zoo.py --big
   /usr/bin/python3 models/training_fixtures.py >/dev/null  # golden training tests (~2 s)
+  /usr/bin/python3 models/transformers.py >/dev/null  # GPT, BERT, ViT + AdamW golden fixtures (~10 s)
 else
   echo "setup: python3-torch/torchvision missing: big zoo models not exported (tests skip them)"
 fi

@@ -199,15 +199,24 @@ void Executor::run() {
   for (size_t n = 0; n < args_.size(); ++n) {
     if (skip_[n]) continue;
     args_[n].seed = ((step_ << 20) ^ n) ^ stream_;
-    if (prof) {
-      auto t0 = std::chrono::steady_clock::now();
+    // A kernel that meets a bad input value (a Gather index out of range) raises it on the spot
+    // on the CPU: the message gains the node. (The CUDA backend raises it at the synchronisation
+    // that ends the run, naming the op only: kernels/cuda/device_error.h.)
+    try {
+      if (prof) {
+        auto t0 = std::chrono::steady_clock::now();
+        dev_.launch(g_.nodes[n].def->kind, args_[n], stream_id_);
+        dev_.synchronize(stream_id_);
+        prof->add(g_.nodes[n].def->name,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        continue;
+      }
       dev_.launch(g_.nodes[n].def->kind, args_[n], stream_id_);
-      dev_.synchronize(stream_id_);
-      prof->add(g_.nodes[n].def->name,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      continue;
+    } catch (const RunError& e) {
+      throw RunError(fmt::format("{} {}", g_.node_label(static_cast<NodeId>(n)), e.what()));
+    } catch (const Error& e) {
+      throw Error(fmt::format("{} {}", g_.node_label(static_cast<NodeId>(n)), e.what()));
     }
-    dev_.launch(g_.nodes[n].def->kind, args_[n], stream_id_);
   }
   dev_.synchronize(stream_id_);
 }

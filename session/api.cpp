@@ -280,6 +280,7 @@ void feed_arrays(const Arrays& arrays, const cb::FeedSpec& feeds, const cb::Feed
   const cb::Dataset ds = arrays_dataset(to_set(arrays, what), nullptr, what);
   const cb::FeedPlan plan = cb::plan_feed(ds, feeds, fo);
   if (plan.target) cb::check_targets(ds, true, feeds, plan, train ? "training" : "test");
+  cb::check_indices(ds, true, feeds, plan);
   std::vector<int64_t> idx(static_cast<size_t>(ds.train_size()));
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
   cb::make_batches(ds, true, plan, 0)(idx, 0, out);
@@ -351,6 +352,7 @@ struct Trainer::Impl {
       const cb::Dataset ds = arrays_dataset(to_set(arrays, what), nullptr, what);
       const cb::FeedPlan plan = cb::plan_feed(ds, feeds, feed_options());
       if (plan.target) cb::check_targets(ds, true, feeds, plan, "test");
+      cb::check_indices(ds, true, feeds, plan);
       const int64_t n = ds.train_size();
       const cb::MakeBatch make = cb::make_batches(ds, true, plan, 0);
       cb::Batch b;

@@ -460,10 +460,12 @@ FitResult TrainSession::fit_here(const Dataset& data, const FitHooks& hooks) {
   if (!stream) {
     plan = plan_feed(data, feeds_, fopts);
     check_targets(data, true, feeds_, *plan, "training");
+    check_indices(data, true, feeds_, *plan);
   }
   if (data.test_size() > 0) {
     const FeedPlan test_plan = plan_feed(data, feeds_, fopts);
     check_targets(data, false, feeds_, test_plan, "test");
+    check_indices(data, false, feeds_, test_plan);
   }
   RunRecorder rec(o.metrics, o.report, o.tensorboard);
   if (data.tensors() || stream) rec.set_unit("examples");
@@ -650,6 +652,7 @@ EvalResult TrainSession::evaluate(const Dataset& data) {
   if (data.test_size() == 0) fail("nothing to evaluate: the data has no examples");
   const FeedPlan plan = plan_feed(data, feeds_, {o_.run.target, o_.run.transforms});
   check_targets(data, false, feeds_, plan, "test");
+  check_indices(data, false, feeds_, plan);
   PipelineOptions po;
   po.batch = o_.trainer.eval_batch > 0 ? o_.trainer.eval_batch : o_.trainer.batch;
   po.train = false;

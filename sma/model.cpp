@@ -2,10 +2,13 @@
 #include "sma/model.h"
 
 #include <algorithm>
+#include <any>
 #include <cmath>
 #include <limits>
 
 #include "runtime/error.h"
+#include "runtime/op_catalog.h"
+#include "runtime/ops/params.h"
 #include "runtime/passes.h"
 #include "sma/metrics.h"
 
@@ -31,6 +34,26 @@ int64_t input_index(const Graph& g, ValueId v) {
   return it == g.inputs.end() ? -1 : static_cast<int64_t>(it - g.inputs.begin());
 }
 
+// When graph input `v` of `g` is the indices of Gather nodes (token ids into an embedding): the
+// fewest rows among their tables along the gathered axis, and that node's label, into `in`.
+void set_index_bound(const Graph& g, ValueId v, ModelInput& in) {
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    if (!node.def || node.def->kind != OpKind::Gather || node.inputs.size() < 2 ||
+        node.inputs[1] != v)
+      continue;
+    const Value& table = g.value(node.inputs[0]);
+    const int64_t axis = std::any_cast<const ops::GatherParams&>(node.params).axis;
+    const auto a = normalize_axis(axis, static_cast<int64_t>(table.shape.size()));
+    if (!a || !table.shape[static_cast<size_t>(*a)].is_static()) continue;
+    const int64_t rows = table.shape[static_cast<size_t>(*a)].value;
+    if (in.index_rows == 0 || rows < in.index_rows) {
+      in.index_rows = rows;
+      in.index_node = g.node_label(static_cast<NodeId>(n));
+    }
+  }
+}
+
 // The model's inputs as the data feeds them: every graph input, its first dim the batch N. A
 // model with its own loss may take i64 [N] labels (what image data sets feed it).
 FeedSpec inputs_of(const Graph& forward, LossKind kind) {
@@ -49,6 +72,7 @@ FeedSpec inputs_of(const Graph& forward, LossKind kind) {
         v.shape == Shape{Dim::N()} && forward.inputs.size() > 1)
       f.labels_input = static_cast<int>(i);
     f.inputs.push_back(model_input_of(v));
+    if (dtype_is_int(v.dtype)) set_index_bound(forward, forward.inputs[i], f.inputs.back());
   }
   return f;
 }

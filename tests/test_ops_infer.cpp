@@ -367,6 +367,15 @@ TEST_CASE("comparisons, logic, Max/Min/Sum, Tile and reductions fold known integ
   CHECK(known(b.op("LessOrEqual", {ab, b.ints({3})})) == "[0,1,1]");
   CHECK(known(b.op("Less", {nshape, b.ints({2})})) == "unknown");  // N < 2 depends on N
   CHECK(known(b.op("Greater", {b.shape_of({Dim::N(2)}), b.shape_of({Dim::N()})})) == "[1]");
+  // Equal of N with a constant: never true for N >= 1 unless the constant is a positive multiple.
+  CHECK(known(b.op("Equal", {nshape, b.ints({-1, 3, 5})})) == "[0,1,0]");
+  CHECK(known(b.op("Equal", {b.shape_of({Dim::N(2)}), b.ints({3})})) == "[0]");
+  CHECK(known(b.op("Equal", {nshape, b.ints({3})})) == "unknown");  // N == 3 depends on N
+  CHECK(known(b.op("Equal", {b.shape_of({Dim::N(2)}), b.ints({4})})) == "unknown");
+  // PyTorch's export of x.expand(N, -1, -1) (a ViT's class token): Where(shape == -1, 1, shape).
+  ValueId want = b.shape_of({Dim::N(), Dim::of(-1), Dim::of(-1)});
+  ValueId minus = b.ints({-1, -1, -1});
+  CHECK(known(b.op("Where", {b.op("Equal", {want, minus}), b.ints({1, 1, 1}), want})) == "[N,1,1]");
   ValueId ge = b.op("GreaterOrEqual", {ab, b.ints({3})});
   CHECK(known(b.op("Not", {ge})) == "[0,1,0]");
   CHECK(known(b.op("And", {ge, b.op("Less", {ab, b.ints({4})})})) == "[0,0,1]");

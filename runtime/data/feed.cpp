@@ -278,6 +278,38 @@ void check_targets(const Dataset& data, bool train, const FeedSpec& spec, const 
   }
 }
 
+void check_indices(const Dataset& data, bool train, const FeedSpec& spec, const FeedPlan& plan) {
+  if (!plan.tensors) return;
+  const Source& set = train ? *data.train : *data.test;
+  ColumnValue v;
+  std::string why;
+  for (size_t j = 0; j < spec.inputs.size(); ++j) {
+    const ModelInput& in = spec.inputs[j];
+    const int64_t rows = in.index_rows;
+    if (rows <= 0) continue;
+    const int col = set.column(plan.inputs[j].column);
+    CB_CHECK(col >= 0);
+    const ColumnInfo c = set.columns()[static_cast<size_t>(col)];
+    if (!dtype_is_int(c.dtype)) continue;  // floats are refused for integer inputs by plan_feed
+    const int64_t per = c.elems();
+    const size_t es = dtype_size(c.dtype);
+    for (int64_t i = 0; i < set.size(); ++i) {
+      if (!set.read(i, static_cast<size_t>(col), {}, v, why))
+        fail("{}: array '{}' of example {} cannot be read ({})", set.origin(), c.name, i, why);
+      for (int64_t k = 0; k < per; ++k) {
+        const int64_t x = load_int(c.dtype, v.data + static_cast<size_t>(k) * es);
+        if (x >= -rows && x < rows) continue;
+        fail(
+            "{}: array '{}' of example {} (element {}) holds {}, but model input '{}' indexes the "
+            "{} rows of {} (ids in [0, {}); negative ones count from the end, as ONNX's Gather "
+            "does); the data's ids do not fit this model: encode them with the model's "
+            "vocabulary, or export the model with a table of as many rows as the data's ids need",
+            set.origin(), c.name, i, k, x, in.name, rows, in.index_node, rows);
+      }
+    }
+  }
+}
+
 MakeBatch make_batches(std::shared_ptr<const Source> source, const FeedPlan& plan, bool augment,
                        uint64_t seed, std::shared_ptr<SkipLog> skipped) {
   CB_CHECK(source && skipped);

@@ -16,7 +16,8 @@
 //    dtype_converts) and fed with the input's dims when it has the same number of elements per
 //    example ([N,784] takes [N,1,28,28]).
 // Class targets (i64) must lie in [0, classes) or be the ignore index; float targets must be
-// finite: both checked over the whole split before training (check_targets).
+// finite: both checked over the whole split before training (check_targets). Likewise the values
+// of an input that indexes a table (token ids: ModelInput::index_rows; check_indices).
 //
 // Batches (make_batches): every fed column of each example is read from the source and written
 // into the batch's tensor of its input (converted to the model's dtype), an image column through
@@ -83,6 +84,10 @@ bool batches_inline(const FeedPlan& plan, int64_t batch);
 // bad example. `what`: "training" or "test".
 void check_targets(const Dataset& data, bool train, const FeedSpec& spec, const FeedPlan& plan,
                    const std::string& what);
+
+// Checks the inputs of a split that index a table (ModelInput::index_rows: token ids into an
+// embedding) against its rows, naming the first bad example, the value, the node and what to do.
+void check_indices(const Dataset& data, bool train, const FeedSpec& spec, const FeedPlan& plan);
 
 // The batches of examples of `source` as `plan` says, with the training transform of an image
 // column when `augment` (drawn from seed, epoch and the example). Examples that cannot be read

@@ -85,6 +85,11 @@ struct ModelInput {
   std::string name;
   std::vector<int64_t> dims;
   DType dtype = DType::F32;
+  // An integer input that indexes the rows of a table (token ids into an embedding's Gather):
+  // every value must lie in [-index_rows, index_rows) (ONNX's Gather: negative ones count from
+  // the end); 0: no such bound. index_node names the node (its label) for messages.
+  int64_t index_rows = 0;
+  std::string index_node;
 };
 
 // Matches the data to the model's input and chooses the transforms. Throws cb::Error, before

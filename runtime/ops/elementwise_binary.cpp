@@ -60,7 +60,12 @@ void infer_equal(InferCtx& c) {
   if (auto k = known_elementwise(c, 2, [](const std::vector<Dim>& a) -> std::optional<Dim> {
         if (a[0] == a[1]) return Dim::of(1);
         if (a[0].batch == a[1].batch) return Dim::of(0);
-        return std::nullopt;  // N == 3 depends on N
+        // kN == c: false for every batch size N >= 1 unless c is a positive multiple of k
+        // (PyTorch's expand(N, -1, -1) asks whether N == -1); N == 3 depends on N.
+        const Dim& n = a[0].batch ? a[0] : a[1];
+        const int64_t c = a[0].batch ? a[1].value : a[0].value;
+        if (n.value != 0 && (c % n.value != 0 || c / n.value < 1)) return Dim::of(0);
+        return std::nullopt;
       }))
     c.set_known(0, *k);
 }
