@@ -437,6 +437,67 @@ LayoutStats assign_blocked_layouts(Graph& g, bool bf16_storage) {
   return stats;
 }
 
+namespace {
+// Whether Transpose node t swaps the last two dims of its input and keeps the others.
+bool swaps_last_two(const Graph& g, const Node& t) {
+  const size_t r = g.value(t.inputs.at(0)).shape.size();
+  if (r < 2) return false;
+  const DimList& perm = std::any_cast<const ops::TransposeParams&>(t.params).perm;
+  if (perm.empty()) return r == 2;  // reverse
+  if (perm.size() != r) return false;
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
+}
+}  // namespace
+
+int64_t fold_matmul_transposes(Graph& g) {
+  std::vector<int64_t> uses(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) ++uses[static_cast<size_t>(v)];
+  for (ValueId v : g.outputs) ++uses[static_cast<size_t>(v)];
+  int64_t folded = 0;
+  for (Node& n : g.nodes) {
+    if (!n.def || n.def->name != "MatMul" || n.inputs.size() != 2) continue;
+    if (g.value(n.inputs[0]).shape.size() < 2 || g.value(n.inputs[1]).shape.size() < 2) continue;
+    auto* mp = std::any_cast<ops::MatMulParams>(&n.params);
+    ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
+    for (size_t i = 0; i < 2; ++i) {
+      const ValueId in = n.inputs[i];
+      const NodeId pr = g.value(in).producer;
+      if (pr < 0 || (i == 0 ? p.trans_a : p.trans_b)) continue;
+      const Node& t = g.nodes[static_cast<size_t>(pr)];
+      if (!t.def || t.def->name != "Transpose" || !swaps_last_two(g, t)) continue;
+      const ValueId src = t.inputs[0];
+      if (g.value(src).blocked || g.value(src).bf16_storage) continue;
+      n.inputs[i] = src;
+      --uses[static_cast<size_t>(in)];
+      ++uses[static_cast<size_t>(src)];
+      (i == 0 ? p.trans_a : p.trans_b) = true;
+      ++folded;
+    }
+    n.params = p;
+  }
+  if (folded == 0) return 0;
+  // The Transposes nothing reads any more go; the values they made stay (unread, unproduced).
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (Node& n : g.nodes) {
+    const bool dead = n.def && n.def->name == "Transpose" && n.outputs.size() == 1 &&
+                      uses[static_cast<size_t>(n.outputs[0])] == 0;
+    if (dead)
+      g.value(n.outputs[0]).producer = -1;
+    else
+      kept.push_back(std::move(n));
+  }
+  g.nodes = std::move(kept);
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (ValueId o : g.nodes[k].outputs)
+      if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(k);
+  return folded;
+}
+
 const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "f32"; }
 
 int64_t set_compute_precision(Graph& g, Precision p) {
@@ -452,6 +513,8 @@ int64_t set_compute_precision(Graph& g, Precision p) {
       std::any_cast<ops::ConvParams&>(n.params).bf16 = bf16;
     else if (op == "Gemm")
       std::any_cast<ops::GemmParams&>(n.params).bf16 = bf16;
+    else if (auto* mp = std::any_cast<ops::MatMulParams>(&n.params))
+      mp->bf16 = bf16;
     else
       n.params = ops::MatMulParams{bf16};
     marked += bf16;

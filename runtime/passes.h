@@ -49,6 +49,13 @@ const char* precision_name(Precision p);
 // GemmParams::bf16, MatMulParams); returns how many nodes compute in bf16.
 int64_t set_compute_precision(Graph& g, Precision p);
 
+// MatMul reads an operand whose last two dims a Transpose swapped from the Transpose's input
+// instead (MatMulParams::trans_a / trans_b: the product reads it transposed, in place), for
+// operands of rank >= 2; Transposes nothing reads any more are removed. The backward graph's
+// dA = dY B^T and dB = A^T dY, and attention's Q K^T, then multiply without a copy. Runs on an
+// inferred graph; returns the number of operands folded.
+int64_t fold_matmul_transposes(Graph& g);
+
 // For the CPU with oneDNN (DeviceCaps::blocked_layouts): keeps f32 activations [N, C, H, W] (C a
 // multiple of 16) in oneDNN's blocked nChw16c layout (Value::blocked) along chains of the ops
 // whose kernels read and write it -- Conv and ConvGrad (X, Y, dY, dX: no reorder in or out),

@@ -16,11 +16,14 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "autodiff/autodiff.h"
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
 #include "importer/tensor_io.h"
 #include "runtime/data/feed.h"
 #include "runtime/data/tensor_set.h"
+#include "runtime/op_catalog.h"
+#include "runtime/passes.h"
 #include "sma/model.h"
 #include "tests/fixture_io.h"
 #include "tests/test_util.h"
@@ -147,6 +150,43 @@ TEST_CASE("golden transformers: a GPT LM's 100 AdamW steps equal PyTorch's") {
 
 TEST_CASE("golden transformers: a BERT classifier with its padding mask equals PyTorch") {
   check_golden("bert_classifier");
+}
+
+// The golden runs above train with fold_matmul_transposes applied (TrainModel runs it); here its
+// effect: the GPT's training graph keeps no Transpose whose only reader is a MatMul that could
+// read it in place, its backward products read their operands transposed, and the graph still
+// infers to the same shapes.
+TEST_CASE("transformers: MatMul reads swapped operands in place (fold_matmul_transposes)") {
+  const std::string model = CB_SOURCE_DIR "/models/gpt_small.onnx";
+  if (!test::need(model, "models/gpt_small.onnx, made by ./setup.sh (models/transformers.py)"))
+    return;
+  const ImportResult r = import_model(model);
+  TrainingGraph tg = build_training_graph(r.graph, {LossKind::SoftmaxCrossEntropy, ""});
+  auto count = [&](std::string_view op) {
+    int64_t c = 0;
+    for (const Node& n : tg.graph.nodes) c += n.def && n.def->name == op;
+    return c;
+  };
+  const int64_t transposes = count("Transpose"), matmuls = count("MatMul");
+  const int64_t folded = fold_matmul_transposes(tg.graph);
+  MESSAGE("GPT training graph: " << matmuls << " MatMul, " << transposes << " Transpose, " << folded
+                                 << " folded");
+  CHECK(folded >= 2 * 2 * 3);  // per block at least the attention's two products' dA and dB
+  CHECK(count("Transpose") < transposes);
+  CHECK(count("MatMul") == matmuls);
+  int64_t flagged = 0;
+  for (const Node& n : tg.graph.nodes)
+    if (n.def && n.def->name == "MatMul")
+      if (const auto* p = std::any_cast<ops::MatMulParams>(&n.params))
+        flagged += p->trans_a + p->trans_b;
+  CHECK(flagged == folded);
+  std::vector<Shape> before;
+  for (const Value& v : tg.graph.values) before.push_back(v.shape);
+  for (size_t k = 0; k < tg.graph.nodes.size(); ++k) infer_node(tg.graph, static_cast<NodeId>(k));
+  int64_t changed = 0;
+  for (size_t i = 0; i < tg.graph.values.size(); ++i)
+    changed += tg.graph.values[i].shape != before[i];
+  CHECK(changed == 0);
 }
 
 namespace {

@@ -640,3 +640,63 @@ TEST_CASE("gemm and matmul in bf16: bf16-rounded operands, f32 accumulation") {
     check(Y, rounded, exact);
   }
 }
+
+// MatMulParams::trans_a / trans_b (fold_matmul_transposes): operands stored [..., K, M] and
+// [..., N, K] multiply as their transposes, against a naive loop, batched, with a shared right
+// matrix and as one product (f64: exact sums; f32: oneDNN's sgemm).
+TEST_CASE("matmul: operands stored transposed") {
+  auto two = make_cpu_device(2);
+  struct Shape {
+    std::vector<int64_t> a, b;  // logical [.., M, K], [.., K, N]
+  };
+  const Shape shapes[] = {{{3, 5, 7}, {3, 7, 4}},
+                          {{2, 3, 5, 7}, {7, 4}},
+                          {{33, 17}, {17, 40}},
+                          {{4, 70, 9}, {4, 9, 66}}};
+  for (const Shape& s : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        CAPTURE(s.a.size());
+        CAPTURE(ta);
+        CAPTURE(tb);
+        const size_t ra = s.a.size(), rb = s.b.size();
+        const int64_t M = s.a[ra - 2], K = s.a[ra - 1], N = s.b[rb - 1];
+        const int64_t batch = numel(s.a) / (M * K), bbatch = numel(s.b) / (K * N);
+        auto A = random_vec<double>(numel(s.a), 21), B = random_vec<double>(numel(s.b), 22);
+        std::vector<int64_t> ad = s.a, bd = s.b;  // stored dims
+        if (ta) std::swap(ad[ra - 1], ad[ra - 2]);
+        if (tb) std::swap(bd[rb - 1], bd[rb - 2]);
+        std::vector<int64_t> yd(s.a.begin(), s.a.end() - 1);
+        yd.push_back(N);
+        for (const bool f64 : {true, false}) {
+          CAPTURE(f64);
+          std::any params = ops::MatMulParams{false, ta, tb};
+          std::vector<double> Y(size_t(batch * M * N), -99);
+          std::vector<float> Af(A.begin(), A.end()), Bf(B.begin(), B.end()), Yf(Y.size(), -99.0f);
+          KernelArgs k;
+          if (f64) {
+            k.in = {view(A, ad), view(B, bd)};
+            k.out = {view(Y, yd)};
+          } else {
+            k.in = {view(Af, ad), view(Bf, bd)};
+            k.out = {view(Yf, yd)};
+          }
+          launch(OpKind::MatMul, k, *two, &params);
+          int bad = 0;
+          for (int64_t b = 0; b < batch; ++b) {
+            const int64_t ob = bbatch == 1 ? 0 : b;
+            for (int64_t i = 0; i < M; ++i)
+              for (int64_t j = 0; j < N; ++j) {
+                double acc = 0;
+                for (int64_t q = 0; q < K; ++q)
+                  acc += A[size_t(b * M * K + (ta ? q * M + i : i * K + q))] *
+                         B[size_t(ob * K * N + (tb ? j * K + q : q * N + j))];
+                const double got =
+                    f64 ? Y[size_t((b * M + i) * N + j)] : Yf[size_t((b * M + i) * N + j)];
+                bad += std::abs(got - acc) > (f64 ? 1e-12 : 1e-4 * (1 + std::abs(acc)));
+              }
+          }
+          CHECK(bad == 0);
+        }
+      }
+}

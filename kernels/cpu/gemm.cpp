@@ -140,11 +140,16 @@ using Dims = std::array<int64_t, kMaxBatchDims>;
 template <typename T>
 void matmul_typed(const KernelArgs& a) {
   const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
-  const bool bf16 = a.params && a.params->has_value() && a.p<ops::MatMulParams>().bf16;
-  // Promote 1-D operands: [K] -> [1,K] on the left, [K] -> [K,1] on the right.
+  const ops::MatMulParams mp =
+      a.params && a.params->has_value() ? a.p<ops::MatMulParams>() : ops::MatMulParams{};
+  const bool bf16 = mp.bf16, ta = mp.trans_a, tb = mp.trans_b;
+  // Promote 1-D operands: [K] -> [1,K] on the left, [K] -> [K,1] on the right. Transposed
+  // operands (both of rank >= 2) are stored [..., K, M] and [..., N, K].
   const size_t ra = A.dims.size(), rb = B.dims.size();
-  const int64_t m = ra == 1 ? 1 : A.dims[ra - 2], k = A.dims[ra - 1];
-  const int64_t n = rb == 1 ? 1 : B.dims[rb - 1];
+  CB_CHECK(!(ta || tb) || (ra >= 2 && rb >= 2));
+  const int64_t m = ra == 1 ? 1 : A.dims[ra - (ta ? 1 : 2)], k = A.dims[ra - (ta ? 2 : 1)];
+  const int64_t n = rb == 1 ? 1 : B.dims[rb - (tb ? 2 : 1)];
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
   const size_t na = ra > 2 ? ra - 2 : 0, nb = rb > 2 ? rb - 2 : 0, nbatch = std::max(na, nb);
   CB_CHECK(nbatch <= kMaxBatchDims);
   // Output batch dims, and each operand's element stride per batch dim (0 where broadcast).
@@ -172,8 +177,8 @@ void matmul_typed(const KernelArgs& a) {
   }
   // One right-hand matrix for the whole batch: fold the batch into the rows,
   // [count*M, K] x [K, N] -> [count*M, N]. Also the plain single product.
-  if (b_count == 1 && a_count == count) {
-    gemm_rows<T>(current_pool(), bf16, false, false, count * m, n, k, T(1), pa, k, pb, n, T(0), py,
+  if (b_count == 1 && a_count == count && !ta) {
+    gemm_rows<T>(current_pool(), bf16, false, tb, count * m, n, k, T(1), pa, k, pb, ldb, T(0), py,
                  n);
     return;
   }
@@ -187,7 +192,7 @@ void matmul_typed(const KernelArgs& a) {
         oa += idx * sa[d];
         ob += idx * sb[d];
       }
-      gemm_one(bf16, false, false, m, n, k, T(1), pa + oa, k, pb + ob, n, T(0), py + i * m * n, n);
+      gemm_one(bf16, ta, tb, m, n, k, T(1), pa + oa, lda, pb + ob, ldb, T(0), py + i * m * n, n);
     }
   };
   if (current_pool() && m * n * k * count >= kSplitMacs)

@@ -92,14 +92,17 @@ struct BDim {
   int64_t size, sa, sb, sy;
 };
 
-inline MatMulPlan matmul_plan(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+// ta / tb: A stored [..., K, M], B [..., N, K] (MatMulParams; both of rank >= 2).
+inline MatMulPlan matmul_plan(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                              bool ta = false, bool tb = false) {
   MatMulPlan r;
   const size_t ra = a.size(), rb = b.size();
   if (ra == 0 || rb == 0) fail("MatMul: operands must have rank >= 1, got {} and {}", ra, rb);
-  r.m = ra == 1 ? 1 : a[ra - 2];
-  r.k = a[ra - 1];
-  r.n = rb == 1 ? 1 : b[rb - 1];
-  const int64_t kb = rb == 1 ? b[0] : b[rb - 2];
+  if ((ta || tb) && (ra < 2 || rb < 2)) fail("MatMul: transposed operands need rank >= 2");
+  r.m = ra == 1 ? 1 : a[ra - (ta ? 1 : 2)];
+  r.k = a[ra - (ta ? 2 : 1)];
+  r.n = rb == 1 ? 1 : b[rb - (tb ? 2 : 1)];
+  const int64_t kb = rb == 1 ? b[0] : b[rb - (tb ? 1 : 2)];
   if (kb != r.k) fail("MatMul: inner dims differ ({} vs {})", r.k, kb);
   const size_t na = ra > 2 ? ra - 2 : 0, nb = rb > 2 ? rb - 2 : 0, nbatch = std::max(na, nb);
   std::vector<BDim> dims;  // innermost first
@@ -134,12 +137,12 @@ inline MatMulPlan matmul_plan(const std::vector<int64_t>& a, const std::vector<i
     merged.erase(merged.begin());
   }
   LtProblem base;
-  if (inner.size > 1 && inner.sb == 0 && inner.sa == r.m * r.k) {
+  if (inner.size > 1 && inner.sb == 0 && inner.sa == r.m * r.k && !ta) {
     // One right-hand matrix for this batch: [size*M, K] x [K, N] -> [size*M, N].
-    base = row_major_product(false, false, inner.size * r.m, r.n, r.k, r.k, r.n);
+    base = row_major_product(false, tb, inner.size * r.m, r.n, r.k, r.k, tb ? r.k : r.n);
     inner = {1, 0, 0, r.m * r.n};
   } else {
-    base = row_major_product(false, false, r.m, r.n, r.k, r.k, r.n);
+    base = row_major_product(ta, tb, r.m, r.n, r.k, ta ? r.m : r.k, tb ? r.k : r.n);
   }
   // The outer dims (innermost first in `merged`) as a host loop.
   int64_t outer = 1;
@@ -220,7 +223,9 @@ size_t gemm_ws(const KernelArgs& a, const GpuCtx& c) {
 template <class Lib, class T>
 void matmul_run(const KernelArgs& a, const GpuCtx& c) {
   const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
-  const MatMulPlan plan = matmul_plan(A.dims, B.dims);
+  const ops::MatMulParams mp =
+      a.params && a.params->has_value() ? a.p<ops::MatMulParams>() : ops::MatMulParams{};
+  const MatMulPlan plan = matmul_plan(A.dims, B.dims, mp.trans_a, mp.trans_b);
   if (Y.numel() == 0) return;
   if (plan.k == 0) {
     fill_zero(c, Y.data, Y.bytes());
@@ -236,7 +241,9 @@ void matmul_run(const KernelArgs& a, const GpuCtx& c) {
 template <class Lib>
 size_t matmul_ws(const KernelArgs& a, const GpuCtx& c) {
   const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
-  const MatMulPlan plan = matmul_plan(A.dims, B.dims);
+  const ops::MatMulParams mp =
+      a.params && a.params->has_value() ? a.p<ops::MatMulParams>() : ops::MatMulParams{};
+  const MatMulPlan plan = matmul_plan(A.dims, B.dims, mp.trans_a, mp.trans_b);
   const size_t es = dtype_size(A.dtype);
   auto at = [&](const TensorView& v, int64_t off) -> const void* {
     return v.data ? static_cast<const char*>(v.data) + static_cast<size_t>(off) * es : nullptr;

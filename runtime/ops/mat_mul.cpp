@@ -9,6 +9,14 @@ namespace {
 void infer(InferCtx& c) {
   c.expect_same_dtype(0, 1);
   Shape a = c.shape(0), b = c.shape(1);
+  // Operands stored transposed (MatMulParams, set by fold_matmul_transposes): their logical shape.
+  const auto* mp = std::any_cast<MatMulParams>(&c.node().params);
+  if (mp && (mp->trans_a || mp->trans_b)) {
+    if (a.size() < 2 || b.size() < 2)
+      c.fail("transposed operands need rank >= 2, got {} and {}", to_string(a), to_string(b));
+    if (mp->trans_a) std::swap(a[a.size() - 1], a[a.size() - 2]);
+    if (mp->trans_b) std::swap(b[b.size() - 1], b[b.size() - 2]);
+  }
   if (a.empty() || b.empty())
     c.fail("operands must have rank >= 1, got {} and {}", to_string(a), to_string(b));
   bool a1 = a.size() == 1, b1 = b.size() == 1;

@@ -109,9 +109,13 @@ struct GemmParams {
   bool trans_a = false, trans_b = false;
   bool bf16 = false;  // mixed precision: as ConvParams::bf16 (A and B rounded, f32 accumulation)
 };
-// mat_mul.cpp: MatMul has no attributes; mixed precision marks it (an absent params: f32).
+// mat_mul.cpp: MatMul has no ONNX attributes (an absent params: all false). bf16: mixed
+// precision, as GemmParams::bf16. trans_a / trans_b (internal, fold_matmul_transposes): the
+// operand is stored with its last two dims swapped ([..., K, M] for A, [..., N, K] for B), both
+// operands of rank >= 2.
 struct MatMulParams {
   bool bf16 = false;
+  bool trans_a = false, trans_b = false;
 };
 
 // layer_normalization.cpp
