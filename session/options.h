@@ -52,7 +52,7 @@ struct SessionOptions {
     t.ema = kEmaDecayUntilSet;
     return t;
   }();
-  bool auto_learners = true;  // --learners auto: the auto-tuner (SGD only)
+  bool auto_learners = true;  // --learners auto: the auto-tuner
   RunOptions run = [] {       // run.schedule.lr is --lr
     RunOptions r;
     r.ema_epochs = kEmaEpochs;

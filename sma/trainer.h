@@ -24,7 +24,9 @@
 //
 // and every replica is reset to z when a step schedule drops the rate. The velocity takes
 // PyTorch's form (no gamma inside v, first step v = g), exactly torch.optim.SGD's. With AdamW the
-// learner's step is torch.optim.AdamW's and the pull is the same.
+// learner's step is torch.optim.AdamW's (its own moments and step count; the reset to z zeroes
+// them) and the pull is the same; gamma = lr x sqrt(K) under every rule (docs/sma.md: "SMA with
+// AdamW"). With --clip-grad-norm each learner's g_j is first scaled to that norm where above it.
 //
 // The paper's z moves by K alpha (mean - z), stable only for K alpha < 2 (1 + mu_z), so its pull
 // on each learner weakens as 1/K. The other central rules of the same family (--sma-rule) keep

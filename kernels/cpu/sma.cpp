@@ -1,7 +1,8 @@
 // SMA's fused kernels over [R][P] flat buffers (contracts in runtime/ops/optimizer.cpp; element
 // math in kernels/common/optimizer_math.h, shared with every backend):
 //   SmaStep         every learner's optimizer step and SMA correction, and the intra-device sum
-//                   of the corrections, in one pass
+//                   of the corrections, in one pass (with --clip-grad-norm, after a pass that
+//                   sums each learner's squared gradients: its step reads them scaled)
 //   SmaCentralStep  the central model's update from the (all-reduced) sum
 //   SmaRowSum       a scaled sum of rows (the learners' BN statistics averaged)
 //   SmaRowEma       the weight average (--ema) of such a sum
