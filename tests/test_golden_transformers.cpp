@@ -32,19 +32,9 @@
 
 using namespace cb;
 namespace fs = std::filesystem;
+using test::rel_err;
 
 namespace {
-
-// max |got - want| / max |want|: the error relative to the tensor's scale.
-double rel_err(const Tensor& got, const Tensor& want) {
-  REQUIRE(got.numel() == want.numel());
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    diff = std::max(diff, std::abs(got.real_at(i) - want.real_at(i)));
-    scale = std::max(scale, std::abs(want.real_at(i)));
-  }
-  return diff / std::max(scale, 1e-30);
-}
 
 struct Golden {
   std::string model;  // models/<name>.onnx
