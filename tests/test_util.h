@@ -21,6 +21,16 @@
 
 namespace cb::test {
 
+// Whether this build runs under AddressSanitizer or ThreadSanitizer (.ci/sanitizers). Suites that
+// train to an accuracy bar run a short version there: the sanitizer checks the code paths, the
+// Release build checks the accuracy, and a sanitizer's 3-5x slowdown on minutes of training is
+// what would push CI past its time.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // The what() of the cb::Error `f` throws, or "(no error)".
 inline std::string error_of(const std::function<void()>& f) {
   try {
