@@ -10,8 +10,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "importer/why_unparsable.h"
 #include "importer/tensor_proto.h"
+#include "importer/why_unparsable.h"
 #include "runtime/error.h"
 #include "runtime/op_catalog.h"
 #include "runtime/passes.h"
@@ -72,6 +72,7 @@ class Importer {
       auto st = fold_and_prune(res_.graph);
       res_.nodes_folded = st.folded;
       res_.nodes_dead = st.dead;
+      if (fuse_gelu(res_.graph) > 0) fold_and_prune(res_.graph);  // the replaced nodes go
     }
     classify_initializers(res_.graph);
     return std::move(res_);

@@ -44,6 +44,7 @@ namespace cb {
   X(Floor)                   \
   X(GRU)                     \
   X(Gather)                  \
+  X(Gelu)                    \
   X(Gemm)                    \
   X(GlobalAveragePool)       \
   X(Greater)                 \
@@ -114,6 +115,7 @@ namespace cb {
   X(ConvGrad)                    \
   X(DropoutGrad)                 \
   X(GatherGrad)                  \
+  X(GeluGrad)                    \
   X(HardSigmoidGrad)             \
   X(HardSwishGrad)               \
   X(LayerNormalizationGrad)      \

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -496,6 +497,120 @@ int64_t fold_matmul_transposes(Graph& g) {
     for (ValueId o : g.nodes[k].outputs)
       if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(k);
   return folded;
+}
+
+namespace {
+
+// The node producing `v` when it is op `op` and `v` has exactly one reader; else nullptr.
+Node* sole_producer(Graph& g, const std::vector<int64_t>& uses, ValueId v, std::string_view op) {
+  if (v == kNoValue || uses[static_cast<size_t>(v)] != 1) return nullptr;
+  const NodeId p = g.value(v).producer;
+  if (p < 0) return nullptr;
+  Node& n = g.nodes[static_cast<size_t>(p)];
+  return n.def && n.def->name == op ? &n : nullptr;
+}
+
+// Whether `v` is a constant scalar (one element, float) within 1e-6 relative of `want`.
+bool is_scalar(const Graph& g, ValueId v, double want) {
+  const Value& c = g.value(v);
+  if (!c.data || c.data->numel() != 1) return false;
+  double x;
+  if (c.dtype == DType::F32)
+    x = c.data->data<float>()[0];
+  else if (c.dtype == DType::F64)
+    x = c.data->data<double>()[0];
+  else
+    return false;
+  return std::abs(x - want) <= 1e-6 * std::abs(want);
+}
+
+// The operand of binary node `n` that is not the constant `want`, or kNoValue.
+ValueId other_than_scalar(const Graph& g, const Node& n, double want) {
+  if (n.inputs.size() != 2) return kNoValue;
+  if (is_scalar(g, n.inputs[1], want)) return n.inputs[0];
+  if (is_scalar(g, n.inputs[0], want)) return n.inputs[1];
+  return kNoValue;
+}
+
+}  // namespace
+
+int64_t fuse_gelu(Graph& g) {
+  std::vector<int64_t> uses(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) ++uses[static_cast<size_t>(v)];
+  for (ValueId v : g.outputs) uses[static_cast<size_t>(v)] += 2;  // never one reader
+  int64_t made = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    Node& out = g.nodes[k];
+    if (!out.def || out.def->name != "Mul" || out.inputs.size() != 2 || out.outputs.size() != 1)
+      continue;
+    // out = Mul(m, 0.5) with m = Mul(x, a), or out = Mul(h, a) with h = Mul(x, 0.5); a = Add(e, 1),
+    // e = Erf(d), d = Div(x, sqrt 2) or Mul(x, 1/sqrt 2).
+    ValueId x = kNoValue;
+    std::vector<Node*> dropped;  // add, erf, div, then the other Mul
+    auto erf_input_is = [&](ValueId av, ValueId want_x) -> bool {
+      Node* add = sole_producer(g, uses, av, "Add");
+      if (!add) return false;
+      const ValueId ev = other_than_scalar(g, *add, 1.0);
+      Node* erf = sole_producer(g, uses, ev, "Erf");
+      if (!erf) return false;
+      const ValueId dv = erf->inputs[0];
+      Node* d = sole_producer(g, uses, dv, "Div");
+      ValueId src = kNoValue;
+      if (d && d->inputs.size() == 2 && is_scalar(g, d->inputs[1], std::sqrt(2.0)))
+        src = d->inputs[0];
+      if (!d) {
+        d = sole_producer(g, uses, dv, "Mul");
+        if (d) src = other_than_scalar(g, *d, std::sqrt(0.5));
+      }
+      if (src == kNoValue || (want_x != kNoValue && src != want_x)) return false;
+      x = src;
+      dropped.insert(dropped.end(), {add, erf, d});
+      return true;
+    };
+    if (const ValueId mv = other_than_scalar(g, out, 0.5); mv != kNoValue) {
+      // (x * a) * 0.5
+      if (Node* m = sole_producer(g, uses, mv, "Mul"); m && m->inputs.size() == 2) {
+        for (int i = 0; i < 2 && x == kNoValue; ++i) {
+          dropped.clear();
+          if (erf_input_is(m->inputs[static_cast<size_t>(1 - i)],
+                           m->inputs[static_cast<size_t>(i)]))
+            dropped.push_back(m);
+        }
+      }
+    }
+    if (x == kNoValue) {
+      // (x * 0.5) * a
+      for (int i = 0; i < 2 && x == kNoValue; ++i) {
+        Node* h = sole_producer(g, uses, out.inputs[static_cast<size_t>(i)], "Mul");
+        if (!h) continue;
+        const ValueId hx = other_than_scalar(g, *h, 0.5);
+        if (hx == kNoValue) continue;
+        dropped.clear();
+        if (erf_input_is(out.inputs[static_cast<size_t>(1 - i)], hx)) dropped.push_back(h);
+      }
+    }
+    if (x == kNoValue) continue;
+    const Value& xv = g.value(x);
+    const Value& yv = g.value(out.outputs[0]);
+    if (!dtype_is_float(xv.dtype) || xv.dtype != yv.dtype || xv.shape != yv.shape) continue;
+    // Named after the scope of the Erf node (dropped[1]): "/blocks.0/mlp/mlp.1/Erf" -> ".../Gelu".
+    const std::string& en = dropped[1]->name;
+    const size_t slash = en.rfind('/');
+    out.name = slash == std::string::npos ? en + "_gelu" : en.substr(0, slash + 1) + "Gelu";
+    out.op_type = "Gelu";
+    out.def = &ops::kGelu;
+    out.inputs = {x};
+    out.attrs.clear();
+    out.params = ops::GeluParams{};
+    // The dropped nodes' outputs lose their reader; fold_and_prune removes them as dead.
+    for (Node* n : dropped)
+      for (ValueId v : n->outputs)
+        if (v != kNoValue) uses[static_cast<size_t>(v)] = 0;
+    ++made;
+  }
+  return made;
 }
 
 const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "f32"; }

@@ -24,6 +24,14 @@ int64_t lower_composites(Graph& g);
 // reach a graph output, and drops values nothing refers to anymore. Keeps topological order.
 FoldStats fold_and_prune(Graph& g);
 
+// Replaces GELU spelled out as elementwise nodes (what exporters before opset 20 write: PyTorch's
+// nn.GELU as Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5; tf2onnx's 0.5 x first, or
+// Mul(x, 1/sqrt 2)) by one Gelu node (runtime/ops/gelu.cpp) named after the pattern's scope
+// ("/blocks.0/mlp/mlp.1/Gelu"), where every intermediate value has that one reader and is no graph
+// output. The dropped nodes stay in the graph without a reader: fold_and_prune removes them.
+// Runs on an inferred graph whose constants are folded; returns the number of Gelu nodes made.
+int64_t fuse_gelu(Graph& g);
+
 // Initializers become Parameter (float, used in a differentiable slot), State (BatchNorm running
 // statistics) or Constant (everything else), from the op catalog's input traits.
 void classify_initializers(Graph& g);

@@ -157,6 +157,8 @@ TEST_CASE("transformers: MatMul reads swapped operands in place (fold_matmul_tra
     for (const Node& n : tg.graph.nodes) c += n.def && n.def->name == op;
     return c;
   };
+  CHECK(count("Gelu") == 2);  // fuse_gelu, in the importer: one per block's MLP
+  CHECK(count("Erf") == 0);
   const int64_t transposes = count("Transpose"), matmuls = count("MatMul");
   const int64_t folded = fold_matmul_transposes(tg.graph);
   MESSAGE("GPT training graph: " << matmuls << " MatMul, " << transposes << " Transpose, " << folded

@@ -60,6 +60,8 @@ TEST_CASE("gradcheck: unary ops") {
                    {{"alpha", 0.25f}, {"beta", 0.4f}}});
   check_gradients({"HardSigmoid", {diff(f64({5}, {-3.5, -1.2, 0.4, 2.4, 2.6}))}});
   check_gradients({"HardSwish", {diff(f64({7}, {-4.5, -3.2, -2.1, -0.4, 0.9, 2.8, 3.3}))}});
+  check_gradients({"Gelu", {diff(r({3, 4}, 26, -4, 4))}});
+  check_gradients({"Gelu", {diff(r({3, 4}, 27, -4, 4))}, {{"approximate", std::string("tanh")}}});
 }
 
 TEST_CASE("gradcheck: variadic Max, Min, Mean, Sum") {

@@ -311,3 +311,85 @@ TEST_CASE("If with a run-time condition and branches of different shapes is refu
   CHECK(test::contains(e, "the then branch gives f32 [3]"));
   CHECK(test::contains(e, "the else branch f32 [2]"));
 }
+
+namespace {
+
+// y = GELU(x * w) spelled out as exporters before opset 20 write it, loss = ReduceSum(y):
+// variant 0 PyTorch's nn.GELU (Div by sqrt 2, Erf, Add 1, Mul z, Mul 0.5), 1 tf2onnx's (Mul by
+// 1/sqrt 2, Add(1, erf), 0.5 z first), 2 PyTorch's with the Erf's output also a graph output
+// (then nothing may be fused: that value must be computed).
+std::string gelu_model(int variant) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto& g = *m.mutable_graph();
+  g.set_name("gelu_test");
+  add_tensor_input(g, "x", onnx::TensorProto::FLOAT, {2, 5});
+  add_float_init(g, "w", {0.5f, -1.0f, 2.0f, 1.5f, -0.25f});
+  auto constant = [&](const std::string& name, float v) {
+    auto* a = add_node(g, "Constant", {}, {name})->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_float_data(v);
+  };
+  constant("one", 1.0f);
+  constant("half", 0.5f);
+  add_node(g, "Mul", {"x", "w"}, {"z"});
+  if (variant == 1) {
+    constant("inv_sqrt2", 0.70710677f);
+    add_node(g, "Mul", {"z", "inv_sqrt2"}, {"d"});
+    add_node(g, "Erf", {"d"}, {"e"});
+    add_node(g, "Add", {"one", "e"}, {"a"});
+    add_node(g, "Mul", {"half", "z"}, {"h"});
+    add_node(g, "Mul", {"h", "a"}, {"y"});
+  } else {
+    constant("sqrt2", 1.4142135f);
+    add_node(g, "Div", {"z", "sqrt2"}, {"d"});
+    add_node(g, "Erf", {"d"}, {"e"});
+    add_node(g, "Add", {"e", "one"}, {"a"});
+    add_node(g, "Mul", {"z", "a"}, {"m"});
+    add_node(g, "Mul", {"m", "half"}, {"y"});
+  }
+  auto* r = add_node(g, "ReduceSum", {"y"}, {"loss"})->add_attribute();
+  r->set_name("keepdims");
+  r->set_type(onnx::AttributeProto::INT);
+  r->set_i(0);
+  g.add_output()->set_name("loss");
+  g.add_output()->set_name("y");
+  if (variant == 2) g.add_output()->set_name("e");
+  return m.SerializeAsString();
+}
+
+}  // namespace
+
+// fuse_gelu (runtime/passes.h), run by the importer: the five nodes become one Gelu whose output,
+// loss and d loss / d w equal the unfused graph's (the importer without folding keeps the file's
+// nodes) and PyTorch's formula x Phi(x) in f64.
+TEST_CASE("GELU spelled as Div, Erf, Add, Mul, Mul imports as one Gelu with the same values") {
+  auto dev = make_cpu_device(1);
+  const Tensor x = f32({2, 5}, {-3.1f, -1.2f, -0.4f, 0.0f, 0.3f, 0.9f, 1.7f, 2.5f, -2.2f, 4.0f});
+  const std::vector<float> w = {0.5f, -1.0f, 2.0f, 1.5f, -0.25f};
+  for (int variant : {0, 1, 2}) {
+    CAPTURE(variant);
+    const std::string bytes = gelu_model(variant);
+    ImportResult fused = import_model_bytes(bytes, "gelu.onnx", "");
+    ImportOptions raw_opts;
+    raw_opts.fold = false;
+    ImportResult raw = import_model_bytes(bytes, "gelu.onnx", "", raw_opts);
+    CHECK(count_op(raw.graph, "Erf") == 1);
+    CHECK(count_op(fused.graph, "Gelu") == (variant == 2 ? 0 : 1));
+    CHECK(count_op(fused.graph, "Erf") == (variant == 2 ? 1 : 0));
+    for (const Node& n : fused.graph.nodes)  // named after the Erf (no '/' scope here)
+      if (n.op_type == "Gelu") CHECK(n.name == "e_node_gelu");
+    const Run a = train_step(fused.graph, {{"x", x}}, *dev);
+    const Run b = train_step(raw.graph, {{"x", x}}, *dev);
+    CHECK(max_err(a.outputs.at(1), b.outputs.at(1)) <= 1e-6);
+    CHECK(max_err(a.grad_w, b.grad_w) <= 1e-5);
+    for (int64_t i = 0; i < 10; ++i) {
+      const double z = double(x.data<float>()[i]) * w[static_cast<size_t>(i % 5)];
+      CHECK(a.outputs.at(1).real_at(i) ==
+            doctest::Approx(z * 0.5 * (1 + std::erf(z / std::sqrt(2.0)))).epsilon(1e-6));
+    }
+  }
+}

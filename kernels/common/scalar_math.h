@@ -159,6 +159,23 @@ struct HardSwishOp {
     return v < T(0) ? T(0) : (v > T(1) ? x : T(x * v));
   }
 };
+// Gelu (runtime/ops/gelu.cpp): x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2; with `tanh`
+// PyTorch's approximate="tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+inline constexpr double kGeluTanhK = 0.7978845608028654;  // sqrt(2/pi)
+inline constexpr double kGeluTanhC = 0.044715;
+inline constexpr double kInvSqrt2 = 0.7071067811865476;
+inline constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1/sqrt(2 pi): phi(0)
+struct GeluOp {
+  bool tanh = false;
+  template <class T>
+  CB_HOST_DEVICE T operator()(T x) const {
+    if (tanh) {
+      T u = T(kGeluTanhK) * (x + T(kGeluTanhC) * x * x * x);
+      return T(0.5) * x * (T(1) + m_tanh(u));
+    }
+    return T(0.5) * x * (T(1) + m_erf(x * T(kInvSqrt2)));
+  }
+};
 // Logical not of a bool.
 struct NotOp {
   CB_HOST_DEVICE bool operator()(bool x) const { return !x; }
@@ -308,6 +325,22 @@ struct HardSigmoidGradOp {  // saved: X; alpha dy strictly inside the linear par
   CB_HOST_DEVICE T operator()(T dy, T x) const {
     T v = T(alpha) * x + T(beta);
     return v > T(0) && v < T(1) ? T(T(alpha) * dy) : T(0);
+  }
+};
+// d Gelu / dx: Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi); the tanh form's
+// 1/2 (1 + t) + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2), t = tanh(u). Saved: X.
+struct GeluGradOp {
+  bool tanh = false;
+  template <class T>
+  CB_HOST_DEVICE T operator()(T dy, T x) const {
+    if (tanh) {
+      T x2 = x * x;
+      T t = m_tanh(T(kGeluTanhK) * (x + T(kGeluTanhC) * x2 * x));
+      T du = T(kGeluTanhK) * (T(1) + T(3 * kGeluTanhC) * x2);
+      return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+    }
+    T cdf = T(0.5) * (T(1) + m_erf(x * T(kInvSqrt2)));
+    return dy * (cdf + x * T(kInvSqrt2Pi) * m_exp(T(-0.5) * x * x));
   }
 };
 struct HardSwishGradOp {  // saved: X; PyTorch's hardswish_backward: 0 below -3, 1 above 3

@@ -185,6 +185,7 @@ CB_EW_UNARY(HardSigmoid, CB_GPU_DISPATCH_FLOAT,
             (math::HardSigmoidOp{a.p<ops::HardSigmoidParams>().alpha,
                                  a.p<ops::HardSigmoidParams>().beta}))
 CB_EW_UNARY(HardSwish, CB_GPU_DISPATCH_FLOAT, math::HardSwishOp{})
+CB_EW_UNARY(Gelu, CB_GPU_DISPATCH_FLOAT, math::GeluOp{a.p<ops::GeluParams>().tanh})
 
 CB_EW_BINARY(Add, CB_GPU_DISPATCH_NUMERIC, binary_same, math::AddOp{})
 CB_EW_BINARY(Sub, CB_GPU_DISPATCH_NUMERIC, binary_same, math::SubOp{})
@@ -203,6 +204,8 @@ CB_EW_BINARY(HardSigmoidGrad, CB_GPU_DISPATCH_FLOAT, binary_same,
              (math::HardSigmoidGradOp{a.p<ops::HardSigmoidParams>().alpha,
                                       a.p<ops::HardSigmoidParams>().beta}))
 CB_EW_BINARY(HardSwishGrad, CB_GPU_DISPATCH_FLOAT, binary_same, math::HardSwishGradOp{})
+CB_EW_BINARY(GeluGrad, CB_GPU_DISPATCH_FLOAT, binary_same,
+             math::GeluGradOp{a.p<ops::GeluParams>().tanh})
 
 #undef CB_EW_UNARY
 #undef CB_EW_BINARY
@@ -502,6 +505,7 @@ constexpr GpuKernel kKernels[] = {
     {OpKind::GreaterOrEqual, &GreaterOrEqual, kNumeric},
     {OpKind::HardSigmoid, &HardSigmoid, kFloat},
     {OpKind::HardSwish, &HardSwish, kFloat},
+    {OpKind::Gelu, &Gelu, kFloat},
     {OpKind::LeakyRelu, &LeakyRelu, kFloat},
     {OpKind::Less, &Less, kNumeric},
     {OpKind::LessOrEqual, &LessOrEqual, kNumeric},
@@ -526,6 +530,7 @@ constexpr GpuKernel kKernels[] = {
     {OpKind::ClipGrad, &ClipGrad, kFloat},
     {OpKind::HardSigmoidGrad, &HardSigmoidGrad, kFloat},
     {OpKind::HardSwishGrad, &HardSwishGrad, kFloat},
+    {OpKind::GeluGrad, &GeluGrad, kFloat},
     {OpKind::LeakyReluGrad, &LeakyReluGrad, kFloat},
     {OpKind::ReluGrad, &ReluGrad, kFloat},
 };

@@ -98,6 +98,11 @@ struct HardSigmoidParams {
   float alpha = 0.2f, beta = 0.5f;
 };
 
+// gelu.cpp: y = x Phi(x) (approximate "none", erf) or PyTorch's tanh form (approximate "tanh")
+struct GeluParams {
+  bool tanh = false;
+};
+
 // gather.cpp
 struct GatherParams {
   int64_t axis = 0;

@@ -37,6 +37,9 @@ inline std::vector<Case> unary(OpKind op, DType) {
     case OpKind::HardSwish:
       f = uniform(-5, 5);  // both kinks and the linear part
       break;
+    case OpKind::Gelu:
+      f = uniform(-6, 6);  // both tails (erf saturates near |x| = 4)
+      break;
     default:
       break;  // Abs, Neg, Relu, LeakyRelu: the dtype's default range
   }
@@ -49,6 +52,10 @@ inline std::vector<Case> unary(OpKind op, DType) {
   if (op == OpKind::LeakyRelu) cs.push_back({.name = "default alpha", .in = {x({2, 9})}});
   if (op == OpKind::HardSigmoid)
     cs.push_back({.name = "default alpha, beta", .in = {x({2, 9}, uniform(-5, 5))}});
+  if (op == OpKind::Gelu)
+    for (std::vector<int64_t> d : {std::vector<int64_t>{7}, {3, 4099}})
+      cs.push_back(
+          {.name = "tanh", .in = {x(d, f)}, .attrs = {{"approximate", std::string("tanh")}}});
   return cs;
 }
 
@@ -239,6 +246,17 @@ inline std::vector<Case> hard_sigmoid_grad(OpKind op, DType) {
   cs.push_back({.name = "on the kinks",
                 .in = {fwd_out(0), x({6}, list({-3, 3, -2, 2, 0, -4}))},
                 .fwd = Fwd{sig ? "HardSigmoid" : "HardSwish", {x({6})}, attrs}});
+  return cs;
+}
+
+// GeluGrad(dY, X), erf and tanh forms: X over both tails and 0.
+inline std::vector<Case> gelu_grad(OpKind, DType) {
+  std::vector<Case> cs;
+  for (const char* form : {"none", "tanh"})
+    for (std::vector<int64_t> d : {std::vector<int64_t>{13, 7}, {0}, {3, 4099}})
+      cs.push_back({.name = std::string("grad, ") + form,
+                    .in = {fwd_out(0), x(d, uniform(-6, 6))},
+                    .fwd = Fwd{"Gelu", {x(d)}, {{"approximate", std::string(form)}}}});
   return cs;
 }
 

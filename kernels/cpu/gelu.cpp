@@ -1,0 +1,98 @@
+// Gelu and GeluGrad(dY, X) -> dX on the CPU. f32 runs through a loop that GCC vectorises with
+// glibc's vector math (libmvec's erff, expf, tanhf: within a few ulp of the scalar functions)
+// in each target_clones variant; f64, f16 and bf16 run kernels/common/scalar_math.h's functors
+// through the elementwise driver. The file is compiled with -fno-math-errno (CMakeLists.txt):
+// without it GCC keeps expf scalar, as it may set errno.
+#include "kernels/common/scalar_math.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/elementwise_driver.h"
+#include "kernels/cpu/kernel_util.h"
+#include "runtime/ops/params.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+// glibc declares these vector variants only under -ffast-math (bits/math-vector.h); the
+// declarations below add them for this file alone, with IEEE semantics kept everywhere else.
+extern "C" float erff(float) noexcept __attribute__((simd("notinbranch")));
+extern "C" float expf(float) noexcept __attribute__((simd("notinbranch")));
+extern "C" float tanhf(float) noexcept __attribute__((simd("notinbranch")));
+#endif
+
+namespace cb::cpu {
+
+namespace {
+
+using math::kGeluTanhC;
+using math::kGeluTanhK;
+using math::kInvSqrt2;
+using math::kInvSqrt2Pi;
+
+CB_CPU_CLONES void gelu_f32(const float* x, float* y, int64_t n, bool approx_tanh) {
+  if (approx_tanh) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i];
+      const float u = float(kGeluTanhK) * (v + float(kGeluTanhC) * v * v * v);
+      y[i] = 0.5f * v * (1.0f + tanhf(u));
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + erff(v * float(kInvSqrt2)));
+  }
+}
+
+CB_CPU_CLONES void gelu_grad_f32(const float* dy, const float* x, float* dx, int64_t n,
+                                 bool approx_tanh) {
+  if (approx_tanh) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i], v2 = v * v;
+      const float t = tanhf(float(kGeluTanhK) * (v + float(kGeluTanhC) * v2 * v));
+      const float du = float(kGeluTanhK) * (1.0f + float(3 * kGeluTanhC) * v2);
+      dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float cdf = 0.5f * (1.0f + erff(v * float(kInvSqrt2)));
+    dx[i] = dy[i] * (cdf + v * float(kInvSqrt2Pi) * expf(-0.5f * v * v));
+  }
+}
+
+// About 20 element operations per element (erf or tanh, exp): chunks of a fifth of kGrain.
+constexpr int64_t kGeluCost = 20;
+
+}  // namespace
+
+// [d...] -> [d...]
+void Gelu(const KernelArgs& a) {
+  const bool t = a.p<ops::GeluParams>().tanh;
+  if (a.in[0].dtype == DType::F32) {
+    const float* x = a.in[0].ptr<const float>();
+    float* y = a.out[0].ptr<float>();
+    parallel(a.out[0].numel(), kGeluCost,
+             [&](int64_t b, int64_t e) { gelu_f32(x + b, y + b, e - b, t); });
+    return;
+  }
+  dispatch_float(a.in[0].dtype, [&]<class T>(Tag<T>) {
+    ew::apply<T, T>(a, math::GeluOp{t}, a.out[0], {&a.in[0]});
+  });
+}
+
+// (dY [d...], X [d...]) -> dX [d...]
+void GeluGrad(const KernelArgs& a) {
+  const bool t = a.p<ops::GeluParams>().tanh;
+  if (a.in[0].dtype == DType::F32) {
+    const float* dy = a.in[0].ptr<const float>();
+    const float* x = a.in[1].ptr<const float>();
+    float* dx = a.out[0].ptr<float>();
+    parallel(a.out[0].numel(), kGeluCost,
+             [&](int64_t b, int64_t e) { gelu_grad_f32(dy + b, x + b, dx + b, e - b, t); });
+    return;
+  }
+  dispatch_float(a.in[0].dtype, [&]<class T>(Tag<T>) {
+    ew::apply<T, T, T>(a, math::GeluGradOp{t}, a.out[0], {&a.in[0], &a.in[1]});
+  });
+}
+
+}  // namespace cb::cpu
