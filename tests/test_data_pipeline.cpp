@@ -452,7 +452,7 @@ TEST_CASE("cb-train: LeNet-5 from the Fashion-MNIST image folder reaches the IDX
                             CB_BINARY_DIR, CB_SOURCE_DIR, (d / "fm").string()),
                 b) == 0);
     CHECK(contains(b, "image folder (train/ and val/ class folders), 6000 training, 1000 test"));
-    CHECK(accuracy_of(b) > 0.1);  // above chance after 150 steps (about 0.7 in Release)
+    CHECK(accuracy_of(b) > 0.2);  // above chance (0.1): 0.51 after 150 steps on the IDX files
     return;
   }
   write_fashion_folder(d / "fm", 60000, 10000, true);  // all 70,000 as PNG, lossless
