@@ -1,21 +1,13 @@
 // Gelu and GeluGrad(dY, X) -> dX on the CPU. f32 runs through a loop that GCC vectorises with
 // glibc's vector math (libmvec's erff, expf, tanhf: within a few ulp of the scalar functions)
-// in each target_clones variant; f64, f16 and bf16 run kernels/common/scalar_math.h's functors
-// through the elementwise driver. The file is compiled with -fno-math-errno (CMakeLists.txt):
-// without it GCC keeps expf scalar, as it may set errno.
+// in each target_clones variant (vector_math.h); f64, f16 and bf16 run
+// kernels/common/scalar_math.h's functors through the elementwise driver.
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_driver.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/ops/params.h"
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-// glibc declares these vector variants only under -ffast-math (bits/math-vector.h); the
-// declarations below add them for this file alone, with IEEE semantics kept everywhere else.
-extern "C" float erff(float) noexcept __attribute__((simd("notinbranch")));
-extern "C" float expf(float) noexcept __attribute__((simd("notinbranch")));
-extern "C" float tanhf(float) noexcept __attribute__((simd("notinbranch")));
-#endif
 
 namespace cb::cpu {
 

@@ -171,6 +171,9 @@ void reduce_range(const Runs& s, const T* x, T* y, int64_t begin, int64_t end) {
   }
 }
 
+// Columns per task when the rows of a [rows, cols] input are reduced.
+constexpr int64_t kColumnChunk = 64;
+
 // out = the reduction K of in over the dims flagged in red.
 template <Kind K>
 void reduce(const KernelArgs& a, const bool* red) {
@@ -191,6 +194,16 @@ void reduce(const KernelArgs& a, const bool* red) {
           int64_t slice = total / s.dims[0];
           parallel(s.dims[0], slice,
                    [&](int64_t b, int64_t e) { reduce_range<R>(s, x, y, b * slice, e * slice); });
+        } else if (s.n == 2 && !s.reduced[1] && s.dims[1] >= 2 * kColumnChunk) {
+          // [rows, cols] -> [cols] (a bias's gradient): the columns split over the pool, each
+          // still folded in row order, so the sums are the same bits for any thread count.
+          const int64_t rows = s.dims[0], cols = s.dims[1];
+          parallel((cols + kColumnChunk - 1) / kColumnChunk, rows * kColumnChunk,
+                   [&](int64_t b, int64_t e) {
+                     const int64_t c0 = b * kColumnChunk, c1 = std::min(cols, e * kColumnChunk);
+                     for (int64_t r = 0; r < rows; ++r)
+                       R::fold_row(y + c0, x + r * cols + c0, c1 - c0);
+                   });
         } else {
           reduce_range<R>(s, x, y, 0, total);
         }

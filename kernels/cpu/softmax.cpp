@@ -2,16 +2,19 @@
 // input is viewed as [outer, n, inner] and normalised along n:
 //  - opset >= 13: n = dims[axis], outer = dims before it, inner = dims after it;
 //  - opset < 13 (coerce_2d): n = product of dims[axis:], inner = 1 (rows of the 2-D view).
-// Max-subtracted for stability; sums accumulate in double. Inner == 1 is a contiguous row; inner
-// > 1 goes in tiles of kTile columns with max and sum on the stack, read row by row.
+// Max-subtracted for stability; sums accumulate in double. Inner == 1 is a contiguous row (f32:
+// vectorised, libmvec's expf); inner > 1 goes in tiles of kTile columns with max and sum on the
+// stack, read row by row.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/common/geometry.h"
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/vector_math.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {
@@ -69,6 +72,56 @@ void row(const T* x, T* y, int64_t n) {
   }
 }
 
+// f32 rows (attention scores, logits): the same arithmetic in loops GCC vectorises, exp from
+// libmvec (vector_math.h), the max and the double sum kept in 16 and 8 lanes.
+constexpr int kLanes = 16;
+
+CB_CPU_CLONES void row_f32(const float* x, float* y, int64_t n, bool log) {
+  float m[kLanes];
+  std::fill(m, m + kLanes, -std::numeric_limits<float>::infinity());
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes)
+    for (int j = 0; j < kLanes; ++j) m[j] = std::max(m[j], x[k + j]);
+  float mx = -std::numeric_limits<float>::infinity();
+  for (; k < n; ++k) mx = std::max(mx, x[k]);
+  for (int j = 0; j < kLanes; ++j) mx = std::max(mx, m[j]);
+  for (k = 0; k < n; ++k) y[k] = expf(x[k] - mx);  // LogSoftmax: scratch, rewritten below
+  double s[8] = {};
+  for (k = 0; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) s[j] += y[k + j];
+  double sum = 0;
+  for (; k < n; ++k) sum += y[k];
+  for (int j = 0; j < 8; ++j) sum += s[j];
+  if (log) {
+    const float shift = static_cast<float>(mx + std::log(sum));
+    for (k = 0; k < n; ++k) y[k] = x[k] - shift;
+  } else {
+    const float inv = static_cast<float>(1.0 / sum);
+    for (k = 0; k < n; ++k) y[k] *= inv;
+  }
+}
+
+// Softmax dx = y (dy - sum(dy y)); LogSoftmax dx = dy - exp(y) sum(dy); sums in double, 8 lanes.
+CB_CPU_CLONES void grad_row_f32(const float* dy, const float* y, float* dx, int64_t n, bool log) {
+  double s[8] = {};
+  int64_t k = 0;
+  if (log) {
+    for (; k + 8 <= n; k += 8)
+      for (int j = 0; j < 8; ++j) s[j] += dy[k + j];
+  } else {
+    for (; k + 8 <= n; k += 8)
+      for (int j = 0; j < 8; ++j) s[j] += static_cast<double>(dy[k + j]) * y[k + j];
+  }
+  double sum = 0;
+  for (; k < n; ++k) sum += log ? static_cast<double>(dy[k]) : static_cast<double>(dy[k]) * y[k];
+  for (int j = 0; j < 8; ++j) sum += s[j];
+  if (log) {
+    for (k = 0; k < n; ++k) dx[k] = static_cast<float>(dy[k] - expf(y[k]) * sum);
+  } else {
+    for (k = 0; k < n; ++k) dx[k] = static_cast<float>(y[k] * (dy[k] - sum));
+  }
+}
+
 // dims viewed as [outer, n, inner] for SoftmaxParams (see the top of the file).
 using View = geom::SoftmaxView;
 
@@ -85,7 +138,12 @@ void softmax(const KernelArgs& a) {
     T* y = out.ptr<T>();
     if (inner == 1) {
       parallel(outer, n * 4, [&](int64_t b, int64_t e) {
-        for (int64_t o = b; o < e; ++o) row<T, Log>(x + o * n, y + o * n, n);
+        for (int64_t o = b; o < e; ++o) {
+          if constexpr (std::is_same_v<T, float>)
+            row_f32(x + o * n, y + o * n, n, Log);
+          else
+            row<T, Log>(x + o * n, y + o * n, n);
+        }
       });
       return;
     }
@@ -134,6 +192,14 @@ void softmax_grad(const KernelArgs& a) {
   dispatch_float(y.dtype, [&]<class T>(Tag<T>) {
     const T *g = dy.ptr<const T>(), *v = y.ptr<const T>();
     T* o = dx.ptr<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (inner == 1) {
+        parallel(outer, n * 4, [&](int64_t b, int64_t e) {
+          for (int64_t q = b; q < e; ++q) grad_row_f32(g + q * n, v + q * n, o + q * n, n, Log);
+        });
+        return;
+      }
+    }
     parallel(outer * tiles, n * std::min(inner, kTile) * 4, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         int64_t q = t / tiles, j0 = (t % tiles) * kTile, off = q * n * inner + j0;
