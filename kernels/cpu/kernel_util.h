@@ -103,6 +103,35 @@ void dispatch_bytes(DType t, F&& f) {
 #define CB_CPU_CLONES
 #endif
 
+// Sums in double of x[0..n) and of (x - mu)^2, in 8 lanes combined in a fixed order: loops GCC
+// vectorises (an in-order double sum is a dependency chain it cannot), with the same result for
+// any thread count. For the row statistics of the normalisations.
+template <class T>
+inline double lane_sum(const T* x, int64_t n) {
+  double s[8] = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) s[j] += static_cast<double>(x[k + j]);
+  double t = 0;
+  for (; k < n; ++k) t += static_cast<double>(x[k]);
+  for (int j = 0; j < 8; ++j) t += s[j];
+  return t;
+}
+template <class T>
+inline double lane_sq_dev(const T* x, int64_t n, double mu) {
+  double s[8] = {};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) {
+      const double c = static_cast<double>(x[k + j]) - mu;
+      s[j] += c * c;
+    }
+  double t = 0;
+  for (; k < n; ++k) t += (static_cast<double>(x[k]) - mu) * (static_cast<double>(x[k]) - mu);
+  for (int j = 0; j < 8; ++j) t += s[j];
+  return t;
+}
+
 // Elements per task below which a loop is not worth splitting (a few microseconds of work: the
 // pool's workers spin between kernels, so handing out a task costs well under a microsecond).
 constexpr int64_t kGrain = 1 << 12;

@@ -2,8 +2,9 @@
 // X is viewed as [outer, m] with m = product of dims[axis:]; per row:
 //   mean = sum(x) / m, var = sum((x - mean)^2) / m, inv = 1 / sqrt(var + epsilon),
 //   y = (x - mean) * inv * scale + b
-// with statistics in double and written as f32 (stash_type 1) in [outer dims, 1...]. Scale and B
-// have the normalised dims or broadcast to them (numpy rules, right-aligned).
+// with statistics in double (8-lane sums, kernel_util.h) and written as f32 (stash_type 1) in
+// [outer dims, 1...]. Scale and B have the normalised dims or broadcast to them (numpy rules,
+// right-aligned).
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -26,6 +27,25 @@ int64_t bcast_index(const TensorView& v, const int64_t* norm, int64_t nr, int64_
   }
   return idx;
 }
+// Rows [r0, r1) of x [outer, m] normalised into y, scale and bias of m elements (b may be null).
+template <class T>
+CB_CPU_CLONES void rows_full(const T* xs, const T* s, const T* b, T* y, int64_t m, int64_t r0,
+                             int64_t r1, double eps, float* mean_out, float* inv_out) {
+  for (int64_t row = r0; row < r1; ++row) {
+    const T* xr = xs + row * m;
+    T* yr = y + row * m;
+    const double mean = m > 0 ? lane_sum(xr, m) / static_cast<double>(m) : 0.0;
+    const double var = m > 0 ? lane_sq_dev(xr, m, mean) / static_cast<double>(m) : 0.0;
+    const double inv = 1.0 / std::sqrt(var + eps);
+    if (mean_out) mean_out[row] = static_cast<float>(mean);
+    if (inv_out) inv_out[row] = static_cast<float>(inv);
+    const T tm = static_cast<T>(mean), ti = static_cast<T>(inv);
+    if (b)
+      for (int64_t k = 0; k < m; ++k) yr[k] = (xr[k] - tm) * ti * s[k] + b[k];
+    else
+      for (int64_t k = 0; k < m; ++k) yr[k] = (xr[k] - tm) * ti * s[k];
+  }
+}
 }  // namespace
 
 void LayerNormalization(const KernelArgs& a) {
@@ -45,25 +65,23 @@ void LayerNormalization(const KernelArgs& a) {
     const T* s = scale.ptr<const T>();
     const T* b = bias ? bias->ptr<const T>() : nullptr;
     T* y = out.ptr<T>();
+    float* mo = mean_out ? mean_out->ptr<float>() : nullptr;
+    float* io = inv_out ? inv_out->ptr<float>() : nullptr;
+    if (scale_full && bias_full) {  // the usual case: scale and bias over the whole row
+      parallel(outer, m * 3,
+               [&](int64_t rb, int64_t re) { rows_full<T>(xs, s, b, y, m, rb, re, eps, mo, io); });
+      return;
+    }
     parallel(outer, m * 3, [&](int64_t rb, int64_t re) {
       for (int64_t row = rb; row < re; ++row) {
         const T* xr = xs + row * m;
         T* yr = y + row * m;
-        double sum = 0, sq = 0;
-        for (int64_t k = 0; k < m; ++k) sum += xr[k];
-        const double mean = m > 0 ? sum / static_cast<double>(m) : 0.0;
-        for (int64_t k = 0; k < m; ++k) {
-          double c = xr[k] - mean;
-          sq += c * c;
-        }
-        const double inv = 1.0 / std::sqrt((m > 0 ? sq / static_cast<double>(m) : 0.0) + eps);
-        if (mean_out) mean_out->ptr<float>()[row] = static_cast<float>(mean);
-        if (inv_out) inv_out->ptr<float>()[row] = static_cast<float>(inv);
+        const double mean = m > 0 ? lane_sum(xr, m) / static_cast<double>(m) : 0.0;
+        const double var = m > 0 ? lane_sq_dev(xr, m, mean) / static_cast<double>(m) : 0.0;
+        const double inv = 1.0 / std::sqrt(var + eps);
+        if (mo) mo[row] = static_cast<float>(mean);
+        if (io) io[row] = static_cast<float>(inv);
         const T tm = static_cast<T>(mean), ti = static_cast<T>(inv);
-        if (scale_full && bias_full) {
-          for (int64_t k = 0; k < m; ++k) yr[k] = (xr[k] - tm) * ti * s[k] + (b ? b[k] : T(0));
-          continue;
-        }
         for (int64_t k = 0; k < m; ++k) {
           T sk = scale_full ? s[k] : s[bcast_index(scale, norm, r - axis, k)];
           T bk = !b ? T(0) : bias_full ? b[k] : b[bcast_index(*bias, norm, r - axis, k)];

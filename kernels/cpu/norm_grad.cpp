@@ -167,6 +167,42 @@ int64_t bcast_index(const TensorView& v, const int64_t* norm, int64_t nr, int64_
   return idx;
 }
 
+// Rows [r0, r1) of LayerNormalizationGrad's first pass: each row's mean and invstd (double, kept
+// for the column pass) and, with dx, dx = inv (g - mean(g) - xhat mean(g xhat)), g = dy scale.
+template <typename T>
+CB_CPU_CLONES void layer_norm_grad_rows(const T* x, const T* dy, const T* s_full, T* dx, int64_t m,
+                                        int64_t r0, int64_t r1, double eps, double* mean,
+                                        double* inv) {
+  const double inv_m = m > 0 ? 1.0 / static_cast<double>(m) : 0.0;
+  for (int64_t row = r0; row < r1; ++row) {
+    const T *xr = x + row * m, *dyr = dy + row * m;
+    const double mu = lane_sum(xr, m) * inv_m;
+    const double iv = 1.0 / std::sqrt(lane_sq_dev(xr, m, mu) * inv_m + eps);
+    mean[row] = mu;
+    inv[row] = iv;
+    if (!dx) continue;
+    double sg[8] = {}, sgx[8] = {};  // sum(g), sum(g * xhat), in 8 lanes
+    int64_t k = 0;
+    for (; k + 8 <= m; k += 8)
+      for (int j = 0; j < 8; ++j) {
+        const double gk = static_cast<double>(dyr[k + j]) * s_full[k + j];
+        sg[j] += gk;
+        sgx[j] += gk * (xr[k + j] - mu) * iv;
+      }
+    double tg = 0, tgx = 0;
+    for (; k < m; ++k) {
+      const double gk = static_cast<double>(dyr[k]) * s_full[k];
+      tg += gk;
+      tgx += gk * (xr[k] - mu) * iv;
+    }
+    for (int j = 0; j < 8; ++j) tg += sg[j], tgx += sgx[j];
+    const T ti = static_cast<T>(iv), tmu = static_cast<T>(mu);
+    const T b = static_cast<T>(tg * inv_m), q = static_cast<T>(tgx * inv_m * iv);
+    T* dxr = dx + row * m;
+    for (k = 0; k < m; ++k) dxr[k] = ti * (dyr[k] * s_full[k] - b - (xr[k] - tmu) * q);
+  }
+}
+
 template <typename T>
 void layer_norm_grad(const KernelArgs& a) {
   const auto& p = a.p<ops::LayerNormalizationParams>();
@@ -188,29 +224,9 @@ void layer_norm_grad(const KernelArgs& a) {
     for (int64_t k = 0; k < m; ++k) buf[k] = sc[bcast_index(scale, norm, nr, k)];
     s_full = buf;
   }
-  const double eps = p.epsilon, inv_m = m > 0 ? 1.0 / static_cast<double>(m) : 0.0;
+  T* dx = dX ? dX->ptr<T>() : nullptr;
   parallel(outer, 5 * m, [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const T *xr = x + row * m, *dyr = dy + row * m;
-      double sum = 0, sq = 0;
-      for (int64_t k = 0; k < m; ++k) sum += xr[k];
-      const double mu = sum * inv_m;
-      for (int64_t k = 0; k < m; ++k) sq += (xr[k] - mu) * (xr[k] - mu);
-      const double iv = 1.0 / std::sqrt(sq * inv_m + eps);
-      mean[row] = mu;
-      inv[row] = iv;
-      if (!dX) continue;
-      double sg = 0, sgx = 0;  // sum(g), sum(g * xhat) with g = dy * scale
-      for (int64_t k = 0; k < m; ++k) {
-        const double gk = static_cast<double>(dyr[k]) * s_full[k];
-        sg += gk;
-        sgx += gk * (xr[k] - mu) * iv;
-      }
-      const T ti = static_cast<T>(iv), tmu = static_cast<T>(mu);
-      const T b = static_cast<T>(sg * inv_m), q = static_cast<T>(sgx * inv_m * iv);
-      T* dxr = dX->ptr<T>() + row * m;
-      for (int64_t k = 0; k < m; ++k) dxr[k] = ti * (dyr[k] * s_full[k] - b - (xr[k] - tmu) * q);
-    }
+    layer_norm_grad_rows<T>(x, dy, s_full, dx, m, r0, r1, p.epsilon, mean, inv);
   });
   if (!dS && !dB) return;
   // Column pass: per position k of a row, the sums over rows (into [m] buffers when scale
