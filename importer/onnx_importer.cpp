@@ -72,7 +72,9 @@ class Importer {
       auto st = fold_and_prune(res_.graph);
       res_.nodes_folded = st.folded;
       res_.nodes_dead = st.dead;
-      if (fuse_gelu(res_.graph) > 0) fold_and_prune(res_.graph);  // the replaced nodes go
+      // Fused ops for what exporters spell out; the nodes they replace go.
+      if (fuse_gelu(res_.graph) + fuse_attention_softmax(res_.graph) > 0)
+        fold_and_prune(res_.graph);
     }
     classify_initializers(res_.graph);
     return std::move(res_);

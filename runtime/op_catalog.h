@@ -106,7 +106,8 @@ namespace cb {
   X(Xor)                     \
   CB_INTERNAL_OPS(X)
 
-// Ops crossbow emits itself (gradients, optimizer and SMA steps); OpDef::internal, never imported.
+// Ops crossbow emits itself (gradients, optimizer and SMA steps, and the fused forms of patterns
+// exporters spell out: runtime/passes.h); OpDef::internal, never read from a file.
 #define CB_INTERNAL_OPS(X)       \
   X(AdamWStep)                   \
   X(AveragePoolGrad)             \
@@ -121,6 +122,8 @@ namespace cb {
   X(LayerNormalizationGrad)      \
   X(LayoutReorder)               \
   X(LeakyReluGrad)               \
+  X(MaskedSoftmax)               \
+  X(MaskedSoftmaxGrad)           \
   X(LogSoftmaxGrad)              \
   X(MaxPoolGrad)                 \
   X(PadGrad)                     \

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "runtime/error.h"
 #include "runtime/graph_builder.h"
@@ -532,7 +533,109 @@ ValueId other_than_scalar(const Graph& g, const Node& n, double want) {
   return kNoValue;
 }
 
+// The value of a constant scalar (one float element), if `v` is one.
+std::optional<double> scalar_of(const Graph& g, ValueId v) {
+  const Value& c = g.value(v);
+  if (!c.data || c.data->numel() != 1) return std::nullopt;
+  if (c.dtype == DType::F32) return c.data->data<float>()[0];
+  if (c.dtype == DType::F64) return c.data->data<double>()[0];
+  return std::nullopt;
+}
+
+// Whether a parameter may reach `v`: some value it is computed from is a float initializer or a
+// float constant of more than one element (a weight stored as a Constant node).
+bool parameter_may_reach(const Graph& g, ValueId v) {
+  std::vector<bool> seen(g.values.size(), false);
+  std::vector<ValueId> todo = {v};
+  while (!todo.empty()) {
+    const ValueId u = todo.back();
+    todo.pop_back();
+    if (u == kNoValue || seen[static_cast<size_t>(u)]) continue;
+    seen[static_cast<size_t>(u)] = true;
+    const Value& val = g.value(u);
+    if (dtype_is_float(val.dtype) && val.data &&
+        (val.initializer || (val.constant_node && val.data->numel() > 1)))
+      return true;
+    if (val.producer >= 0)
+      for (ValueId in : g.nodes[static_cast<size_t>(val.producer)].inputs) todo.push_back(in);
+  }
+  return false;
+}
+
+// Whether `m` broadcasts to `x` (right-aligned, each dim 1 or equal).
+bool broadcasts_to(const Shape& m, const Shape& x) {
+  if (m.size() > x.size()) return false;
+  for (size_t i = 0; i < m.size(); ++i) {
+    const Dim a = m[m.size() - 1 - i], b = x[x.size() - 1 - i];
+    if (!(a == Dim{1} || a == b)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+int64_t fuse_attention_softmax(Graph& g) {
+  using Mask = ops::MaskedSoftmaxParams::Mask;
+  std::vector<int64_t> uses(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) ++uses[static_cast<size_t>(v)];
+  for (ValueId v : g.outputs) uses[static_cast<size_t>(v)] += 2;  // never one reader
+  int64_t made = 0;
+  for (Node& sm : g.nodes) {
+    if (!sm.def || sm.def->name != "Softmax" || sm.inputs.size() != 1) continue;
+    const auto& sp = sm.p<ops::SoftmaxParams>();
+    const Value& in = g.value(sm.inputs[0]);
+    if (sp.coerce_2d || in.shape.empty() || sp.axis != static_cast<int64_t>(in.shape.size()) - 1)
+      continue;
+    if (in.dtype != DType::F32 && in.dtype != DType::F64) continue;
+    ops::MaskedSoftmaxParams p;
+    ValueId z = sm.inputs[0], mask = kNoValue;
+    std::vector<Node*> dropped;
+    if (Node* w = sole_producer(g, uses, z, "Where"); w && w->inputs.size() == 3) {
+      const ValueId cond = w->inputs[0];
+      if (g.value(cond).dtype == DType::Bool && broadcasts_to(g.value(cond).shape, in.shape)) {
+        if (auto f = scalar_of(g, w->inputs[1]); f && g.value(w->inputs[2]).shape == in.shape) {
+          p.mask = Mask::FillWhereTrue, p.fill = static_cast<float>(*f), z = w->inputs[2];
+        } else if (auto f2 = scalar_of(g, w->inputs[2]);
+                   f2 && g.value(w->inputs[1]).shape == in.shape) {
+          p.mask = Mask::FillWhereFalse, p.fill = static_cast<float>(*f2), z = w->inputs[1];
+        }
+        if (p.mask != Mask::None) mask = cond, dropped.push_back(w);
+      }
+    } else if (Node* ad = sole_producer(g, uses, z, "Add"); ad && ad->inputs.size() == 2) {
+      for (size_t i = 0; i < 2 && p.mask == Mask::None; ++i) {
+        const ValueId s = ad->inputs[i], m = ad->inputs[1 - i];
+        const Value& mv = g.value(m);
+        if (g.value(s).shape != in.shape || mv.dtype != in.dtype ||
+            !broadcasts_to(mv.shape, in.shape) || parameter_may_reach(g, m))
+          continue;
+        p.mask = Mask::Add, mask = m, z = s, dropped.push_back(ad);
+      }
+    }
+    bool scaled = false;
+    if (Node* mul = sole_producer(g, uses, z, "Mul"); mul && mul->inputs.size() == 2) {
+      for (size_t i = 0; i < 2 && !scaled; ++i) {
+        const auto c = scalar_of(g, mul->inputs[1 - i]);
+        if (!c || g.value(mul->inputs[i]).shape != in.shape) continue;
+        p.scale = static_cast<float>(*c), z = mul->inputs[i], scaled = true;
+        dropped.push_back(mul);
+      }
+    }
+    if (p.mask == Mask::None && !scaled) continue;  // a plain Softmax stays one
+    sm.op_type = "MaskedSoftmax";
+    sm.def = &ops::kMaskedSoftmax;
+    sm.inputs = {z};
+    if (mask != kNoValue) sm.inputs.push_back(mask);
+    sm.attrs.clear();
+    sm.params = p;
+    for (Node* n : dropped)
+      for (ValueId v : n->outputs)
+        if (v != kNoValue) uses[static_cast<size_t>(v)] = 0;
+    ++made;
+  }
+  return made;
+}
 
 int64_t fuse_gelu(Graph& g) {
   std::vector<int64_t> uses(g.values.size(), 0);

@@ -32,6 +32,15 @@ FoldStats fold_and_prune(Graph& g);
 // Runs on an inferred graph whose constants are folded; returns the number of Gelu nodes made.
 int64_t fuse_gelu(Graph& g);
 
+// Replaces attention's scale, mask and Softmax (over the last axis) by one MaskedSoftmax node
+// (runtime/ops/masked_softmax.cpp): Softmax(Where(mask, fill, Mul(S, c))) and the other
+// operand order (PyTorch's masked_fill of a causal mask), Softmax(Add(Mul(S, c), mask)) (BERT's
+// additive padding mask), each with or without the Mul by a constant c. Only where each
+// intermediate has that one reader, the fill and c are constant scalars, and the mask is bool or
+// a float no parameter reaches (it gets no gradient). The Softmax node keeps its name and output;
+// the dropped nodes lose their reader (fold_and_prune removes them). Returns the nodes fused.
+int64_t fuse_attention_softmax(Graph& g);
+
 // Initializers become Parameter (float, used in a differentiable slot), State (BatchNorm running
 // statistics) or Constant (everything else), from the op catalog's input traits.
 void classify_initializers(Graph& g);

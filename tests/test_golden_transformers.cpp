@@ -159,6 +159,8 @@ TEST_CASE("transformers: MatMul reads swapped operands in place (fold_matmul_tra
   };
   CHECK(count("Gelu") == 2);  // fuse_gelu, in the importer: one per block's MLP
   CHECK(count("Erf") == 0);
+  CHECK(count("MaskedSoftmax") == 2);  // fuse_attention_softmax: scale, causal mask, Softmax
+  CHECK(count("Where") == 0);
   const int64_t transposes = count("Transpose"), matmuls = count("MatMul");
   const int64_t folded = fold_matmul_transposes(tg.graph);
   MESSAGE("GPT training graph: " << matmuls << " MatMul, " << transposes << " Transpose, " << folded

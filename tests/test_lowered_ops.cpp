@@ -393,3 +393,100 @@ TEST_CASE("GELU spelled as Div, Erf, Add, Mul, Mul imports as one Gelu with the 
     }
   }
 }
+
+namespace {
+
+// p = Softmax(masked(0.5 * x * w)) over the last axis, loss = ReduceSum(p * p): variant 0 the
+// causal form (Where(mask, -inf, .), mask a bool Constant [1,1,4,4]), 1 BERT's (+ a float graph
+// input bias [2,1,1,4]), 2 Where(keep, ., -1e4) with keep a bool graph input [2,1,1,4], 3 the
+// additive form with a trainable initializer as the bias (no fusion: it needs its gradient).
+std::string attention_model(int variant) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto& g = *m.mutable_graph();
+  g.set_name("attention_test");
+  add_tensor_input(g, "x", onnx::TensorProto::FLOAT, {2, 3, 4, 4});
+  add_float_init(g, "w", {0.5f, -1.0f, 2.0f, 1.5f});
+  auto scalar = [&](const std::string& name, float v) {
+    auto* a = add_node(g, "Constant", {}, {name})->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_float_data(v);
+  };
+  scalar("scale", 0.5f);
+  add_node(g, "Mul", {"x", "w"}, {"s"});
+  add_node(g, "Mul", {"s", "scale"}, {"t"});
+  if (variant == 0) {
+    auto* a = add_node(g, "Constant", {}, {"future"})->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    auto* t = a->mutable_t();
+    t->set_data_type(onnx::TensorProto::BOOL);
+    for (int64_t d : {1, 1, 4, 4}) t->add_dims(d);
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) t->add_int32_data(j > i);
+    scalar("fill", -std::numeric_limits<float>::infinity());
+    add_node(g, "Where", {"future", "fill", "t"}, {"masked"});
+  } else if (variant == 2) {
+    add_tensor_input(g, "keep", onnx::TensorProto::BOOL, {2, 1, 1, 4});
+    scalar("fill", -1e4f);
+    add_node(g, "Where", {"keep", "t", "fill"}, {"masked"});
+  } else {
+    if (variant == 1)
+      add_tensor_input(g, "bias", onnx::TensorProto::FLOAT, {2, 1, 1, 4});
+    else
+      add_float_init(g, "bias", {0.0f, -1.0f, 0.5f, 0.0f});
+    add_node(g, "Add", {"t", "bias"}, {"masked"});
+  }
+  add_node(g, "Softmax", {"masked"}, {"p"})->add_attribute()->set_name("axis");
+  g.mutable_node(g.node_size() - 1)->mutable_attribute(0)->set_type(onnx::AttributeProto::INT);
+  g.mutable_node(g.node_size() - 1)->mutable_attribute(0)->set_i(-1);
+  add_node(g, "Mul", {"p", "p"}, {"pp"});
+  auto* r = add_node(g, "ReduceSum", {"pp"}, {"loss"})->add_attribute();
+  r->set_name("keepdims");
+  r->set_type(onnx::AttributeProto::INT);
+  r->set_i(0);
+  g.add_output()->set_name("loss");
+  g.add_output()->set_name("p");
+  return m.SerializeAsString();
+}
+
+}  // namespace
+
+// fuse_attention_softmax (runtime/passes.h), run by the importer: scale, mask and Softmax become
+// one MaskedSoftmax whose probabilities, loss and d loss / d w equal the unfused graph's; a mask
+// a parameter reaches stays unfused.
+TEST_CASE("attention's scale, mask and Softmax import as one MaskedSoftmax with the same values") {
+  auto dev = make_cpu_device(1);
+  std::vector<float> xs(2 * 3 * 4 * 4);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.7f * static_cast<float>(i)) * 3;
+  const Tensor x = f32({2, 3, 4, 4}, xs);
+  const Tensor bias = f32({2, 1, 1, 4}, {0, 0, -1e4f, 0, 0, -2, 0, -1e4f});
+  const Tensor keep =
+      testing::tensor_of(DType::Bool, {2, 1, 1, 4}, std::vector<uint8_t>{1, 1, 0, 1, 1, 0, 1, 1});
+  for (int variant : {0, 1, 2, 3}) {
+    CAPTURE(variant);
+    const std::string bytes = attention_model(variant);
+    ImportResult fused = import_model_bytes(bytes, "attention.onnx", "");
+    ImportOptions raw_opts;
+    raw_opts.fold = false;
+    ImportResult raw = import_model_bytes(bytes, "attention.onnx", "", raw_opts);
+    CHECK(count_op(raw.graph, "Softmax") == 1);
+    CHECK(count_op(fused.graph, "MaskedSoftmax") == (variant == 3 ? 0 : 1));
+    CHECK(count_op(fused.graph, "Where") == 0);
+    CHECK(count_op(fused.graph, "Mul") == (variant == 3 ? 3 : 2));  // x * w and p * p remain
+    if (variant == 3) continue;
+    std::map<std::string, Tensor> feeds = {{"x", x}};
+    if (variant == 1) feeds["bias"] = bias;
+    if (variant == 2) feeds["keep"] = keep;
+    const Run a = train_step(fused.graph, feeds, *dev);
+    const Run b = train_step(raw.graph, feeds, *dev);
+    CHECK(max_err(a.outputs.at(1), b.outputs.at(1)) <= 1e-6);
+    CHECK(max_err(a.outputs.at(0), b.outputs.at(0)) <= 1e-5);
+    CHECK(max_err(a.grad_w, b.grad_w) <= 1e-5);
+    if (variant == 0)  // the causal mask: row 0 of every [4, 4] block attends to itself alone
+      for (int64_t blk = 0; blk < 6; ++blk) CHECK(a.outputs.at(1).real_at(blk * 16) == 1.0);
+  }
+}

@@ -553,6 +553,51 @@ inline SoftmaxView softmax_view(const ops::SoftmaxParams& p, const std::vector<i
   return v;
 }
 
+// ---- MaskedSoftmax ------------------------------------------------------------------------------
+// X viewed as rows of its last dim n; the mask (rank <= X's, right-aligned, dims 1 or X's)
+// broadcast to it: the mask element of row r, column k is at row_offset(r) + k * col_stride.
+struct MaskPlan {
+  static constexpr int kMaxRank = 8;
+  int64_t rows = 1, n = 1;
+  int rank = 0;                   // X's leading dims (all but the last)
+  int64_t dims[kMaxRank] = {};    // X's leading dims
+  int64_t stride[kMaxRank] = {};  // the mask's element stride along them (0: broadcast)
+  int64_t col_stride = 0;         // 1, or 0 for a mask whose last dim is 1
+  CB_HOST_DEVICE int64_t row_offset(int64_t r) const {
+    int64_t off = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      off += (r % dims[d]) * stride[d];
+      r /= dims[d];
+    }
+    return off;
+  }
+};
+// x: X's dims (rank >= 1); m: the mask's (empty vector and `has_mask` false: no mask).
+inline MaskPlan mask_plan(const std::vector<int64_t>& x, const std::vector<int64_t>& m,
+                          bool has_mask) {
+  MaskPlan p;
+  const size_t r = x.size();
+  if (r < 1 || r - 1 > static_cast<size_t>(MaskPlan::kMaxRank))
+    fail("MaskedSoftmax: X of rank {} (1 to {} supported)", r, MaskPlan::kMaxRank + 1);
+  p.n = x[r - 1];
+  p.rank = static_cast<int>(r - 1);
+  for (size_t d = 0; d + 1 < r; ++d) p.dims[d] = x[d], p.rows *= x[d];
+  if (!has_mask) return p;
+  if (m.size() > r) fail("MaskedSoftmax: mask of rank {} for X of rank {}", m.size(), r);
+  int64_t st = 1;
+  for (size_t i = 0; i < m.size(); ++i) {  // from the last dim
+    const size_t md = m.size() - 1 - i, xd = r - 1 - i;
+    const bool bcast = m[md] == 1 && x[xd] != 1;
+    if (!bcast && m[md] != x[xd]) fail("MaskedSoftmax: mask dim {} against {}", m[md], x[xd]);
+    if (i == 0)
+      p.col_stride = bcast ? 0 : 1;
+    else
+      p.stride[xd] = bcast ? 0 : st;
+    st *= m[md];
+  }
+  return p;
+}
+
 // ---- SmaStep ------------------------------------------------------------------------------------
 // SmaStep's operands, checked: inputs grad [R,P], z? [P]; outputs param, opt1, opt2, snapshot
 // [R,P] (f32), sum [P], steps i64 [R]. Learner r's element j sits at r * n + j; buffers the step

@@ -208,7 +208,131 @@ void softmax_grad(const KernelArgs& a) {
     });
   });
 }
+// ---- MaskedSoftmax(X, mask?) and MaskedSoftmaxGrad(dY, Y, mask?) over the last axis ----
+using MaskKind = ops::MaskedSoftmaxParams::Mask;
+
+// Row z of scale * x, masked as the unfused Mul and Where/Add nodes compute it (in T). The mask
+// row is contiguous (cs 1) or one value (cs 0); each form is its own loop, so each vectorises.
+template <class T, class M>
+inline void masked_logits(const T* x, const M* m, int64_t cs, T* z, int64_t n, T scale,
+                          MaskKind kind, T fill) {
+  if (kind == MaskKind::None) {
+    for (int64_t k = 0; k < n; ++k) z[k] = x[k] * scale;
+    return;
+  }
+  if (cs == 0) {  // one mask value for the row
+    const M m0 = m[0];
+    for (int64_t k = 0; k < n; ++k) z[k] = x[k] * scale;
+    if (kind == MaskKind::Add) {
+      for (int64_t k = 0; k < n; ++k) z[k] = z[k] + static_cast<T>(m0);
+    } else if ((m0 != M(0)) == (kind == MaskKind::FillWhereTrue)) {
+      for (int64_t k = 0; k < n; ++k) z[k] = fill;
+    }
+    return;
+  }
+  switch (kind) {
+    case MaskKind::FillWhereTrue:
+      for (int64_t k = 0; k < n; ++k) z[k] = m[k] ? fill : T(x[k] * scale);
+      break;
+    case MaskKind::FillWhereFalse:
+      for (int64_t k = 0; k < n; ++k) z[k] = m[k] ? T(x[k] * scale) : fill;
+      break;
+    default:  // Add
+      for (int64_t k = 0; k < n; ++k) z[k] = T(x[k] * scale) + static_cast<T>(m[k]);
+      break;
+  }
+}
+
+template <class T, class M>
+CB_CPU_CLONES void masked_rows(const T* x, const M* mask, T* y, const geom::MaskPlan& pl,
+                               int64_t r0, int64_t r1, T scale, MaskKind kind, T fill) {
+  const int64_t n = pl.n;
+  for (int64_t r = r0; r < r1; ++r) {
+    const M* m = mask ? mask + pl.row_offset(r) : nullptr;
+    masked_logits(x + r * n, m, pl.col_stride, y + r * n, n, scale, kind, fill);
+    if constexpr (std::is_same_v<T, float>)
+      row_f32(y + r * n, y + r * n, n, false);  // in place: each element read before written
+    else
+      row<T, false>(y + r * n, y + r * n, n);
+  }
+}
+
+// dX = scale * y (dy - sum(dy y)), 0 where the mask filled: SoftmaxGrad, then the Where's and the
+// Mul's gradients, in their order.
+template <class T, class M>
+CB_CPU_CLONES void masked_grad_rows(const T* dy, const T* y, const M* mask, T* dx,
+                                    const geom::MaskPlan& pl, int64_t r0, int64_t r1, T scale,
+                                    MaskKind kind) {
+  const int64_t n = pl.n, cs = pl.col_stride;
+  for (int64_t r = r0; r < r1; ++r) {
+    const T *g = dy + r * n, *v = y + r * n;
+    T* o = dx + r * n;
+    double s[8] = {};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+      for (int j = 0; j < 8; ++j) s[j] += static_cast<double>(g[k + j]) * v[k + j];
+    double sum = 0;
+    for (; k < n; ++k) sum += static_cast<double>(g[k]) * v[k];
+    for (int j = 0; j < 8; ++j) sum += s[j];
+    for (k = 0; k < n; ++k) o[k] = static_cast<T>(v[k] * (g[k] - sum)) * scale;
+    if (kind == MaskKind::FillWhereTrue || kind == MaskKind::FillWhereFalse) {
+      const M* m = mask + pl.row_offset(r);
+      const bool fill_on = kind == MaskKind::FillWhereTrue;
+      if (cs == 0) {
+        if ((m[0] != M(0)) == fill_on) std::fill(o, o + n, T(0));
+      } else {
+        for (k = 0; k < n; ++k) o[k] = (m[k] != M(0)) == fill_on ? T(0) : o[k];
+      }
+    }
+  }
+}
+
+// Calls f(M* tag) with the mask's element type: bool for Where masks, T for Add, none (T).
+template <class T, class F>
+void with_mask_type(const ops::MaskedSoftmaxParams& p, F&& f) {
+  if (p.mask == MaskKind::FillWhereTrue || p.mask == MaskKind::FillWhereFalse)
+    f(static_cast<const bool*>(nullptr));
+  else
+    f(static_cast<const T*>(nullptr));
+}
+
 }  // namespace
+
+void MaskedSoftmax(const KernelArgs& a) {
+  const auto& p = a.p<ops::MaskedSoftmaxParams>();
+  const TensorView &x = a.in[0], &y = a.out[0];
+  const bool has = a.in.size() > 1 && a.in[1].present();
+  const geom::MaskPlan pl =
+      geom::mask_plan(x.dims, has ? a.in[1].dims : std::vector<int64_t>{}, has);
+  if (x.numel() == 0) return;
+  dispatch_float(x.dtype, [&]<class T>(Tag<T>) {
+    with_mask_type<T>(p, [&]<class M>(const M*) {
+      const M* m = has ? a.in[1].ptr<const M>() : nullptr;
+      parallel(pl.rows, pl.n * 6, [&](int64_t b, int64_t e) {
+        masked_rows<T, M>(x.ptr<const T>(), m, y.ptr<T>(), pl, b, e, static_cast<T>(p.scale),
+                          p.mask, static_cast<T>(p.fill));
+      });
+    });
+  });
+}
+
+void MaskedSoftmaxGrad(const KernelArgs& a) {
+  const auto& p = a.p<ops::MaskedSoftmaxParams>();
+  const TensorView &dy = a.in[0], &y = a.in[1], &dx = a.out[0];
+  const bool has = a.in.size() > 2 && a.in[2].present();
+  const geom::MaskPlan pl =
+      geom::mask_plan(y.dims, has ? a.in[2].dims : std::vector<int64_t>{}, has);
+  if (y.numel() == 0) return;
+  dispatch_float(y.dtype, [&]<class T>(Tag<T>) {
+    with_mask_type<T>(p, [&]<class M>(const M*) {
+      const M* m = has ? a.in[2].ptr<const M>() : nullptr;
+      parallel(pl.rows, pl.n * 4, [&](int64_t b, int64_t e) {
+        masked_grad_rows<T, M>(dy.ptr<const T>(), y.ptr<const T>(), m, dx.ptr<T>(), pl, b, e,
+                               static_cast<T>(p.scale), p.mask);
+      });
+    });
+  });
+}
 
 void Softmax(const KernelArgs& a) { softmax<false>(a); }
 void LogSoftmax(const KernelArgs& a) { softmax<true>(a); }

@@ -77,6 +77,7 @@ std::span<const GpuKernel> data_movement_kernels();       // data_movement.cu
 std::span<const GpuKernel> data_movement_grad_kernels();  // data_movement_grad.cu
 std::span<const GpuKernel> resize_kernels();              // resize.cu (Resize, Upsample, grad)
 std::span<const GpuKernel> reduce_kernels();              // reduce.cu (reductions, softmax, losses)
+std::span<const GpuKernel> masked_softmax_kernels();      // masked_softmax.cu (attention's)
 std::span<const GpuKernel> norm_kernels();                // norm.cu (BatchNorm, LayerNorm)
 std::span<const GpuKernel> pool_kernels();                // pool.cu (pooling and its gradients)
 std::span<const GpuKernel> optimizer_kernels();           // optimizer.cu (SGD, AdamW, SMA)

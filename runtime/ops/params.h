@@ -204,6 +204,16 @@ struct SoftmaxParams {
   bool coerce_2d;  // opset < 13 semantics: softmax over the flattened dims [axis, rank)
 };
 
+// masked_softmax.cpp: softmax over the last axis of scale * X, masked by input 1 when present:
+// Where(mask, fill, .) (kind FillWhereTrue), Where(mask, ., fill) (FillWhereFalse) with a bool
+// mask, or + mask (Add) with a float one; the mask broadcasts to X.
+struct MaskedSoftmaxParams {
+  enum class Mask { None, FillWhereTrue, FillWhereFalse, Add };
+  float scale = 1;
+  Mask mask = Mask::None;
+  float fill = 0;
+};
+
 // split.cpp
 struct SplitParams {
   int64_t axis = 0;

@@ -106,6 +106,40 @@ inline std::vector<Case> softmax_grad(OpKind op, DType) {
   return cs;
 }
 
+// MaskedSoftmax(X, mask?) / MaskedSoftmaxGrad(dY, Y, mask?), params given (no attributes): the
+// causal form (bool [1,1,T,T], -inf fill), the other Where order with a finite fill, BERT's
+// additive [N,1,1,T] mask, a scale alone, a mask along the last dim only, and a long row. Y in
+// the gradient's cases is drawn, not a softmax: the formula is checked elementwise either way.
+inline std::vector<Case> masked_softmax(OpKind op, DType) {
+  using P = ops::MaskedSoftmaxParams;
+  const bool grad = op == OpKind::MaskedSoftmaxGrad;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<Case> cs;
+  auto c = [&](std::string name, std::vector<int64_t> d, P p, std::optional<In> mask) {
+    Case k{.name = std::move(name), .params = p};
+    if (grad)
+      k.in = {x(d), x(d, uniform(0, 1))};
+    else
+      k.in = {x(d, uniform(-6, 6))};
+    if (mask) k.in.push_back(*mask);
+    cs.push_back(std::move(k));
+  };
+  auto where = [](std::vector<int64_t> d) { return fixed(DType::Bool, std::move(d), ints(0, 1)); };
+  std::vector<double> causal;  // true above the diagonal: every row keeps one element at least
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) causal.push_back(j > i);
+  c("causal", {2, 3, 5, 5}, P{0.125f, P::Mask::FillWhereTrue, static_cast<float>(-inf)},
+    fixed(DType::Bool, {1, 1, 5, 5}, list(causal)));
+  c("keep where true, finite fill", {3, 4, 9}, P{0.5f, P::Mask::FillWhereFalse, -1e4f},
+    where({3, 1, 9}));
+  c("additive", {4, 2, 6, 6}, P{0.25f, P::Mask::Add, 0}, x({4, 1, 1, 6}, uniform(-3, 0)));
+  c("scale only", {5, 7}, P{2.0f, P::Mask::None, 0}, std::nullopt);
+  c("mask along the last dim", {2, 3, 8}, P{1.0f, P::Mask::FillWhereTrue, -30}, where({8}));
+  c("long rows", {4, 2, 1000}, P{0.1f, P::Mask::Add, 0}, x({1000}, uniform(-2, 0)));
+  c("empty", {0, 4}, P{0.5f, P::Mask::None, 0}, std::nullopt);
+  return cs;
+}
+
 // SoftmaxCrossEntropyLoss and its gradient against a naive f64 reference
 // (tests/backend_ops/references.cpp), so the [N,C] fast path and the general path (N-D scores,
 // weights) are checked independently.
