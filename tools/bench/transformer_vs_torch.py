@@ -26,7 +26,8 @@ Four parts (--parts, all by default):
     evaluation interval and the test accuracy (chance: 10%).
 
     /usr/bin/python3 tools/bench/transformer_vs_torch.py [--parts speed,val,bert,vit]
-        [--models gpt_small,gpt_large] [--threads 2] [--steps 6] [--seconds 6] [--val-steps 600]
+        [--models gpt_small,gpt_large] [--threads 2] [--steps 6] [--seconds 6] [--repeats 1]
+        [--val-steps 600]
 """
 import argparse
 import json
@@ -200,15 +201,23 @@ def part_speed(args, tmp):
         tps, _, _ = torch_speed(args, name, onnx_path, data, False, 2)
         steps = max(args.steps, round(args.seconds * (tps or 0) / (args.batch * T)))
         row = dict(model=name, steps=steps, flops_per_token=fl)
-        for key, fn in (("torch_f32", lambda: torch_speed(args, name, onnx_path, data, False,
-                                                           steps)),
-                        ("torch_bf16", lambda: torch_speed(args, name, onnx_path, data, True,
-                                                            steps)),
-                        ("cb_f32", lambda: cb_speed(args, onnx_path, data, T, "f32", steps, tmp)),
-                        ("cb_bf16", lambda: cb_speed(args, onnx_path, data, T, "bf16", steps,
-                                                     tmp))):
-            v, rss, err = fn()
-            row[key], row[key + "_rss"], row[key + "_note"] = v, rss, err
+        configs = (("torch_f32", lambda: torch_speed(args, name, onnx_path, data, False, steps)),
+                   ("torch_bf16", lambda: torch_speed(args, name, onnx_path, data, True, steps)),
+                   ("cb_f32", lambda: cb_speed(args, onnx_path, data, T, "f32", steps, tmp)),
+                   ("cb_bf16", lambda: cb_speed(args, onnx_path, data, T, "bf16", steps, tmp)))
+        # --repeats rounds of the four, interleaved (this VM drifts by 15-25% within minutes, so
+        # each ratio compares runs made close together); the median rate and the largest RSS.
+        runs = {key: [] for key, _ in configs}
+        for _ in range(args.repeats):
+            for key, fn in configs:
+                runs[key].append(fn())
+        for key, _ in configs:
+            ok = [(v, rss) for v, rss, err in runs[key] if v is not None]
+            errs = [err for _, _, err in runs[key] if err]
+            row[key] = statistics.median(v for v, _ in ok) if ok else None
+            row[key + "_rss"] = max((rss for _, rss in ok if rss), default=None)
+            row[key + "_note"] = errs[0] if errs else None
+            row[key + "_runs"] = [round(v) for v, _ in ok]
         rows.append(row)
         print(json.dumps(row), flush=True)
 
@@ -224,11 +233,12 @@ def part_speed(args, tmp):
     def share(v, fl, g):
         return f"{100 * v * fl / 1e9 / g:.0f}%" if v and g else "-"
 
-    print(f"\nbatch {args.batch}, {args.threads} threads, AdamW; tokens/s (peak RSS MiB)")
+    print(f"\nbatch {args.batch}, {args.threads} threads, AdamW; tokens/s (peak RSS MiB), "
+          f"median of {args.repeats} interleaved run(s)")
     print("| model | PyTorch f32 | PyTorch bf16 | crossbow f32 | crossbow bf16 | f32 ratio | "
-          "bf16 ratio | crossbow bf16 / PyTorch f32 | % of peak: PyTorch f32 | crossbow f32 | "
-          "PyTorch bf16 | crossbow bf16 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "bf16 ratio | crossbow bf16 / f32 | crossbow bf16 / PyTorch f32 | "
+          "% of peak: PyTorch f32 | crossbow f32 | PyTorch bf16 | crossbow bf16 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     f32p, b16p = pk["f32_gflops"], pk["bf16_gflops"]
     for r in rows:
         fl = r["flops_per_token"]
@@ -236,7 +246,8 @@ def part_speed(args, tmp):
               f"{f(r['torch_bf16'])} ({mb(r['torch_bf16_rss'])}) | "
               f"{f(r['cb_f32'])} ({mb(r['cb_f32_rss'])}) | {f(r['cb_bf16'])} "
               f"({mb(r['cb_bf16_rss'])}) | {ratio(r['cb_f32'], r['torch_f32'])} | "
-              f"{ratio(r['cb_bf16'], r['torch_bf16'])} | {ratio(r['cb_bf16'], r['torch_f32'])} | "
+              f"{ratio(r['cb_bf16'], r['torch_bf16'])} | {ratio(r['cb_bf16'], r['cb_f32'])} | "
+              f"{ratio(r['cb_bf16'], r['torch_f32'])} | "
               f"{share(r['torch_f32'], fl, f32p)} | {share(r['cb_f32'], fl, f32p)} | "
               f"{share(r['torch_bf16'], fl, b16p)} | {share(r['cb_bf16'], fl, b16p)} |")
     for r in rows:
@@ -401,6 +412,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--steps", type=int, default=6, help="timed steps per configuration, at least")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="speed: rounds of the four configurations, interleaved; medians")
     ap.add_argument("--seconds", type=float, default=6,
                     help="more steps where --steps take less than this (PyTorch f32's time)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed PyTorch steps first")
