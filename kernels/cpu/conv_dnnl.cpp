@@ -31,7 +31,7 @@ using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 using Key = ConvKey;
 
-struct Prim {
+struct ConvFwdPrim {
   bool ok = false;  // false: oneDNN has no implementation; the caller falls back
   dnnl::convolution_forward conv;
   dnnl::memory x_user, w_user, b_user, y_user;  // our layouts; data handles set per call
@@ -41,28 +41,19 @@ struct Prim {
   std::unordered_map<int, dnnl::memory> args;
 };
 
-struct ThreadState {
-  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-  dnnl::stream strm{eng};
-  std::map<Key, std::unique_ptr<Prim>> prims;
-};
-
-ThreadState& state() {
-  thread_local ThreadState s;
-  return s;
-}
+using FwdThread = dnnl_conv::ThreadPrims<Key, ConvFwdPrim>;
 
 using dnnl_conv::is_reference;
 using dnnl_conv::layout_of;
 using dnnl_conv::plain;
 using dnnl_conv::type_of;
 
-std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bool has_bias,
-                            bool bf16) {
+std::unique_ptr<ConvFwdPrim> build(FwdThread& ts, const KernelArgs& a, int64_t nb, bool has_bias,
+                                   bool bf16) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
   size_t rank = X.dims.size(), r = rank - 2;
-  auto prim = std::make_unique<Prim>();
+  auto prim = std::make_unique<ConvFwdPrim>();
   dnnl::memory::dims xd(X.dims.begin(), X.dims.end()), yd(Y.dims.begin(), Y.dims.end());
   xd[0] = yd[0] = nb;
   dnnl::memory::dims wd(W.dims.begin(), W.dims.end());
@@ -129,17 +120,17 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
   bool has_bias = a.in.size() > 2 && a.in[2].present();
-  ThreadState& ts = state();
+  FwdThread& ts = FwdThread::local();
   const OmpTeamOfOne omp_guard;
   const int64_t views = dnnl_conv::storage_bits({&X, &Y}) << 2;
-  Prim* found = dnnl_conv::find_prim(
+  ConvFwdPrim* found = dnnl_conv::find_prim(
       ts.prims, p.bf16,
       [&](bool bf16) {
         return conv_key(p, X.dims, Y.dims[1], n1 - n0, has_bias | bf16 << 1 | views);
       },
       [&](bool bf16) { return build(ts, a, n1 - n0, has_bias, bf16); });
   if (!found) return false;
-  Prim& pr = *found;
+  ConvFwdPrim& pr = *found;
   pr.x_user.set_data_handle(dnnl_conv::sample_ptr(X, n0));
   pr.w_user.set_data_handle(W.data);
   pr.y_user.set_data_handle(dnnl_conv::sample_ptr(Y, n0));

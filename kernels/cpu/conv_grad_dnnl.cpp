@@ -40,7 +40,7 @@ struct Mem {
   bool reordered = false;
 };
 
-struct Prim {
+struct ConvBwdPrim {
   bool ok = false;  // false: oneDNN has no implementation; the caller falls back
   dnnl::convolution_backward_data data;
   dnnl::convolution_backward_weights weights;
@@ -48,16 +48,7 @@ struct Prim {
   Mem x_w, dy_w, dw_w;  // backward-weights: src in, diff_dst in, diff_weights out
 };
 
-struct ThreadState {
-  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-  dnnl::stream strm{eng};
-  std::map<Key, std::unique_ptr<Prim>> prims;
-};
-
-ThreadState& state() {
-  thread_local ThreadState s;
-  return s;
-}
+using BwdThread = dnnl_conv::ThreadPrims<Key, ConvBwdPrim>;
 
 using dnnl_conv::is_reference;
 using dnnl_conv::layout_of;
@@ -75,11 +66,11 @@ Mem make_mem(const dnnl::engine& eng, const dnnl::memory::desc& user,
   return m;
 }
 
-std::unique_ptr<Prim> build(ThreadState& ts, const KernelArgs& a, int64_t nb, bool bf16) {
+std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t nb, bool bf16) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
   size_t rank = X.dims.size(), r = rank - 2;
-  auto prim = std::make_unique<Prim>();
+  auto prim = std::make_unique<ConvBwdPrim>();
   dnnl::memory::dims xd(X.dims.begin(), X.dims.end()), yd(dY.dims.begin(), dY.dims.end());
   xd[0] = yd[0] = nb;
   dnnl::memory::dims wd(W.dims.begin(), W.dims.end());
@@ -146,17 +137,17 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
   const TensorView& dX = a.out[0];
-  ThreadState& ts = state();
+  BwdThread& ts = BwdThread::local();
   const OmpTeamOfOne omp_guard;
   const int64_t views = dnnl_conv::storage_bits({&X, &dY, &dX}) << 2;
-  Prim* found = dnnl_conv::find_prim(
+  ConvBwdPrim* found = dnnl_conv::find_prim(
       ts.prims, p.bf16,
       [&](bool bf16) {
         return conv_key(p, X.dims, dY.dims[1], n1 - n0, int64_t{bf16} << 1 | views);
       },
       [&](bool bf16) { return build(ts, a, n1 - n0, bf16); });
   if (!found) return false;
-  Prim& pr = *found;
+  ConvBwdPrim& pr = *found;
   char* x = dnnl_conv::sample_ptr(X, n0);
   char* dy = dnnl_conv::sample_ptr(dY, n0);
   auto floats = [](const dnnl::memory& m) {

@@ -1,6 +1,7 @@
-// What the two oneDNN convolution files (conv_dnnl.cpp, conv_grad_dnnl.cpp) share: our tensors'
-// layouts and element types as oneDNN memory descriptors, a view's layout flags as primitive-cache
-// key bits, the bf16-first primitive lookup, and a view's samples by bytes. Built with oneDNN only.
+// What the oneDNN kernel files share: our tensors' layouts and element types as oneDNN memory
+// descriptors, a view's layout flags as primitive-cache key bits, the bf16-first primitive lookup
+// and a view's samples by bytes (the two convolution files), and the per-thread engine, stream and
+// primitive cache (those and gemm_bf16.cpp). Built with oneDNN only.
 #pragma once
 
 #ifdef CB_HAVE_DNNL
@@ -61,6 +62,20 @@ Prim* find_prim(std::map<ConvKey, std::unique_ptr<Prim>>& cache, bool want_bf16,
   }
   return nullptr;
 }
+
+// A thread's oneDNN engine and stream and its cache of built primitives by key: one per kernel
+// file (its Key and Prim) and thread, since each pool thread runs its share of a product or a
+// batch with primitives of its own.
+template <class Key, class Prim>
+struct ThreadPrims {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  std::map<Key, std::unique_ptr<Prim>> prims;
+  static ThreadPrims& local() {
+    thread_local ThreadPrims s;
+    return s;
+  }
+};
 
 // Samples [n0, ...) of an activation: its bytes from sample n0 on (bf16 storage: 2 an element).
 inline char* sample_ptr(const TensorView& t, int64_t n0) {

@@ -26,26 +26,18 @@ using dt = dnnl::memory::data_type;
 // Below this many multiply-adds the rounding and the primitive's call cost more than bf16 saves.
 constexpr int64_t kBf16MinMacs = int64_t{1} << 18;
 
-struct Prim {
+struct MatmulPrim {
   bool ok = false;
   dnnl::matmul mm;
   dnnl::memory a, b, c;
 };
 // transposes, m, n, k, ldc, accumulate
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, bool>;
-struct ThreadState {
-  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-  dnnl::stream strm{eng};
-  std::map<Key, std::unique_ptr<Prim>> prims;
-};
-ThreadState& state() {
-  thread_local ThreadState s;
-  return s;
-}
+using MatmulKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, bool>;
+using MatmulThread = dnnl_conv::ThreadPrims<MatmulKey, MatmulPrim>;
 
-std::unique_ptr<Prim> build(ThreadState& ts, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                            int64_t ldc, bool accumulate) {
-  auto p = std::make_unique<Prim>();
+std::unique_ptr<MatmulPrim> build(MatmulThread& ts, bool ta, bool tb, int64_t m, int64_t n,
+                                  int64_t k, int64_t ldc, bool accumulate) {
+  auto p = std::make_unique<MatmulPrim>();
   using dims = dnnl::memory::dims;
   // The rounded operands are dense: op(A) [m,k] from A [m,k] (row-major) or A^T [k,m]; likewise B.
   const dnnl::memory::desc a_md(dims{m, k}, dt::bf16, ta ? dims{1, m} : dims{k, 1});
@@ -73,7 +65,8 @@ std::unique_ptr<Prim> build(ThreadState& ts, bool ta, bool tb, int64_t m, int64_
 
 // rows x cols of x (leading dimension ld) into a dense bf16 [rows, cols]; cloned per x86-64
 // level: at AVX-512 width the rounding costs a few percent of the product, not a fifth.
-CB_CPU_CLONES void round_rows(const float* x, int64_t ld, int64_t rows, int64_t cols, uint16_t* out) {
+CB_CPU_CLONES void round_rows(const float* x, int64_t ld, int64_t rows, int64_t cols,
+                              uint16_t* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = x + r * ld;
     uint16_t* dst = out + r * cols;
@@ -85,12 +78,12 @@ CB_CPU_CLONES void round_rows(const float* x, int64_t ld, int64_t rows, int64_t 
 bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (alpha != 1 || (beta != 0 && beta != 1) || m * n * k < kBf16MinMacs) return false;
-  ThreadState& ts = state();
+  MatmulThread& ts = MatmulThread::local();
   const OmpTeamOfOne omp_guard;
   const bool acc = beta == 1;
-  auto& slot = ts.prims[Key{ta, tb, m, n, k, ldc, acc}];
+  auto& slot = ts.prims[MatmulKey{ta, tb, m, n, k, ldc, acc}];
   if (!slot) slot = build(ts, ta, tb, m, n, k, ldc, acc);
-  Prim& p = *slot;
+  MatmulPrim& p = *slot;
   if (!p.ok) return false;
   // A as stored: [m, k] rows of lda, or (transposed) [k, m] rows of lda; B likewise.
   uint16_t* ra = scratch<uint16_t, 0>(m * k);
