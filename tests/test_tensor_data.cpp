@@ -374,13 +374,18 @@ TEST_CASE("cb-train on NumPy data: PaddleOCR's classifier (a Paddle export) on f
   make_fixture("features", d.str());
   const auto [rc, text] = cb_train(
       // 4 epochs: the pretrained BatchNorm statistics take about 3 to follow these features.
-      fmt::format("{} --data {} --lr 0.01 --epochs 4 --batch-size 16 --threads 2 --output {} "
+      // Under a sanitizer, 20 steps: the same reading and training path; the accuracy is the
+      // Release build's (those 4 epochs took 98 s of the ASan stage).
+      fmt::format("{} --data {} --lr 0.01 {} --batch-size 16 --threads 2 --output {} "
                   "--metrics {}",
-                  model, d.str(), d / "trained.onnx", d / "m.jsonl"),
+                  model, d.str(), test::kSanitized ? "--steps 20" : "--epochs 4",
+                  d / "trained.onnx", d / "m.jsonl"),
       d);
   INFO(text);
   REQUIRE(rc == 0);
   CHECK(contains(text, "f32 [N,3,48,192] <- x, target i64 [N] <- y"));
+  CHECK(fs::exists(d / "trained.onnx"));
+  if (test::kSanitized) return;
   const double acc = viz::read_metrics(d / "m.jsonl").back()["test_accuracy"].get<double>();
   MESSAGE("paddle on features: accuracy " << acc);
   CHECK(acc >= 0.95);
