@@ -19,6 +19,16 @@ namespace cb {
 namespace {
 bool is_constant_output(const Value& v) { return v.data || v.known; }
 
+// How many nodes read each value, a graph output counting as one more reader.
+std::vector<int64_t> readers(const Graph& g) {
+  std::vector<int64_t> uses(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) ++uses[static_cast<size_t>(v)];
+  for (ValueId v : g.outputs) ++uses[static_cast<size_t>(v)];
+  return uses;
+}
+
 TensorPtr materialize(const Value& v) {
   auto t = std::make_shared<Tensor>();
   t->dtype = v.dtype;
@@ -454,11 +464,7 @@ bool swaps_last_two(const Graph& g, const Node& t) {
 }  // namespace
 
 int64_t fold_matmul_transposes(Graph& g) {
-  std::vector<int64_t> uses(g.values.size(), 0);
-  for (const Node& n : g.nodes)
-    for (ValueId v : n.inputs)
-      if (v != kNoValue) ++uses[static_cast<size_t>(v)];
-  for (ValueId v : g.outputs) ++uses[static_cast<size_t>(v)];
+  std::vector<int64_t> uses = readers(g);
   int64_t folded = 0;
   for (Node& n : g.nodes) {
     if (!n.def || n.def->name != "MatMul" || n.inputs.size() != 2) continue;
@@ -511,18 +517,19 @@ Node* sole_producer(Graph& g, const std::vector<int64_t>& uses, ValueId v, std::
   return n.def && n.def->name == op ? &n : nullptr;
 }
 
-// Whether `v` is a constant scalar (one element, float) within 1e-6 relative of `want`.
-bool is_scalar(const Graph& g, ValueId v, double want) {
+// The value of a constant scalar (one float element), if `v` is one.
+std::optional<double> scalar_of(const Graph& g, ValueId v) {
   const Value& c = g.value(v);
-  if (!c.data || c.data->numel() != 1) return false;
-  double x;
-  if (c.dtype == DType::F32)
-    x = c.data->data<float>()[0];
-  else if (c.dtype == DType::F64)
-    x = c.data->data<double>()[0];
-  else
-    return false;
-  return std::abs(x - want) <= 1e-6 * std::abs(want);
+  if (!c.data || c.data->numel() != 1) return std::nullopt;
+  if (c.dtype == DType::F32) return c.data->data<float>()[0];
+  if (c.dtype == DType::F64) return c.data->data<double>()[0];
+  return std::nullopt;
+}
+
+// Whether `v` is a constant scalar within 1e-6 relative of `want`.
+bool is_scalar(const Graph& g, ValueId v, double want) {
+  const std::optional<double> x = scalar_of(g, v);
+  return x && std::abs(*x - want) <= 1e-6 * std::abs(want);
 }
 
 // The operand of binary node `n` that is not the constant `want`, or kNoValue.
@@ -531,15 +538,6 @@ ValueId other_than_scalar(const Graph& g, const Node& n, double want) {
   if (is_scalar(g, n.inputs[1], want)) return n.inputs[0];
   if (is_scalar(g, n.inputs[0], want)) return n.inputs[1];
   return kNoValue;
-}
-
-// The value of a constant scalar (one float element), if `v` is one.
-std::optional<double> scalar_of(const Graph& g, ValueId v) {
-  const Value& c = g.value(v);
-  if (!c.data || c.data->numel() != 1) return std::nullopt;
-  if (c.dtype == DType::F32) return c.data->data<float>()[0];
-  if (c.dtype == DType::F64) return c.data->data<double>()[0];
-  return std::nullopt;
 }
 
 // Whether a parameter may reach `v`: some value it is computed from is a float initializer or a
@@ -576,11 +574,7 @@ bool broadcasts_to(const Shape& m, const Shape& x) {
 
 int64_t fuse_attention_softmax(Graph& g) {
   using Mask = ops::MaskedSoftmaxParams::Mask;
-  std::vector<int64_t> uses(g.values.size(), 0);
-  for (const Node& n : g.nodes)
-    for (ValueId v : n.inputs)
-      if (v != kNoValue) ++uses[static_cast<size_t>(v)];
-  for (ValueId v : g.outputs) uses[static_cast<size_t>(v)] += 2;  // never one reader
+  std::vector<int64_t> uses = readers(g);
   int64_t made = 0;
   for (Node& sm : g.nodes) {
     if (!sm.def || sm.def->name != "Softmax" || sm.inputs.size() != 1) continue;
@@ -638,11 +632,7 @@ int64_t fuse_attention_softmax(Graph& g) {
 }
 
 int64_t fuse_gelu(Graph& g) {
-  std::vector<int64_t> uses(g.values.size(), 0);
-  for (const Node& n : g.nodes)
-    for (ValueId v : n.inputs)
-      if (v != kNoValue) ++uses[static_cast<size_t>(v)];
-  for (ValueId v : g.outputs) uses[static_cast<size_t>(v)] += 2;  // never one reader
+  std::vector<int64_t> uses = readers(g);
   int64_t made = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     Node& out = g.nodes[k];

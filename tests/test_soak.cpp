@@ -221,8 +221,11 @@ int64_t newest_step(const std::string& dir) {
   return all.empty() ? -1 : std::stoll(fs::path(all.back()).filename().string().substr(5));
 }
 
+// Temporary (half-written) checkpoint folders in dir; none where a run killed during start-up
+// never made dir.
 int tmp_folders(const std::string& dir) {
   int n = 0;
+  if (!fs::exists(dir)) return 0;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".tmp") ++n;
   return n;

@@ -15,12 +15,12 @@ namespace cb::ops {
 namespace {
 using Mask = MaskedSoftmaxParams::Mask;
 
-// The mask (input 1 of the op at `first`, input 2 of the gradient) against X's shape.
+// The mask (input mask_in: 1 of the op, 2 of its gradient) against the kind and X's shape.
 void check_mask(InferCtx& c, size_t mask_in, size_t x_in) {
   const auto& p = c.p<MaskedSoftmaxParams>();
   const bool has = c.node().has_input(mask_in);
   if ((p.mask == Mask::None) == has)
-    c.fail("mask input {} for mask kind {}", has ? "given" : "missing", static_cast<int>(p.mask));
+    c.fail("{}", has ? "a mask input but no mask kind" : "a mask kind but no mask input");
   if (!has) return;
   if (p.mask == Mask::Add)
     c.expect_same_dtype(x_in, mask_in);
