@@ -6,6 +6,7 @@
 // [outer dims, 1...]. Scale and B have the normalised dims or broadcast to them (numpy rules,
 // right-aligned).
 #include <cmath>
+#include <utility>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
@@ -27,6 +28,19 @@ int64_t bcast_index(const TensorView& v, const int64_t* norm, int64_t nr, int64_
   }
   return idx;
 }
+// Row `row` (xr, m elements): mean and 1/sqrt(biased variance + eps), two-pass in double lane
+// sums, written to the optional Mean / InvStdDev outputs; returned as T.
+template <class T>
+inline std::pair<T, T> row_stats(const T* xr, int64_t m, double eps, int64_t row, float* mean_out,
+                                 float* inv_out) {
+  const double mean = m > 0 ? lane_sum(xr, m) / static_cast<double>(m) : 0.0;
+  const double var = m > 0 ? lane_sq_dev(xr, m, mean) / static_cast<double>(m) : 0.0;
+  const double inv = 1.0 / std::sqrt(var + eps);
+  if (mean_out) mean_out[row] = static_cast<float>(mean);
+  if (inv_out) inv_out[row] = static_cast<float>(inv);
+  return {static_cast<T>(mean), static_cast<T>(inv)};
+}
+
 // Rows [r0, r1) of x [outer, m] normalised into y, scale and bias of m elements (b may be null).
 template <class T>
 CB_CPU_CLONES void rows_full(const T* xs, const T* s, const T* b, T* y, int64_t m, int64_t r0,
@@ -34,12 +48,7 @@ CB_CPU_CLONES void rows_full(const T* xs, const T* s, const T* b, T* y, int64_t 
   for (int64_t row = r0; row < r1; ++row) {
     const T* xr = xs + row * m;
     T* yr = y + row * m;
-    const double mean = m > 0 ? lane_sum(xr, m) / static_cast<double>(m) : 0.0;
-    const double var = m > 0 ? lane_sq_dev(xr, m, mean) / static_cast<double>(m) : 0.0;
-    const double inv = 1.0 / std::sqrt(var + eps);
-    if (mean_out) mean_out[row] = static_cast<float>(mean);
-    if (inv_out) inv_out[row] = static_cast<float>(inv);
-    const T tm = static_cast<T>(mean), ti = static_cast<T>(inv);
+    const auto [tm, ti] = row_stats(xr, m, eps, row, mean_out, inv_out);
     if (b)
       for (int64_t k = 0; k < m; ++k) yr[k] = (xr[k] - tm) * ti * s[k] + b[k];
     else
@@ -76,12 +85,7 @@ void LayerNormalization(const KernelArgs& a) {
       for (int64_t row = rb; row < re; ++row) {
         const T* xr = xs + row * m;
         T* yr = y + row * m;
-        const double mean = m > 0 ? lane_sum(xr, m) / static_cast<double>(m) : 0.0;
-        const double var = m > 0 ? lane_sq_dev(xr, m, mean) / static_cast<double>(m) : 0.0;
-        const double inv = 1.0 / std::sqrt(var + eps);
-        if (mo) mo[row] = static_cast<float>(mean);
-        if (io) io[row] = static_cast<float>(inv);
-        const T tm = static_cast<T>(mean), ti = static_cast<T>(inv);
+        const auto [tm, ti] = row_stats(xr, m, eps, row, mo, io);
         for (int64_t k = 0; k < m; ++k) {
           T sk = scale_full ? s[k] : s[bcast_index(scale, norm, r - axis, k)];
           T bk = !b ? T(0) : bias_full ? b[k] : b[bcast_index(*bias, norm, r - axis, k)];

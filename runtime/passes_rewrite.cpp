@@ -1,0 +1,284 @@
+// The graph passes that rewrite nodes into faster equivalents computing the same values (declared
+// in runtime/passes.h): MatMul reading transposed operands in place, and the fused forms of what
+// exporters spell out as several nodes (GELU, attention's scale + mask + Softmax).
+#include <cmath>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "runtime/op_catalog.h"
+#include "runtime/ops/params.h"
+#include "runtime/passes.h"
+
+namespace cb {
+
+namespace {
+// How many nodes read each value, a graph output counting as one more reader.
+std::vector<int64_t> readers(const Graph& g) {
+  std::vector<int64_t> uses(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) ++uses[static_cast<size_t>(v)];
+  for (ValueId v : g.outputs) ++uses[static_cast<size_t>(v)];
+  return uses;
+}
+}  // namespace
+
+namespace {
+// Whether Transpose node t swaps the last two dims of its input and keeps the others.
+bool swaps_last_two(const Graph& g, const Node& t) {
+  const size_t r = g.value(t.inputs.at(0)).shape.size();
+  if (r < 2) return false;
+  const DimList& perm = std::any_cast<const ops::TransposeParams&>(t.params).perm;
+  if (perm.empty()) return r == 2;  // reverse
+  if (perm.size() != r) return false;
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
+}
+}  // namespace
+
+int64_t fold_matmul_transposes(Graph& g) {
+  std::vector<int64_t> uses = readers(g);
+  int64_t folded = 0;
+  for (Node& n : g.nodes) {
+    if (!n.def || n.def->name != "MatMul" || n.inputs.size() != 2) continue;
+    if (g.value(n.inputs[0]).shape.size() < 2 || g.value(n.inputs[1]).shape.size() < 2) continue;
+    auto* mp = std::any_cast<ops::MatMulParams>(&n.params);
+    ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
+    for (size_t i = 0; i < 2; ++i) {
+      const ValueId in = n.inputs[i];
+      const NodeId pr = g.value(in).producer;
+      if (pr < 0 || (i == 0 ? p.trans_a : p.trans_b)) continue;
+      const Node& t = g.nodes[static_cast<size_t>(pr)];
+      if (!t.def || t.def->name != "Transpose" || !swaps_last_two(g, t)) continue;
+      const ValueId src = t.inputs[0];
+      if (g.value(src).blocked || g.value(src).bf16_storage) continue;
+      n.inputs[i] = src;
+      --uses[static_cast<size_t>(in)];
+      ++uses[static_cast<size_t>(src)];
+      (i == 0 ? p.trans_a : p.trans_b) = true;
+      ++folded;
+    }
+    n.params = p;
+  }
+  if (folded == 0) return 0;
+  // The Transposes nothing reads any more go; the values they made stay (unread, unproduced).
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (Node& n : g.nodes) {
+    const bool dead = n.def && n.def->name == "Transpose" && n.outputs.size() == 1 &&
+                      uses[static_cast<size_t>(n.outputs[0])] == 0;
+    if (dead)
+      g.value(n.outputs[0]).producer = -1;
+    else
+      kept.push_back(std::move(n));
+  }
+  g.nodes = std::move(kept);
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (ValueId o : g.nodes[k].outputs)
+      if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(k);
+  return folded;
+}
+
+namespace {
+
+// The node producing `v` when it is op `op` and `v` has exactly one reader; else nullptr.
+Node* sole_producer(Graph& g, const std::vector<int64_t>& uses, ValueId v, std::string_view op) {
+  if (v == kNoValue || uses[static_cast<size_t>(v)] != 1) return nullptr;
+  const NodeId p = g.value(v).producer;
+  if (p < 0) return nullptr;
+  Node& n = g.nodes[static_cast<size_t>(p)];
+  return n.def && n.def->name == op ? &n : nullptr;
+}
+
+// The value of a constant scalar (one float element), if `v` is one.
+std::optional<double> scalar_of(const Graph& g, ValueId v) {
+  const Value& c = g.value(v);
+  if (!c.data || c.data->numel() != 1) return std::nullopt;
+  if (c.dtype == DType::F32) return c.data->data<float>()[0];
+  if (c.dtype == DType::F64) return c.data->data<double>()[0];
+  return std::nullopt;
+}
+
+// Whether `v` is a constant scalar within 1e-6 relative of `want`.
+bool is_scalar(const Graph& g, ValueId v, double want) {
+  const std::optional<double> x = scalar_of(g, v);
+  return x && std::abs(*x - want) <= 1e-6 * std::abs(want);
+}
+
+// The operand of binary node `n` that is not the constant `want`, or kNoValue.
+ValueId other_than_scalar(const Graph& g, const Node& n, double want) {
+  if (n.inputs.size() != 2) return kNoValue;
+  if (is_scalar(g, n.inputs[1], want)) return n.inputs[0];
+  if (is_scalar(g, n.inputs[0], want)) return n.inputs[1];
+  return kNoValue;
+}
+
+// Whether a parameter may reach `v`: some value it is computed from is a float initializer or a
+// float constant of more than one element (a weight stored as a Constant node).
+bool parameter_may_reach(const Graph& g, ValueId v) {
+  std::vector<bool> seen(g.values.size(), false);
+  std::vector<ValueId> todo = {v};
+  while (!todo.empty()) {
+    const ValueId u = todo.back();
+    todo.pop_back();
+    if (u == kNoValue || seen[static_cast<size_t>(u)]) continue;
+    seen[static_cast<size_t>(u)] = true;
+    const Value& val = g.value(u);
+    if (dtype_is_float(val.dtype) && val.data &&
+        (val.initializer || (val.constant_node && val.data->numel() > 1)))
+      return true;
+    if (val.producer >= 0)
+      for (ValueId in : g.nodes[static_cast<size_t>(val.producer)].inputs) todo.push_back(in);
+  }
+  return false;
+}
+
+// Whether `m` broadcasts to `x` (right-aligned, each dim 1 or equal).
+bool broadcasts_to(const Shape& m, const Shape& x) {
+  if (m.size() > x.size()) return false;
+  for (size_t i = 0; i < m.size(); ++i) {
+    const Dim a = m[m.size() - 1 - i], b = x[x.size() - 1 - i];
+    if (!(a == Dim{1} || a == b)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t fuse_attention_softmax(Graph& g) {
+  using Mask = ops::MaskedSoftmaxParams::Mask;
+  std::vector<int64_t> uses = readers(g);
+  int64_t made = 0;
+  for (Node& sm : g.nodes) {
+    if (!sm.def || sm.def->name != "Softmax" || sm.inputs.size() != 1) continue;
+    const auto& sp = sm.p<ops::SoftmaxParams>();
+    const Value& in = g.value(sm.inputs[0]);
+    if (sp.coerce_2d || in.shape.empty() || sp.axis != static_cast<int64_t>(in.shape.size()) - 1)
+      continue;
+    if (in.dtype != DType::F32 && in.dtype != DType::F64) continue;
+    ops::MaskedSoftmaxParams p;
+    ValueId z = sm.inputs[0], mask = kNoValue;
+    std::vector<Node*> dropped;
+    if (Node* w = sole_producer(g, uses, z, "Where"); w && w->inputs.size() == 3) {
+      const ValueId cond = w->inputs[0];
+      if (g.value(cond).dtype == DType::Bool && broadcasts_to(g.value(cond).shape, in.shape)) {
+        if (auto f = scalar_of(g, w->inputs[1]); f && g.value(w->inputs[2]).shape == in.shape) {
+          p.mask = Mask::FillWhereTrue, p.fill = static_cast<float>(*f), z = w->inputs[2];
+        } else if (auto f2 = scalar_of(g, w->inputs[2]);
+                   f2 && g.value(w->inputs[1]).shape == in.shape) {
+          p.mask = Mask::FillWhereFalse, p.fill = static_cast<float>(*f2), z = w->inputs[1];
+        }
+        if (p.mask != Mask::None) mask = cond, dropped.push_back(w);
+      }
+    } else if (Node* ad = sole_producer(g, uses, z, "Add"); ad && ad->inputs.size() == 2) {
+      for (size_t i = 0; i < 2 && p.mask == Mask::None; ++i) {
+        const ValueId s = ad->inputs[i], m = ad->inputs[1 - i];
+        const Value& mv = g.value(m);
+        if (g.value(s).shape != in.shape || mv.dtype != in.dtype ||
+            !broadcasts_to(mv.shape, in.shape) || parameter_may_reach(g, m))
+          continue;
+        p.mask = Mask::Add, mask = m, z = s, dropped.push_back(ad);
+      }
+    }
+    bool scaled = false;
+    if (Node* mul = sole_producer(g, uses, z, "Mul"); mul && mul->inputs.size() == 2) {
+      for (size_t i = 0; i < 2 && !scaled; ++i) {
+        const auto c = scalar_of(g, mul->inputs[1 - i]);
+        if (!c || g.value(mul->inputs[i]).shape != in.shape) continue;
+        p.scale = static_cast<float>(*c), z = mul->inputs[i], scaled = true;
+        dropped.push_back(mul);
+      }
+    }
+    if (p.mask == Mask::None && !scaled) continue;  // a plain Softmax stays one
+    sm.op_type = "MaskedSoftmax";
+    sm.def = &ops::kMaskedSoftmax;
+    sm.inputs = {z};
+    if (mask != kNoValue) sm.inputs.push_back(mask);
+    sm.attrs.clear();
+    sm.params = p;
+    for (Node* n : dropped)
+      for (ValueId v : n->outputs)
+        if (v != kNoValue) uses[static_cast<size_t>(v)] = 0;
+    ++made;
+  }
+  return made;
+}
+
+int64_t fuse_gelu(Graph& g) {
+  std::vector<int64_t> uses = readers(g);
+  int64_t made = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    Node& out = g.nodes[k];
+    if (!out.def || out.def->name != "Mul" || out.inputs.size() != 2 || out.outputs.size() != 1)
+      continue;
+    // out = Mul(m, 0.5) with m = Mul(x, a), or out = Mul(h, a) with h = Mul(x, 0.5); a = Add(e, 1),
+    // e = Erf(d), d = Div(x, sqrt 2) or Mul(x, 1/sqrt 2).
+    ValueId x = kNoValue;
+    std::vector<Node*> dropped;  // add, erf, div, then the other Mul
+    auto erf_input_is = [&](ValueId av, ValueId want_x) -> bool {
+      Node* add = sole_producer(g, uses, av, "Add");
+      if (!add) return false;
+      const ValueId ev = other_than_scalar(g, *add, 1.0);
+      Node* erf = sole_producer(g, uses, ev, "Erf");
+      if (!erf) return false;
+      const ValueId dv = erf->inputs[0];
+      Node* d = sole_producer(g, uses, dv, "Div");
+      ValueId src = kNoValue;
+      if (d && d->inputs.size() == 2 && is_scalar(g, d->inputs[1], std::sqrt(2.0)))
+        src = d->inputs[0];
+      if (!d) {
+        d = sole_producer(g, uses, dv, "Mul");
+        if (d) src = other_than_scalar(g, *d, std::sqrt(0.5));
+      }
+      if (src == kNoValue || (want_x != kNoValue && src != want_x)) return false;
+      x = src;
+      dropped.insert(dropped.end(), {add, erf, d});
+      return true;
+    };
+    if (const ValueId mv = other_than_scalar(g, out, 0.5); mv != kNoValue) {
+      // (x * a) * 0.5
+      if (Node* m = sole_producer(g, uses, mv, "Mul"); m && m->inputs.size() == 2) {
+        for (int i = 0; i < 2 && x == kNoValue; ++i) {
+          dropped.clear();
+          if (erf_input_is(m->inputs[static_cast<size_t>(1 - i)],
+                           m->inputs[static_cast<size_t>(i)]))
+            dropped.push_back(m);
+        }
+      }
+    }
+    if (x == kNoValue) {
+      // (x * 0.5) * a
+      for (int i = 0; i < 2 && x == kNoValue; ++i) {
+        Node* h = sole_producer(g, uses, out.inputs[static_cast<size_t>(i)], "Mul");
+        if (!h) continue;
+        const ValueId hx = other_than_scalar(g, *h, 0.5);
+        if (hx == kNoValue) continue;
+        dropped.clear();
+        if (erf_input_is(out.inputs[static_cast<size_t>(1 - i)], hx)) dropped.push_back(h);
+      }
+    }
+    if (x == kNoValue) continue;
+    const Value& xv = g.value(x);
+    const Value& yv = g.value(out.outputs[0]);
+    if (!dtype_is_float(xv.dtype) || xv.dtype != yv.dtype || xv.shape != yv.shape) continue;
+    // Named after the scope of the Erf node (dropped[1]): "/blocks.0/mlp/mlp.1/Erf" -> ".../Gelu".
+    const std::string& en = dropped[1]->name;
+    const size_t slash = en.rfind('/');
+    out.name = slash == std::string::npos ? en + "_gelu" : en.substr(0, slash + 1) + "Gelu";
+    out.op_type = "Gelu";
+    out.def = &ops::kGelu;
+    out.inputs = {x};
+    out.attrs.clear();
+    out.params = ops::GeluParams{};
+    // The dropped nodes' outputs lose their reader; fold_and_prune removes them as dead.
+    for (Node* n : dropped)
+      for (ValueId v : n->outputs)
+        if (v != kNoValue) uses[static_cast<size_t>(v)] = 0;
+    ++made;
+  }
+  return made;
+}
+
+}  // namespace cb
