@@ -88,7 +88,7 @@ double RunRecorder::since_start() const {
 
 void RunRecorder::show(const Progress& p, const Trainer& t) {
   const int per_device = t.learners_per_device();
-  const int64_t memory = t.memory().need(per_device);
+  const int64_t memory = t.need(per_device);
   std::string line = fmt::format(
       "epoch {:.2f}  step {}  {:.0f} {}/s  loss {:.4f}  lr {:.5g}  learners {} ({}/device, "
       "{:.1f} MiB)  data wait {:.0f}%  ETA {}",
@@ -108,14 +108,14 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
     show(p, t);
     const int per_device = t.learners_per_device();
     if (tb_)
-      tb_->scalars(p.step, {{"train/loss", p.loss},
-                            {"train/lr", p.lr},
-                            {"train/images_per_s", p.images_per_s},
-                            {"train/learners", p.learners},
-                            {"train/data_wait_share", p.data_wait},
-                            {"train/learners_per_device", per_device},
-                            {"train/memory_mib",
-                             static_cast<double>(t.memory().need(per_device)) / (1 << 20)}});
+      tb_->scalars(p.step,
+                   {{"train/loss", p.loss},
+                    {"train/lr", p.lr},
+                    {"train/images_per_s", p.images_per_s},
+                    {"train/learners", p.learners},
+                    {"train/data_wait_share", p.data_wait},
+                    {"train/learners_per_device", per_device},
+                    {"train/memory_mib", static_cast<double>(t.need(per_device)) / (1 << 20)}});
   };
   cbs.on_tune = [this, &t, lr](const TunerDecision& d, const TrainMemory& m) {
     clear_progress();
@@ -139,7 +139,7 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
         what, d.learners, t.alpha_for(d.learners),
         lr * lr_scale(t.options().lr_scaling, d.learners * t.ranks(),
                       t.options().rule(d.learners * t.ranks()), t.options().optimizer),
-        mib(m.need(d.learners)), mib(m.budget), d.reason);
+        mib(t.need(d.learners)), mib(m.budget), d.reason);
     std::fflush(stdout);
     record({{"type", "tune"},
             {"time", since_start()},
@@ -197,7 +197,7 @@ void RunRecorder::attach(Callbacks& cbs, const Trainer& t, double lr, const std:
                                     {"lr", p.lr},
                                     {"data_wait_s", p.data_wait_s},
                                     {"spread", p.spread},
-                                    {"memory_bytes", t.memory().need(per_device)}});
+                                    {"memory_bytes", t.need(per_device)}});
     record(j);
     if (tb_) {
       std::vector<std::pair<std::string, double>> v = {{"eval/train_loss", p.train_loss},

@@ -132,7 +132,7 @@ void announce_run(const RunStart& s, RunRecorder& rec) {
             : fmt::format("decay {:g} per step", *topts.ema),
         topts.ema_start > 0 ? fmt::format(", from step {}", topts.ema_start) : std::string());
   fmt::print(
-      "memory   {} per replica ({} arena + the flat parameter, gradient, optimizer and snapshot "
+      "memory   {} per replica ({} arena + the flat parameter, gradient and optimizer "
       "buffers), {} shared, budget {} per device{}\n",
       mib(mem.per_replica), mib(mem.arena), mib(mem.fixed), mib(mem.budget),
       mem.budget_source.empty() ? "" : " (" + mem.budget_source + ")");

@@ -19,17 +19,13 @@ void DeviceReplicas::copy(void* dst, const void* src, int64_t len) {
 void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o, bool first,
                           bool ema_parts) {
   const int64_t P = m.flat_elems(), S = m.state_elems();
-  for (DeviceBuffer* b : {&z, &z_prev, &sum, &mean})
-    *b = DeviceBuffer(*dev, TrainModel::buffer_bytes(P));
+  z = DeviceBuffer(*dev, TrainModel::buffer_bytes(P));
   state_avg = DeviceBuffer(*dev, TrainModel::buffer_bytes(S));
   flag = DeviceBuffer(*dev, 64);
   m.upload_initial(*dev, z.get(), state_avg.get());
-  m.upload_initial(*dev, z_prev.get(), state_avg.get());
   // mu_z and the scale follow K: the trainer sets them before every central step.
   central_params = ops::SmaCentralStepParams{};
   central_args.params = &central_params;
-  central_args.in = {flat_f32(sum.get(), P)};
-  central_args.out = {flat_f32(z.get(), P), flat_f32(z_prev.get(), P), flat_f32(flag.get(), 1)};
   if (o.ema) {
     for (DeviceBuffer* b : {&ema, &ema_sum}) *b = DeviceBuffer(*dev, TrainModel::buffer_bytes(P));
     for (DeviceBuffer* b : {&ema_state, &ema_state_sum})
@@ -38,7 +34,6 @@ void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o, bool fir
     m.upload_initial(*dev, ema.get(), ema_state.get());
     if (!first && ema_parts) dev->upload(ema.get(), zeros.data(), static_cast<size_t>(P) * 4);
     if (!first && S > 0) dev->upload(ema_state.get(), zeros.data(), static_cast<size_t>(S) * 4);
-    central_args.out.push_back(flat_f32(ema.get(), P));
     ema_params = ops::SmaRowEmaParams{};
     ema_state_params = ops::SmaRowEmaParams{};
   }
@@ -54,13 +49,14 @@ void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o, bool fir
   step_params = sp;
 }
 
-void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, bool seed_z) {
+void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, bool seed_z, bool pull,
+                            bool with_mean) {
   const int64_t P = m.flat_elems(), S = m.state_elems();
   Device& d = *dev;
   auto buf = [&](int64_t elems) { return DeviceBuffer(d, TrainModel::buffer_bytes(elems)); };
   DeviceBuffer new_params = buf(k * P), new_grads = buf(k * P), new_opt1 = buf(k * P),
-               new_opt2 = adamw ? buf(k * P) : DeviceBuffer(), new_snap = buf(k * P),
-               new_state = buf(k * S), new_steps(d, static_cast<size_t>(k) * sizeof(int64_t));
+               new_opt2 = adamw ? buf(k * P) : DeviceBuffer(), new_state = buf(k * S),
+               new_steps(d, static_cast<size_t>(k) * sizeof(int64_t));
   const int keep = std::min(k, old);
   copy(new_params.get(), params.get(), keep * P);
   copy(new_opt1.get(), opt1.get(), keep * P);
@@ -71,9 +67,15 @@ void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, boo
     d.download(s.data(), steps.get(), s.size() * sizeof(int64_t));
     d.upload(new_steps.get(), s.data(), s.size() * sizeof(int64_t));
   }
+  // The central buffers this count needs; z_prev starts as z (the momentum of z at rest).
+  if (pull && !z_prev.get()) {
+    z_prev = buf(P);
+    sum = buf(P);
+    copy(z_prev.get(), z.get(), P);
+  }
   if (seed_z) {
-    copy(z.get(), mean.get(), P);
-    copy(z_prev.get(), mean.get(), P);
+    copy(z.get(), learners_mean(), P);
+    copy(z_prev.get(), learners_mean(), P);
   }
   for (int r = keep; r < k; ++r) {
     copy(new_params.f32(r * P), z.get(), P);
@@ -81,11 +83,16 @@ void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, boo
   }
   updated = d.record_event(kSyncStream);
   d.synchronize();
+  if (!pull) {  // z stays put: nothing reads them
+    z_prev = DeviceBuffer();
+    sum = DeviceBuffer();
+  }
+  if (with_mean && !mean.get()) mean = buf(P);
+  if (!with_mean) mean = DeviceBuffer();  // the one learner's row is its own mean
   params = std::move(new_params);
   grads = std::move(new_grads);
   opt1 = std::move(new_opt1);
   opt2 = std::move(new_opt2);
-  snap = std::move(new_snap);
   state = std::move(new_state);
   steps = std::move(new_steps);
   const bool clip = std::any_cast<const ops::SmaStepParams&>(step_params).clip_norm > 0;
@@ -96,22 +103,28 @@ void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, boo
   steps_view.dims = {k};
   local_args.params = sync_args.params = &step_params;
   local_args.in = {flat_f32(grads.get(), k * P)};
-  local_args.out = {flat_f32(params.get(), k * P),
-                    flat_f32(opt1.get(), k * P),
-                    adamw ? flat_f32(opt2.get(), k * P) : TensorView{},
-                    flat_f32(snap.get(), k * P),
-                    TensorView{},
-                    steps_view};
+  local_args.out = {flat_f32(params.get(), k * P), flat_f32(opt1.get(), k * P),
+                    adamw ? flat_f32(opt2.get(), k * P) : TensorView{}, TensorView{}, steps_view};
   if (clip) local_args.out.push_back(flat_f32(norms.get(), k));
-  sync_args.in = {flat_f32(grads.get(), k * P), flat_f32(z.get(), P)};
-  sync_args.out = local_args.out;
-  sync_args.out[4] = flat_f32(sum.get(), P);
+  sync_args = local_args;
+  central_args.in.clear();
+  central_args.out.clear();
+  if (pull) {
+    sync_args.in.push_back(flat_f32(z.get(), P));
+    sync_args.out[3] = flat_f32(sum.get(), P);
+    central_args.in = {flat_f32(sum.get(), P)};
+    central_args.out = {flat_f32(z.get(), P), flat_f32(z_prev.get(), P), flat_f32(flag.get(), 1)};
+    if (ema.get()) central_args.out.push_back(flat_f32(ema.get(), P));
+  }
   state_sum_args.params = &state_sum_params;
   state_sum_args.in = {flat_f32(state.get(), k * S)};
   state_sum_args.out = {flat_f32(state_avg.get(), S)};
-  param_sum_args.params = &param_sum_params;
-  param_sum_args.in = {flat_f32(params.get(), k * P)};
-  param_sum_args.out = {flat_f32(mean.get(), P)};
+  param_sum_args = KernelArgs{};
+  if (mean.get()) {
+    param_sum_args.params = &param_sum_params;
+    param_sum_args.in = {flat_f32(params.get(), k * P)};
+    param_sum_args.out = {flat_f32(mean.get(), P)};
+  }
   if (ema.get()) {
     ema_args.params = &ema_params;
     ema_args.in = {flat_f32(params.get(), k * P)};
@@ -127,7 +140,7 @@ void DeviceReplicas::seed_ema(int64_t P, int64_t S, bool first, bool parts) {
   if (!parts)
     copy(ema.get(), z.get(), P);
   else if (first)
-    copy(ema.get(), mean.get(), P);
+    copy(ema.get(), learners_mean(), P);
   else
     dev->upload(ema.get(), zeros.data(), static_cast<size_t>(P) * 4);
   if (first)
@@ -172,7 +185,8 @@ void DeviceReplicas::load(const std::vector<float>& z_in, const std::vector<floa
                           const std::vector<LearnerState>& learners, size_t first, int k, int64_t P,
                           int64_t S) {
   dev->upload(z.get(), z_in.data(), z_in.size() * sizeof(float));
-  dev->upload(z_prev.get(), z_prev_in.data(), z_prev_in.size() * sizeof(float));
+  if (z_prev.get())  // held only while z moves (else z_prev is z's and nothing reads it)
+    dev->upload(z_prev.get(), z_prev_in.data(), z_prev_in.size() * sizeof(float));
   std::vector<int64_t> s;
   for (int r = 0; r < k; ++r) {
     const LearnerState& l = learners[first + static_cast<size_t>(r)];

@@ -121,8 +121,8 @@ Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOption
       plan_memory(model_.training_graph().graph, t.batch, model_.bound_values());
   mem_.arena = plan.bytes_peak;
   mem_.per_replica =
-      plan.bytes_peak + (3 + opt_buffers) * P * 4 + S * 4 + 8 + (t.clip_grad_norm > 0 ? 4 : 0);
-  mem_.fixed = 4 * P * 4 + S * 4 + 64 + (t.ema ? 2 * (P + S) * 4 : 0);
+      plan.bytes_peak + (2 + opt_buffers) * P * 4 + S * 4 + 8 + (t.clip_grad_norm > 0 ? 4 : 0);
+  always_shared_ = P * 4 + S * 4 + 64 + (t.ema ? 2 * (P + S) * 4 : 0);
   if (opts_.memory_budget > 0) {
     mem_.budget = opts_.memory_budget;
     mem_.budget_source = "--memory-budget";
@@ -172,11 +172,11 @@ void Trainer::set_learners(int k) {
   if (!fits(k))
     fail(
         "out of memory: {} learner{} per device need {} ({} per replica: a {} activation arena, "
-        "the flat parameter, gradient, optimizer and snapshot buffers and the BN statistics; {} "
+        "the flat parameter, gradient and optimizer buffers and the BN statistics; {} "
         "shared), but the budget is {} per device; use fewer --learners, a smaller --batch-size "
         "or a larger --memory-budget",
-        k, k == 1 ? "" : "s", mib(mem_.need(k)), mib(mem_.per_replica), mib(mem_.arena),
-        mib(mem_.fixed), mib(mem_.budget));
+        k, k == 1 ? "" : "s", mib(need(k)), mib(mem_.per_replica), mib(mem_.arena),
+        mib(shared_bytes(k)), mib(mem_.budget));
   if (k_ > 0) average_for_eval();  // new learners take the averaged BN statistics
   learners_.clear();
   const int old = k_;
@@ -184,9 +184,12 @@ void Trainer::set_learners(int k) {
   // average (computed by average_for_eval() above), and so do the new learners.
   const bool seed_z = old > 0 && alpha_ == 0 && alpha_for(k) != 0;
   const bool adamw = opts_.optimizer == OptimizerKind::AdamW;
-  on_drivers([&](Group& g) { g.resize(model_, k, old, adamw, seed_z); });
+  const bool pull = alpha_for(k) != 0, with_mean = k * ranks() > 1;
+  on_drivers([&](Group& g) { g.resize(model_, k, old, adamw, seed_z, pull, with_mean); });
   k_ = k;
   alpha_ = alpha_for(k_);
+  mem_.fixed = shared_bytes(k_);
+  evaluators_.clear();  // bound to buffers resize() may have replaced
   start_learners();
 }
 
@@ -467,7 +470,7 @@ void Trainer::average_for_eval() {
       g.dev->launch(OpKind::SmaRowSum, g.state_sum_args);
       g.coll->allreduce_sum(*g.dev, kSyncStream, g.state_avg.f32(), S);
     }
-    if (mean) {
+    if (mean && g.mean.get()) {  // else one learner in the job: its row is the mean
       g.dev->launch(OpKind::SmaRowSum, g.param_sum_args);
       g.coll->allreduce_sum(*g.dev, kSyncStream, g.mean.f32(), P);
     }
@@ -492,7 +495,7 @@ std::pair<const void*, const void*> Trainer::eval_buffers(EvalWeights w) const {
   const Group& g = *groups_[0];
   if (averages() && w == EvalWeights::Model)
     return {alpha_ == 0 ? g.ema_sum.get() : g.ema.get(), g.ema_state_sum.get()};
-  return {alpha_ == 0 ? g.mean.get() : g.z.get(), g.state_avg.get()};
+  return {alpha_ == 0 ? g.learners_mean() : g.z.get(), g.state_avg.get()};
 }
 
 Evaluator& Trainer::evaluator(EvalWeights w) {
@@ -589,8 +592,7 @@ std::vector<float> Trainer::row(Rows which, int learner) const {
   const Group& g = *groups_[static_cast<size_t>(learner / k_)];
   const DeviceBuffer& b = which == Rows::Params     ? g.params
                           : which == Rows::Velocity ? g.opt1
-                          : which == Rows::Grads    ? g.grads
-                                                    : g.snap;
+                                                    : g.grads;
   const int64_t P = model_.flat_elems();
   std::vector<float> f(static_cast<size_t>(P));
   g.dev->download(f.data(), b.f32((learner % k_) * P), f.size() * sizeof(float));
@@ -599,7 +601,6 @@ std::vector<float> Trainer::row(Rows which, int learner) const {
 
 std::vector<float> Trainer::replica(int learner) const { return row(Rows::Params, learner); }
 std::vector<float> Trainer::velocity(int learner) const { return row(Rows::Velocity, learner); }
-std::vector<float> Trainer::snapshot(int learner) const { return row(Rows::Snapshot, learner); }
 
 std::map<std::string, Tensor> Trainer::gradients(int learner) const {
   settle();
@@ -617,8 +618,12 @@ ModelState Trainer::state() const {
   s.model_is_mean = alpha_ == 0;
   s.z = central(0);
   const Group& g0 = *groups_[0];
-  s.z_prev.resize(s.z.size());
-  g0.dev->download(s.z_prev.data(), g0.z_prev.get(), s.z_prev.size() * sizeof(float));
+  if (g0.z_prev.get()) {
+    s.z_prev.resize(s.z.size());
+    g0.dev->download(s.z_prev.data(), g0.z_prev.get(), s.z_prev.size() * sizeof(float));
+  } else {
+    s.z_prev = s.z;  // z does not move (alpha 0): its momentum is at rest
+  }
   const int64_t P = model_.flat_elems(), S = model_.state_elems();
   for (int l = 0; l < local_learners(); ++l)
     s.learners.push_back(groups_[static_cast<size_t>(l / k_)]->learner(l % k_, P, S));

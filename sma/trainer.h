@@ -18,7 +18,7 @@
 //
 //   g_j   = grad loss(theta_j; batch_j) + lambda theta_j
 //   v_j   = mu v_j + g_j                   (first step of a learner: v_j = g_j)
-//   c_j   = alpha (theta_j - z)            (theta_j before this step: the snapshot)
+//   c_j   = alpha (theta_j - z)            (theta_j before this step)
 //   theta_j <- theta_j - gamma v_j - c_j
 //   z     <- z + sum_j c_j + mu_z (z - z_prev)   (= v_z <- sum_j c_j + mu_z v_z; z <- z + v_z)
 //
@@ -52,9 +52,12 @@
 // Where it runs: the trainer is GIVEN its devices and one Collective endpoint per device (the
 // session makes them, session/devices.h: CPU core groups with an in-process group, GPUs with
 // NCCL, or one device per process with the MPI job's collective). It never makes a device. Per
-// device (sma/device_replicas.h): one flat buffer each for parameters, gradients, optimizer state
-// (1 or 2) and the pre-step snapshot, [k][P] (sma/model.h), [k][S] for BatchNorm statistics, a
-// [k] step count per learner, and z, z_prev and the sum of the corrections, [P]. Each learner has a
+// device (sma/device_replicas.h): one flat buffer each for parameters, gradients and optimizer
+// state (1 or 2), [k][P] (sma/model.h), [k][S] for BatchNorm statistics, a [k] step count per
+// learner, and z, [P], with z_prev and the sum of the corrections while a pull moves z and the
+// learners' mean with more than one learner (the fused step reads each pre-step replica once,
+// in a register: no snapshot is stored). One learner thus holds what torch.optim holds, plus z
+// (the initial model: checkpoints, learners added later). Each learner has a
 // persistent host thread driving its own stream of its device (CPU: a thread pool over its share of
 // the device's cores) with an executor bound to its rows; each device has a driver thread on its
 // synchronisation stream. A step:
@@ -127,11 +130,11 @@ struct Placement {
 struct TrainMemory {
   int64_t arena = 0;          // one replica's activation arena (the plan's bytes_peak)
   int64_t per_replica = 0;    // arena + the flat [P] buffers + BN state [S]
-  int64_t fixed = 0;          // z, z_prev, the sum, the average model and BN statistics
+  int64_t fixed = 0;          // what the learners share at the current count
+                              // (Trainer::shared_bytes; Trainer::need(k) for k learners)
   int64_t budget = 0;         // bytes the learners of one device may use
   std::string budget_source;  // where budget comes from: "--memory-budget", or the device's
                               // memory_source (the container's limit when that is smaller)
-  int64_t need(int learners) const { return fixed + learners * per_replica; }
 };
 // Bytes as the trainer's messages and the session's lines print them: "12.3 MiB".
 std::string mib(int64_t bytes);
@@ -228,7 +231,6 @@ class Trainer {
   std::vector<float> central(int device = 0) const;
   std::vector<float> replica(int learner) const;
   std::vector<float> velocity(int learner) const;
-  std::vector<float> snapshot(int learner) const;
   std::map<std::string, Tensor> gradients(int learner = 0) const;
   std::vector<float> flat_params(int learner = 0) const { return replica(learner); }
 
@@ -259,7 +261,19 @@ class Trainer {
   int64_t steps_done() const { return steps_; }
   const TrainMemory& memory() const { return mem_; }
   const StepTiming& timing() const { return timing_; }
-  bool fits(int per_device) const { return mem_.need(per_device) <= mem_.budget; }
+  // Bytes one device holds with `per_device` learners: theirs and what they share.
+  int64_t need(int per_device) const {
+    return shared_bytes(per_device) + per_device * mem_.per_replica;
+  }
+  // What the learners of a device share: z, the BN statistics' average and the weight average;
+  // z_prev and the corrections' sum while a pull moves z; the learners' mean with more than one
+  // learner in the job (DeviceReplicas).
+  int64_t shared_bytes(int per_device) const {
+    const int64_t P4 = model_.flat_elems() * 4;
+    return always_shared_ + (alpha_for(per_device) != 0 ? 2 * P4 : 0) +
+           (per_device * ranks() > 1 ? P4 : 0);
+  }
+  bool fits(int per_device) const { return need(per_device) <= mem_.budget; }
 
  private:
   struct Learner;
@@ -269,7 +283,7 @@ class Trainer {
   void settle() const;
   void average_for_eval();
   float ema_decay(int64_t step) const;  // the average's decay at step `step` (from 1)
-  enum class Rows { Params, Velocity, Snapshot, Grads };
+  enum class Rows { Params, Velocity, Grads };
   std::vector<float> row(Rows which, int learner) const;
   template <class F>
   void on_drivers(F&& f);
@@ -277,6 +291,7 @@ class Trainer {
   TrainerOptions opts_;
   TrainModel model_;
   TrainMemory mem_;
+  int64_t always_shared_ = 0;  // z, the BN statistics' average, the weight average
   int k_ = 0;
   double alpha_ = 0;
   int64_t steps_ = 0;

@@ -144,6 +144,12 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   t.step(file_batches(test::mem(data.train), 0, 1, 16), 0.01);
   t.step(file_batches(test::mem(data.train), 1, 1, 16), 0.01);
   CHECK(t.central() == z0);
+  // One learner holds only z beside its own rows: no z_prev, corrections' sum or mean (its row is
+  // the mean); a checkpoint's z_prev is z, whose momentum is at rest.
+  const int64_t P4 = t.model().flat_elems() * 4;
+  CHECK(t.memory().fixed == t.shared_bytes(1));
+  CHECK(t.shared_bytes(3) - t.shared_bytes(1) == 3 * P4);
+  CHECK(t.state().z_prev == z0);
   const std::vector<float> r0 = t.replica(0);
   t.set_learners(3);  // a pull from now on: z starts as the learners' average (the one replica)
   CHECK(t.alpha() == 0.5);
@@ -158,10 +164,26 @@ TEST_CASE("auto-tuner: a run applies its decisions, new learners start from z") 
   CHECK(t.total_learners() == 2);
   CHECK(t.alpha() == 0.5);
   t.step(file_batches(test::mem(data.train), 5, 2, 16), 0.01);
+  CHECK(t.memory().fixed == t.shared_bytes(2));
+  // Back to one learner, whose row is the model: the pull's buffers go, and a second learner
+  // seeds z from that row again.
+  t.set_learners(1);
+  CHECK(t.alpha() == 0);
+  CHECK(t.memory().fixed == t.shared_bytes(1));
+  const std::vector<float> r1 = t.replica(0);
+  t.step(file_batches(test::mem(data.train), 7, 1, 16), 0.01);
+  const std::vector<float> r2 = t.replica(0);
+  CHECK(r2 != r1);
+  CHECK(t.state().z_prev == t.central());
+  t.set_learners(2);
+  CHECK(t.central() == r2);
+  CHECK(t.replica(1) == r2);
+  t.step(file_batches(test::mem(data.train), 8, 2, 16), 0.01);
+  CHECK(t.replica(0) != t.central());
 
   // Over budget: named in bytes.
   CpuSetup tight = lenet_options({0, 1}, 1, 1);
-  tight.opts.memory_budget = t.memory().need(2);
+  tight.opts.memory_budget = t.need(2);
   CpuTrainer small(r.graph, detect_loss(r.graph), tight);
   CHECK(small.fits(2));
   CHECK(!small.fits(3));

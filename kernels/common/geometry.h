@@ -599,12 +599,11 @@ inline MaskPlan mask_plan(const std::vector<int64_t>& x, const std::vector<int64
 }
 
 // ---- SmaStep ------------------------------------------------------------------------------------
-// SmaStep's operands, checked: inputs grad [R,P], z? [P]; outputs param, opt1, opt2, snapshot
-// [R,P] (f32), sum [P], steps i64 [R]. Learner r's element j sits at r * n + j; buffers the step
-// does not use are null (opt1 without momentum, opt2 without AdamW, z and sum without a pull).
+// SmaStep's operands, checked: inputs grad [R,P], z? [P]; outputs param, opt1, opt2 [R,P]
+// (f32), sum [P], steps i64 [R], norms? [R]. Learner r's element j sits at r * n + j; buffers the
+// step does not use are null (opt1 without momentum, opt2 without AdamW, z and sum without a pull).
 struct SmaStepPlan {
   float* w = nullptr;
-  float* snap = nullptr;
   const float* g = nullptr;
   float* o1 = nullptr;
   float* o2 = nullptr;
@@ -621,16 +620,15 @@ inline SmaStepPlan sma_step_plan(const KernelArgs& a) {
   const auto& p = a.p<ops::SmaStepParams>();
   const TensorView& grad = a.in.at(0);
   const TensorView* zv = a.in.size() > 1 && a.in[1].present() ? &a.in[1] : nullptr;
-  const TensorView &param = a.out.at(0), &o1v = a.out.at(1), &o2v = a.out.at(2),
-                   &snap = a.out.at(3), &sv = a.out.at(4), &steps = a.out.at(5);
+  const TensorView &param = a.out.at(0), &o1v = a.out.at(1), &o2v = a.out.at(2), &sv = a.out.at(3),
+                   &steps = a.out.at(4);
   SmaStepPlan s;
   s.rows = steps.numel();
   if (steps.dtype != DType::I64 || s.rows < 1 || param.numel() % s.rows != 0)
     fail("SmaStep: steps must be i64 [R] with R >= 1 dividing param's {} elements", param.numel());
   s.n = param.numel() / s.rows;
-  if (grad.numel() != param.numel() || snap.numel() != param.numel() || param.dtype != DType::F32 ||
-      grad.dtype != DType::F32 || snap.dtype != DType::F32)
-    fail("SmaStep: grad, param and snapshot must be f32 [R,P]");
+  if (grad.numel() != param.numel() || param.dtype != DType::F32 || grad.dtype != DType::F32)
+    fail("SmaStep: grad and param must be f32 [R,P]");
   s.adamw = p.optimizer == ops::OptimizerKind::AdamW;
   s.momentum = s.adamw || p.momentum != 0;
   if (s.momentum && (o1v.numel() != param.numel() || o1v.dtype != DType::F32))
@@ -642,14 +640,13 @@ inline SmaStepPlan sma_step_plan(const KernelArgs& a) {
                  sv.dtype != DType::F32))
     fail("SmaStep: z and sum must be f32 with P = {} elements", s.n);
   s.w = param.ptr<float>();
-  s.snap = snap.ptr<float>();
   s.g = grad.ptr<float>();
   s.o1 = s.momentum ? o1v.ptr<float>() : nullptr;
   s.o2 = s.adamw ? o2v.ptr<float>() : nullptr;
   s.z = s.pull ? zv->ptr<float>() : nullptr;
   s.sum = s.pull ? sv.ptr<float>() : nullptr;
   s.steps = steps.ptr<int64_t>();
-  const TensorView* nv = a.out.size() > 6 && a.out[6].present() ? &a.out[6] : nullptr;
+  const TensorView* nv = a.out.size() > 5 && a.out[5].present() ? &a.out[5] : nullptr;
   if (nv && (nv->numel() != s.rows || nv->dtype != DType::F32))
     fail("SmaStep: norms must be f32 [R] with R = {}", s.rows);
   if (!(p.clip_norm >= 0)) fail("SmaStep: clip_norm must not be negative, got {}", p.clip_norm);

@@ -33,14 +33,12 @@ constexpr int64_t kBlock = 1024;
 // targets would contract a * b + c into one rounding and break that identity.
 // gs scales the gradient (clip_grad_norm's factor; 1 leaves every value as it is).
 template <bool kPull, bool kState, class Update>
-void step_row(float* __restrict w, float* __restrict sn, const float* __restrict g,
-              float* __restrict o1, float* __restrict o2, const float* __restrict z,
-              float* __restrict sum, int64_t n, const Update& update, math::SmaPull pull,
-              float gs) {
+void step_row(float* __restrict w, const float* __restrict g, float* __restrict o1,
+              float* __restrict o2, const float* __restrict z, float* __restrict sum, int64_t n,
+              const Update& update, math::SmaPull pull, float gs) {
   const Update up = update;  // a local copy: stores through w, o1... cannot change its fields
   for (int64_t i = 0; i < n; ++i) {
     const float th = w[i];
-    sn[i] = th;
     float nw;
     if constexpr (std::is_same_v<Update, math::SgdUpdate<float>>) {
       float v = kState ? o1[i] : 0.0f;  // no velocity without momentum
@@ -94,7 +92,7 @@ void SmaStep(const KernelArgs& a) {
   const geom::SmaStepPlan sp = geom::sma_step_plan(a);
   const int64_t rows = sp.rows, n = sp.n;
   const bool adamw = sp.adamw, pull = sp.pull;
-  float *w = sp.w, *o1 = sp.o1, *o2 = sp.o2, *sn = sp.snap, *sum = sp.sum;
+  float *w = sp.w, *o1 = sp.o1, *o2 = sp.o2, *sum = sp.sum;
   const float *g = sp.g, *z = sp.z;
   int64_t* row_steps = sp.steps;
   // Per-row functors (the first SGD step, AdamW's bias correction), prepared once per launch.
@@ -135,25 +133,19 @@ void SmaStep(const KernelArgs& a) {
         const auto r_ = static_cast<size_t>(r);
         if (adamw) {
           if (pull)
-            step_row<true, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl,
-                                 gscale[r_]);
+            step_row<true, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl, gscale[r_]);
           else
-            step_row<false, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl,
-                                  gscale[r_]);
+            step_row<false, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl, gscale[r_]);
         } else if (p1) {
           if (pull)
-            step_row<true, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl,
-                                 gscale[r_]);
+            step_row<true, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl, gscale[r_]);
           else
-            step_row<false, true>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl,
-                                  gscale[r_]);
+            step_row<false, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl, gscale[r_]);
         } else {
           if (pull)
-            step_row<true, false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl,
-                                  gscale[r_]);
+            step_row<true, false>(w + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl, gscale[r_]);
           else
-            step_row<false, false>(w + o, sn + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl,
-                                   gscale[r_]);
+            step_row<false, false>(w + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl, gscale[r_]);
         }
       }
     }

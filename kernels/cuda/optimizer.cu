@@ -2,7 +2,7 @@
 // contracts in runtime/ops/optimizer.cpp):
 //   SgdStep(grad [P]) -> (param [P], velocity [P]?)            f32, f64
 //   AdamWStep(grad [P]) -> (param [P], m [P], v [P])            f32, f64
-//   SmaStep(grad [R,P], z [P]?) -> (param [R,P], opt1 [R,P]?, opt2 [R,P]?, snapshot [R,P],
+//   SmaStep(grad [R,P], z [P]?) -> (param [R,P], opt1 [R,P]?, opt2 [R,P]?,
 //                                   sum [P]?, steps i64 [R], norms [R]?)    f32
 //       Every [R,P] buffer is row-major: learner r's element j at r * P + j. With norms, first a
 //       block per row sums its squares in double (not the CPU's order: the norm may differ in
@@ -295,7 +295,7 @@ struct SmaBuffers {
   math::SmaPull pull;
 };
 
-// Element j of every learner, in row order: snapshot, step, pull, and the sum of corrections.
+// Element j of every learner, in row order: step, pull, and the sum of corrections.
 template <State kState, bool kPull>
 struct SmaStepBody {
   geom::SmaStepPlan b;
@@ -316,7 +316,6 @@ struct SmaStepBody {
       const int64_t o = r * b.n + j;
       const auto up = update_of(r);
       const RnF th(b.w[o]);
-      b.snap[o] = th.v;
       RnF nw;
       if constexpr (kState == State::Adam) {
         RnF m(b.o1[o]), v(b.o2[o]);

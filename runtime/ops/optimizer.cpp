@@ -5,16 +5,17 @@
 // optimizer_math.h, shared by every backend.
 //   SgdStep(grad [P]) -> (param [P], velocity [P]?)        torch.optim.SGD (f32 or f64)
 //   AdamWStep(grad [P]) -> (param [P], m [P], v [P])        torch.optim.AdamW (f32 or f64)
-//   SmaStep(grad [R,P], z [P]?) -> (param [R,P], opt1 [R,P]?, opt2 [R,P]?, snapshot [R,P],
-//                                   sum [P]?, steps i64 [R], norms [R]?)
+//   SmaStep(grad [R,P], z [P]?) -> (param [R,P], opt1 [R,P]?, opt2 [R,P]?, sum [P]?,
+//                                   steps i64 [R], norms [R]?)
 //       for every learner r and element i (sma/trainer.h has the whole algorithm): theta = param
-//       (pre-step, copied to snapshot), its optimizer step (SGD: opt1 = velocity, first step when
-//       steps[r] == 0; AdamW: opt1 = m, opt2 = v, bias correction at step steps[r] + 1), then
-//       c = alpha * (theta - z), param = stepped - c, and sum[i] = sum over r (in row order) of
-//       c: the SMA update and the intra-device sum in one pass. Without z (or with alpha 0) it is
-//       R independent optimizer steps and sum is not written. steps[r] += 1. With norms,
-//       norms[r] = |grad[r]| (L2, summed in double) before the step; with clip_norm > 0 (which
-//       needs norms) every learner's step reads grad[r] * min(1, clip_norm / (norms[r] + 1e-6)).
+//       (pre-step, kept in a register: no snapshot buffer), its optimizer step (SGD: opt1 =
+//       velocity, first step when steps[r] == 0; AdamW: opt1 = m, opt2 = v, bias correction at step
+//       steps[r] + 1), then c = alpha * (theta - z), param = stepped - c, and sum[i] = sum over r
+//       (in row order) of c: the SMA update and the intra-device sum in one pass. Without z (or
+//       with alpha 0) it is R independent optimizer steps and sum is not written. steps[r] += 1.
+//       With norms, norms[r] = |grad[r]| (L2, summed in double) before the step; with clip_norm > 0
+//       (which needs norms) every learner's step reads grad[r] * min(1, clip_norm / (norms[r] +
+//       1e-6)).
 //   SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite [1], ema [P]?)
 //       z' = z + sum + mu_z * (z - z_prev); z_prev = z; z = z'; nonfinite: count of non-finite z';
 //       with ema (the weight average, fused into the same pass): ema = d * ema + (1 - d) * z'.
@@ -47,8 +48,8 @@ const OpDef kSmaStep{.kind = OpKind::SmaStep,
                      .name = "SmaStep",
                      .inputs_min = 1,
                      .inputs_max = 2,
-                     .outputs_min = 6,
-                     .outputs_max = 7,
+                     .outputs_min = 5,
+                     .outputs_max = 6,
                      .internal = true};
 const OpDef kSmaCentralStep{.kind = OpKind::SmaCentralStep,
                             .name = "SmaCentralStep",

@@ -85,8 +85,7 @@ inline std::vector<Case> adamw_step(OpKind, DType) {
   return cs;
 }
 
-// SmaStep(grad [R,P], z [P]?) -> (param, opt1, opt2?, snapshot [R,P], sum [P]?, steps i64 [R],
-// norms [R]?).
+// SmaStep(grad [R,P], z [P]?) -> (param, opt1, opt2? [R,P], sum [P]?, steps i64 [R], norms [R]?).
 inline std::vector<Case> sma_step(OpKind, DType) {
   std::vector<Case> cs;
   auto c = [&](std::string name, int64_t rows, int64_t n, ops::SmaStepParams p, bool pull,
@@ -97,7 +96,7 @@ inline std::vector<Case> sma_step(OpKind, DType) {
            .params = p,
            .outs = {inout(x({rows, n})),
                     inout(adamw ? x({rows, n}, uniform(-0.1, 0.1)) : x({rows, n})),
-                    adamw ? inout(x({rows, n}, uniform(0, 0.05))) : absent(), x({rows, n}),
+                    adamw ? inout(x({rows, n}, uniform(0, 0.05))) : absent(),
                     pull ? x({n}) : absent(), inout(fixed(DType::I64, {rows}, list(steps)))},
            .ref = ref_sma_step};
     if (pull) k.in.push_back(x({n}));

@@ -47,22 +47,22 @@ void ref_constant_of_shape(const std::any& params, std::vector<Tensor>&, std::ve
   for (int64_t i = 0; i < out.at(0).numel(); ++i) out[0].data<double>()[i] = v.real_at(0);
 }
 
-// SmaStep (runtime/ops/optimizer.cpp): in grad [R,P], z [P]?; out param, opt1, opt2?,
-// snapshot [R,P], sum [P]?, steps i64 [R] (param, opt1, opt2 and steps start with values).
+// SmaStep (runtime/ops/optimizer.cpp): in grad [R,P], z [P]?; out param, opt1, opt2? [R,P],
+// sum [P]?, steps i64 [R], norms [R]? (param, opt1, opt2 and steps start with values).
 void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const auto& p = std::any_cast<const ops::SmaStepParams&>(params);
-  const int64_t rows = out.at(5).numel();
+  const int64_t rows = out.at(4).numel();
   const int64_t n = rows ? out[0].numel() / rows : 0;
   const bool adamw = p.optimizer == ops::OptimizerKind::AdamW;
   const double* g = in[0].data<double>();
-  const bool pull = in.size() > 1 && !in[1].bytes.empty() && !out[4].bytes.empty();
+  const bool pull = in.size() > 1 && !in[1].bytes.empty() && !out[3].bytes.empty();
   const double* z = pull ? in[1].data<double>() : nullptr;
   double *w = out[0].data<double>(), *v = out[1].data<double>(),
-         *v2 = adamw ? out[2].data<double>() : nullptr, *snap = out[3].data<double>(),
-         *sum = pull ? out[4].data<double>() : nullptr, *steps = out[5].data<double>();
+         *v2 = adamw ? out[2].data<double>() : nullptr,
+         *sum = pull ? out[3].data<double>() : nullptr, *steps = out[4].data<double>();
   const double lr = p.lr, mu = p.momentum, wd = p.weight_decay, alpha = p.alpha;
   if (pull) std::fill(sum, sum + n, 0.0);
-  double* norms = out.size() > 6 && !out[6].bytes.empty() ? out[6].data<double>() : nullptr;
+  double* norms = out.size() > 5 && !out[5].bytes.empty() ? out[5].data<double>() : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     double gs = 1;  // clip_grad_norm's factor
     if (norms) {
@@ -77,7 +77,6 @@ void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<T
     for (int64_t i = 0; i < n; ++i) {
       const int64_t at = r * n + i;
       const double th = w[at];
-      snap[at] = th;
       double nw;
       if (adamw) {
         const double gi = g[at] * gs;
