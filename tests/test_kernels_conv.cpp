@@ -587,32 +587,37 @@ TEST_CASE("gemm and matmul in bf16: bf16-rounded operands, f32 accumulation") {
       CHECK(e_x <= 1e-5 * scale);
     }
   };
-  // 2 x 368,640 multiply-adds: each thread's half is of the bf16 path's size.
-  const int64_t M = 192, N = 80, K = 48;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (bool with_c : {false, true}) {
-        CAPTURE(ta);
-        CAPTURE(tb);
-        CAPTURE(with_c);
-        ops::GemmParams p;
-        p.trans_a = ta;
-        p.trans_b = tb;
-        p.beta = with_c ? 1.0f : 0.0f;
-        p.bf16 = true;
-        std::any params = p;
-        auto A = random_vec<float>(M * K, 7), B = random_vec<float>(K * N, 8),
-             C = random_vec<float>(N, 9);
-        std::vector<float> Y(size_t(M * N), -99);
-        KernelArgs a;
-        a.in = {view(A, ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}),
-                view(B, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N})};
-        if (with_c) a.in.push_back(view(C, {N}));
-        a.out = {view(Y, {M, N})};
-        launch(OpKind::Gemm, a, *two, &params);
-        check(Y, reference(round16(A), round16(B), with_c ? &C : nullptr, ta, tb, M, N, K),
-              reference(A, B, with_c ? &C : nullptr, ta, tb, M, N, K));
-      }
+  // 737,280 multiply-adds, split over the two threads by rows of C (taller than wide) and by
+  // columns (wider): each operand rounded once into buffers both threads read.
+  struct Mnk {
+    int64_t m, n, k;
+  };
+  for (const auto [M, N, K] : {Mnk{192, 80, 48}, Mnk{48, 192, 80}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool with_c : {false, true}) {
+          CAPTURE(M);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          CAPTURE(with_c);
+          ops::GemmParams p;
+          p.trans_a = ta;
+          p.trans_b = tb;
+          p.beta = with_c ? 1.0f : 0.0f;
+          p.bf16 = true;
+          std::any params = p;
+          auto A = random_vec<float>(M * K, 7), B = random_vec<float>(K * N, 8),
+               C = random_vec<float>(N, 9);
+          std::vector<float> Y(size_t(M * N), -99);
+          KernelArgs a;
+          a.in = {view(A, ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}),
+                  view(B, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N})};
+          if (with_c) a.in.push_back(view(C, {N}));
+          a.out = {view(Y, {M, N})};
+          launch(OpKind::Gemm, a, *two, &params);
+          check(Y, reference(round16(A), round16(B), with_c ? &C : nullptr, ta, tb, M, N, K),
+                reference(A, B, with_c ? &C : nullptr, ta, tb, M, N, K));
+        }
   // MatMul: a shared right matrix (the batch folded into rows) and one product per batch index.
   for (const bool shared : {true, false}) {
     CAPTURE(shared);

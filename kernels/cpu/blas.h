@@ -49,6 +49,15 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 bool gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                int64_t ldc);
+// Its parts, for a product split over threads that rounds each operand once: whether the bf16
+// product applies to these scalars and sizes; rows x cols of x (leading dim ld) rounded into a
+// dense bf16 [rows, cols]; and the product of operands already rounded (leading dims lda and ldb
+// of the bf16 copies; false, having done nothing, where oneDNN has no bf16 kernel for it).
+bool bf16_product(float alpha, float beta, int64_t m, int64_t n, int64_t k);
+void round_bf16(const float* x, int64_t ld, int64_t rows, int64_t cols, uint16_t* out);
+bool gemm_bf16_rounded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                       const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
+                       float* c, int64_t ldc);
 
 // Makes BLAS single-threaded; idempotent and cheap after the first call.
 void blas_single_thread();

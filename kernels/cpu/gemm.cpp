@@ -77,6 +77,45 @@ void gemm_one(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T al
   gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// A bf16 product split over the pool: op(A) and op(B) rounded once, each thread rounding a share
+// of their rows into buffers every thread reads (rounding per thread would round the operand the
+// split does not cut once per thread), then the blocks of C as gemm_rows splits them. A block
+// oneDNN has no bf16 kernel for runs in f32 from the unrounded operands.
+void gemm_rows_bf16(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc, bool by_cols, int64_t grain) {
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+  uint16_t* ra = scratch<uint16_t, 2>(m * k);
+  uint16_t* rb = scratch<uint16_t, 3>(k * n);
+  const int64_t row_grain = std::max<int64_t>(1, 16384 / std::max(a_cols, b_cols));
+  pool.parallel_for(
+      a_rows + b_rows,
+      [&](int64_t r0, int64_t r1) {
+        const int64_t a1 = std::min(r1, a_rows);
+        if (r0 < a1) round_bf16(a + r0 * lda, lda, a1 - r0, a_cols, ra + r0 * a_cols);
+        const int64_t b0 = std::max(r0, a_rows) - a_rows, b1 = r1 - a_rows;
+        if (b0 < b1) round_bf16(b + b0 * ldb, ldb, b1 - b0, b_cols, rb + b0 * b_cols);
+      },
+      row_grain);
+  pool.parallel_for(
+      by_cols ? n : m,
+      [&](int64_t i0, int64_t i1) {
+        if (by_cols) {  // columns i0.. of op(B): rows of B^T, or columns of B
+          const uint16_t* rbc = tb ? rb + i0 * b_cols : rb + i0;
+          if (!gemm_bf16_rounded(ta, tb, m, i1 - i0, k, ra, a_cols, rbc, b_cols, beta, c + i0, ldc))
+            gemm(ta, tb, m, i1 - i0, k, 1.0f, a, lda, tb ? b + i0 * ldb : b + i0, ldb, beta, c + i0,
+                 ldc);
+        } else {  // rows i0.. of op(A): rows of A, or columns of A^T
+          const uint16_t* rar = ta ? ra + i0 : ra + i0 * a_cols;
+          if (!gemm_bf16_rounded(ta, tb, i1 - i0, n, k, rar, a_cols, rb, b_cols, beta, c + i0 * ldc,
+                                 ldc))
+            gemm(ta, tb, i1 - i0, n, k, 1.0f, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta,
+                 c + i0 * ldc, ldc);
+        }
+      },
+      grain);
+}
+
 template <typename T>
 void gemm_rows(ThreadPool* pool, bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
@@ -87,6 +126,13 @@ void gemm_rows(ThreadPool* pool, bool bf16, bool ta, bool tb, int64_t m, int64_t
   if (threads <= 1 || m * n * k < kSplitMacs || (by_cols ? n : m) < 2 * threads) {
     gemm_one(bf16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16 && bf16_product(alpha, beta, m, n, k)) {
+      const int64_t grain = std::max<int64_t>(8, ((by_cols ? n : m) + threads - 1) / threads);
+      gemm_rows_bf16(*pool, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, by_cols, grain);
+      return;
+    }
   }
   if (by_cols) {
     const int64_t grain = std::max<int64_t>(8, (n + threads - 1) / threads);
