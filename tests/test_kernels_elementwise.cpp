@@ -233,6 +233,45 @@ TEST_CASE("softmax: rows sum to 1 (coerce-to-2D and single-axis semantics)") {
   CHECK(yd[3] == doctest::Approx(1.0));
 }
 
+// The f32 rows' exp clamps scores far below the row's max away from libmvec's slow lanes and
+// restores them after (kernels/cpu/vector_math.h): every element, -inf and subnormal results
+// included, is e^(x - max) / sum to f32 accuracy, in place (MaskedSoftmax) or not.
+TEST_CASE("softmax: f32 rows with scores far below the max (masked, underflowing)") {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> row{3,    2,    -1,   -60,     -76.9f, -77,  -77.1f, -85,  -90,    -95,
+                         -100, -104, -106, -106.5f, -107,   -108, -200,   -inf, -1e30f, 0.5f};
+  const int64_t rows = 3, n = 3 * static_cast<int64_t>(row.size());  // past a 64-element chunk
+  std::vector<float> x;
+  for (int64_t i = 0; i < rows * 3; ++i) x.insert(x.end(), row.begin(), row.end());
+  double sum = 0;
+  for (float v : row) sum += 3 * std::exp(double(v) - 3);
+  auto check = [&](const std::vector<float>& y) {
+    int bad = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double want = std::exp(double(x[i]) - 3) / sum;
+      // Subnormal results keep fewer bits: within one unit of the smallest subnormal.
+      bad += std::abs(y[i] - want) > 1e-5 * want + 1.5e-45;
+      bad += (static_cast<float>(want) == 0) != (y[i] == 0);
+    }
+    return bad;
+  };
+  std::any p = ops::SoftmaxParams{1, false};
+  std::vector<float> y(x.size());
+  KernelArgs k;
+  k.in = {view(x, {rows, n})};
+  k.out = {view(y, {rows, n})};
+  launch(OpKind::Softmax, k, *make_cpu_device(2), &p);
+  CHECK(check(y) == 0);
+  CHECK(y[8] > 0);
+  CHECK(y[8] < std::numeric_limits<float>::min());  // e^-93 / sum: subnormal, not flushed
+  std::any mp = ops::MaskedSoftmaxParams{};
+  std::vector<float> in_place = x;
+  k.in = {view(in_place, {rows, n})};
+  k.out = {view(in_place, {rows, n})};
+  launch(OpKind::MaskedSoftmax, k, *make_cpu_device(2), &mp);
+  CHECK(check(in_place) == 0);
+}
+
 TEST_CASE("dropout: mask statistics, scaling, determinism for a fixed seed") {
   auto four = make_cpu_device(4), one = make_cpu_device(1);
   const int64_t n = 200000;

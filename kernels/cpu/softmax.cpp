@@ -85,7 +85,7 @@ CB_CPU_CLONES void row_f32(const float* x, float* y, int64_t n, bool log) {
   float mx = -std::numeric_limits<float>::infinity();
   for (; k < n; ++k) mx = std::max(mx, x[k]);
   for (int j = 0; j < kLanes; ++j) mx = std::max(mx, m[j]);
-  for (k = 0; k < n; ++k) y[k] = expf(x[k] - mx);  // LogSoftmax: scratch, rewritten below
+  exp_shifted(x, mx, y, n);  // LogSoftmax: scratch, rewritten below
   double s[8] = {};
   for (k = 0; k + 8 <= n; k += 8)
     for (int j = 0; j < 8; ++j) s[j] += y[k + j];
