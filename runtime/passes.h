@@ -69,8 +69,10 @@ int64_t set_compute_precision(Graph& g, Precision p);
 // MatMul reads an operand whose last two dims a Transpose swapped from the Transpose's input
 // instead (MatMulParams::trans_a / trans_b: the product reads it transposed, in place), for
 // operands of rank >= 2; Transposes nothing reads any more are removed. The backward graph's
-// dA = dY B^T and dB = A^T dY, and attention's Q K^T, then multiply without a copy. Runs on an
-// inferred graph; returns the number of operands folded.
+// dA = dY B^T and dB = A^T dY, and attention's Q K^T, then multiply without a copy. A product
+// whose only reader swaps its last two dims computes (A B)^T = B^T A^T into the Transpose's output
+// instead (the gradient of a weight the forward read transposed). Runs on an inferred graph;
+// returns the number of Transposes folded (operands and products).
 int64_t fold_matmul_transposes(Graph& g);
 
 // For the CPU with oneDNN (DeviceCaps::blocked_layouts): keeps f32 activations [N, C, H, W] (C a

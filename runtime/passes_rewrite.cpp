@@ -62,17 +62,47 @@ int64_t fold_matmul_transposes(Graph& g) {
     }
     n.params = p;
   }
+  // A product only a Transpose of its last two dims reads (a weight's gradient dW = (dW^T)^T,
+  // where the forward multiplied by W^T): (A B)^T = B^T A^T, so the MatMul multiplies the swapped
+  // operands, each read transposed the other way, straight into the Transpose's output.
+  std::vector<bool> absorbed(g.nodes.size(), false);
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    Node& t = g.nodes[k];
+    if (!t.def || t.def->name != "Transpose" || t.outputs.size() != 1 || !swaps_last_two(g, t))
+      continue;
+    const ValueId mid = t.inputs[0], out = t.outputs[0];
+    const NodeId pr = g.value(mid).producer;
+    if (pr < 0 || uses[static_cast<size_t>(mid)] != 1) continue;
+    Node& mm = g.nodes[static_cast<size_t>(pr)];
+    if (!mm.def || mm.def->name != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1)
+      continue;
+    if (g.value(mm.inputs[0]).shape.size() < 2 || g.value(mm.inputs[1]).shape.size() < 2) continue;
+    const Value& o = g.value(out);
+    if (o.blocked || o.bf16_storage || g.value(mid).blocked || g.value(mid).bf16_storage) continue;
+    const auto* mp = std::any_cast<ops::MatMulParams>(&mm.params);
+    ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
+    const bool ta = p.trans_a, tb = p.trans_b;
+    std::swap(mm.inputs[0], mm.inputs[1]);
+    p.trans_a = !tb;
+    p.trans_b = !ta;
+    mm.params = p;
+    mm.outputs[0] = out;
+    g.value(mid).producer = -1;
+    --uses[static_cast<size_t>(mid)];
+    absorbed[k] = true;
+    ++folded;
+  }
   if (folded == 0) return 0;
-  // The Transposes nothing reads any more go; the values they made stay (unread, unproduced).
+  // The Transposes nothing reads any more go, and those a product absorbed; the values they made
+  // stay (unread, unproduced).
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
-  for (Node& n : g.nodes) {
-    const bool dead = n.def && n.def->name == "Transpose" && n.outputs.size() == 1 &&
-                      uses[static_cast<size_t>(n.outputs[0])] == 0;
-    if (dead)
-      g.value(n.outputs[0]).producer = -1;
-    else
-      kept.push_back(std::move(n));
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    Node& n = g.nodes[k];
+    const bool unread = n.def && n.def->name == "Transpose" && n.outputs.size() == 1 &&
+                        uses[static_cast<size_t>(n.outputs[0])] == 0;
+    if (unread) g.value(n.outputs[0]).producer = -1;
+    if (!unread && !absorbed[k]) kept.push_back(std::move(n));
   }
   g.nodes = std::move(kept);
   for (size_t k = 0; k < g.nodes.size(); ++k)

@@ -274,7 +274,9 @@ TEST_CASE("gradcheck: reductions and pooling") {
 }
 
 TEST_CASE("gradcheck: matmul, gemm, conv") {
+  // A weight shared by every batch index: dB is one product over the rows of every batch index.
   check_gradients({"MatMul", {diff(r({2, 3, 4}, 60)), diff(r({4, 5}, 61))}});
+  check_gradients({"MatMul", {diff(r({2, 2, 3, 4}, 64)), diff(r({4, 5}, 65))}});
   check_gradients({"MatMul", {diff(r({2, 1, 3, 4}, 62)), diff(r({3, 4, 2}, 63))}});
   check_gradients({"Gemm",
                    {diff(r({3, 4}, 64)), diff(r({5, 4}, 65)), diff(r({5}, 66))},

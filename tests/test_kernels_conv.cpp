@@ -588,11 +588,12 @@ TEST_CASE("gemm and matmul in bf16: bf16-rounded operands, f32 accumulation") {
     }
   };
   // 737,280 multiply-adds, split over the two threads by rows of C (taller than wide) and by
-  // columns (wider): each operand rounded once into buffers both threads read.
+  // columns (wider): each operand rounded once into buffers both threads read. A long K read
+  // transposed (a weight's gradient) goes in K slices accumulated into C (gemm.cpp).
   struct Mnk {
     int64_t m, n, k;
   };
-  for (const auto [M, N, K] : {Mnk{192, 80, 48}, Mnk{48, 192, 80}})
+  for (const auto [M, N, K] : {Mnk{192, 80, 48}, Mnk{48, 192, 80}, Mnk{64, 40, 1100}})
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (bool with_c : {false, true}) {

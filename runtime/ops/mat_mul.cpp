@@ -46,8 +46,19 @@ void vjp(VjpCtx& c) {
     c.fail("MatMul with a 1-D operand has no gradient yet; reshape it to 2-D before export");
   if (c.need(0))
     c.set_dx(0, c.b.sum_to(c.b.op("MatMul", {c.dy(0), swap_last(c, c.x(1))}), c.x_shape(0)));
-  if (c.need(1))
-    c.set_dx(1, c.b.sum_to(c.b.op("MatMul", {swap_last(c, c.x(0)), c.dy(0)}), c.x_shape(1)));
+  if (!c.need(1)) return;
+  const Shape& a = c.x_shape(0);
+  const Shape& w = c.x_shape(1);
+  if (a.size() > 2 && w.size() == 2 && shape_is_static(w)) {
+    // A matrix B (a weight) shared by every batch index of A: dB = sum over the batch of
+    // A_b^T dY_b = A'^T dY' with the batch folded into the rows (A' [rows, K], dY' [rows, N]:
+    // free reshapes), one product over all the rows instead of one per batch index summed after.
+    const ValueId a2 = c.b.op("Reshape", {c.x(0), c.b.ints({-1, w[0].value})});
+    const ValueId dy2 = c.b.op("Reshape", {c.dy(0), c.b.ints({-1, w[1].value})});
+    c.set_dx(1, c.b.op("MatMul", {swap_last(c, a2), dy2}));
+    return;
+  }
+  c.set_dx(1, c.b.sum_to(c.b.op("MatMul", {swap_last(c, c.x(0)), c.dy(0)}), w));
 }
 }  // namespace
 

@@ -108,11 +108,6 @@ inline std::vector<Case> softmax_grad(OpKind op, DType) {
   c({6, 5, 7, 3}, 0);
   c({0, 5}, 1);
   c({64, 1000}, -1);
-  // Rows spanning 220: exp of their shifted scores underflows to 0 (below -110), to subnormals
-  // (from -110 to -80: the f32 rows' scalar pass) and stays normal (vector_math.h's exp_shifted).
-  cs.push_back({.name = "scores spanning 220 (exp underflows)",
-                .in = {x({16, 300}, uniform(-200, 20))},
-                .attrs = {{"axis", int64_t{-1}}}});
   return cs;
 }
 
