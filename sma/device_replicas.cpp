@@ -34,7 +34,6 @@ void DeviceReplicas::init(const TrainModel& m, const TrainerOptions& o, bool fir
     m.upload_initial(*dev, ema.get(), ema_state.get());
     if (!first && ema_parts) dev->upload(ema.get(), zeros.data(), static_cast<size_t>(P) * 4);
     if (!first && S > 0) dev->upload(ema_state.get(), zeros.data(), static_cast<size_t>(S) * 4);
-    ema_params = ops::SmaRowEmaParams{};
     ema_state_params = ops::SmaRowEmaParams{};
   }
   ops::SmaStepParams sp;
@@ -126,9 +125,10 @@ void DeviceReplicas::resize(const TrainModel& m, int k, int old, bool adamw, boo
     param_sum_args.out = {flat_f32(mean.get(), P)};
   }
   if (ema.get()) {
-    ema_args.params = &ema_params;
-    ema_args.in = {flat_f32(params.get(), k * P)};
-    ema_args.out = {flat_f32(ema.get(), P)};
+    // alpha 0: the step itself folds the rows' mean into the average (SmaStep's ema output).
+    local_ema_args = local_args;
+    local_ema_args.out.resize(6);  // norms, or none
+    local_ema_args.out.push_back(flat_f32(ema.get(), P));
     ema_state_args.params = &ema_state_params;
     ema_state_args.in = {flat_f32(state.get(), k * S)};
     ema_state_args.out = {flat_f32(ema_state.get(), S)};

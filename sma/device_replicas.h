@@ -37,11 +37,12 @@ struct DeviceReplicas {
   DeviceBuffer z, z_prev, sum, mean, state_avg, flag;   // flag: [1] non-finite values of z
   DeviceBuffer ema, ema_state, ema_sum, ema_state_sum;  // --ema only
   std::any step_params, central_params, state_sum_params, param_sum_params;
-  std::any ema_params, ema_state_params;
-  // SmaStep with the pull (sync) and without (local); SmaCentralStep; the SmaRowSums; the
-  // SmaRowEmas of the rows (alpha 0) and of the BN statistics.
-  KernelArgs sync_args, local_args, central_args, state_sum_args, param_sum_args;
-  KernelArgs ema_args, ema_state_args;
+  std::any ema_state_params;
+  // SmaStep with the pull (sync), without (local), and without with the weight average of the
+  // rows' mean (alpha 0 with --ema); SmaCentralStep; the SmaRowSums; the SmaRowEma of the BN
+  // statistics.
+  KernelArgs sync_args, local_args, local_ema_args, central_args, state_sum_args, param_sum_args;
+  KernelArgs ema_state_args;
   Event updated;
   std::exception_ptr error;
   double bad_z = 0;  // the last z update: non-finite values of z (agreed over the job)

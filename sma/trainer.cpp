@@ -287,20 +287,19 @@ std::vector<double> Trainer::step(const std::vector<Batch>& batches, double lr) 
         sp.lr = static_cast<float>(lr * lr_factor());
         sp.alpha = static_cast<float>(alpha_);
         sp.post = resets_learners(rule());
+        const float d = averages() ? ema_decay(steps_ + 1) : 0.0f;
+        const auto scale = static_cast<float>(1.0 / total_learners());
+        // With alpha 0 the average follows the learners' mean, folded into the step's pass.
+        const bool row_ema = averages() && alpha_ == 0;
+        sp.ema_decay = d;
+        sp.ema_scale = scale;
         for (int j = 0; j < k_; ++j)  // after every learner's gradients (their streams)
           g.dev->wait_event(kSyncStream, learners_[static_cast<size_t>(g.index * k_ + j)]->done);
-        g.dev->launch(OpKind::SmaStep, sync ? g.sync_args : g.local_args);
-        if (averages()) {  // before the learners may write their rows again
-          const float d = ema_decay(steps_ + 1);
-          const auto scale = static_cast<float>(1.0 / total_learners());
-          if (model_.state_elems() > 0) {
-            std::any_cast<ops::SmaRowEmaParams&>(g.ema_state_params) = {d, scale};
-            g.dev->launch(OpKind::SmaRowEma, g.ema_state_args);
-          }
-          if (alpha_ == 0) {
-            std::any_cast<ops::SmaRowEmaParams&>(g.ema_params) = {d, scale};
-            g.dev->launch(OpKind::SmaRowEma, g.ema_args);
-          }
+        g.dev->launch(OpKind::SmaStep,
+                      sync ? g.sync_args : (row_ema ? g.local_ema_args : g.local_args));
+        if (averages() && model_.state_elems() > 0) {  // before the learners write them again
+          std::any_cast<ops::SmaRowEmaParams&>(g.ema_state_params) = {d, scale};
+          g.dev->launch(OpKind::SmaRowEma, g.ema_state_args);
         }
         g.updated = g.dev->record_event(kSyncStream);
         g.dev->synchronize();

@@ -89,14 +89,14 @@
 //     the model m that evaluation uses, BatchNorm statistics included (as timm averages every
 //     float tensor of the state): with a pull, e follows z, updated inside SmaCentralStep (no
 //     extra pass; with --sync-every N, every N-th step, when z moves); with alpha 0, e follows
-//     the learners' mean, and the statistics always do, through SmaRowEma over the rows before the
-//     learners may write them again. Until step --ema-start the decay is 0 (e is a copy of m).
-//     Per device, e of z is the same on every device; the averages of means are each device's
-//     share (its rows' sum / K), added over the devices when evaluated, so no collective runs per
-//     step. Evaluation and export use e; evaluate(next, EvalWeights::Unaveraged) gives m's.
-//     The decay warms up as TensorFlow's ExponentialMovingAverage with num_updates does:
-//     min(d, (1 + n) / (10 + n)) at the n-th update since the start, so that a short run's
-//     average is not its initial model.
+//     the learners' mean (folded into SmaStep's pass over the rows), and the statistics always do,
+//     through SmaRowEma over the rows before the learners may write them again. Until step
+//     --ema-start the decay is 0 (e is a copy of m). Per device, e of z is the same on every
+//     device; the averages of means are each device's share (its rows' sum / K), added over the
+//     devices when evaluated, so no collective runs per step. Evaluation and export use e;
+//     evaluate(next, EvalWeights::Unaveraged) gives m's. The decay warms up as TensorFlow's
+//     ExponentialMovingAverage with num_updates does: min(d, (1 + n) / (10 + n)) at the n-th update
+//     since the start, so that a short run's average is not its initial model.
 #pragma once
 
 #include <atomic>

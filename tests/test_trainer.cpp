@@ -328,6 +328,73 @@ TEST_CASE("optimizer kernels: SGD and AdamW follow PyTorch's update rules for 3 
   check_optimizers<double>(*dev, 1001, 1e-12);
 }
 
+// SmaStep's rows run in clones of every x86-64 level (kernels/cpu/sma.cpp); one learner without a
+// pull must still compute SgdStep's and AdamWStep's bits, which the trainer's "alpha 0 is
+// torch.optim" rests on.
+TEST_CASE(
+    "optimizer kernels: SmaStep with one row and no pull is SgdStep / AdamWStep bit for bit") {
+  auto dev = make_cpu_device(2);
+  const size_t n = 100003;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> nd;
+  auto randv = [&] {
+    std::vector<float> x(n);
+    for (float& e : x) e = nd(rng);
+    return x;
+  };
+  const std::vector<float> p0 = randv();
+  for (const bool adamw : {false, true}) {
+    CAPTURE(adamw);
+    std::vector<float> p = p0, o1(n, 0.0f), o2(n, 0.0f), rp = p0, r1(n, 0.0f), r2(n, 0.0f);
+    std::vector<int64_t> steps{0};
+    ops::SmaStepParams sp;
+    sp.optimizer = adamw ? ops::OptimizerKind::AdamW : ops::OptimizerKind::Sgd;
+    sp.lr = adamw ? 1e-2f : 0.05f;
+    sp.weight_decay = 1e-2f;
+    sp.momentum = 0.9f;
+    sp.nesterov = true;
+    for (int s = 0; s < 3; ++s) {
+      std::vector<float> g = randv();
+      std::any params = sp;
+      KernelArgs a;
+      a.params = &params;
+      a.in = {view_of(g)};
+      TensorView st;
+      st.data = steps.data();
+      st.dtype = DType::I64;
+      st.dims = {1};
+      a.out = {view_of(p), view_of(o1), adamw ? view_of(o2) : TensorView{}, TensorView{}, st};
+      dev->launch(OpKind::SmaStep, a);
+      KernelArgs r;
+      r.in = {view_of(g)};
+      std::any rparams;
+      if (adamw) {
+        ops::AdamWParams o;
+        o.lr = sp.lr;
+        o.weight_decay = sp.weight_decay;
+        o.step = s + 1;
+        rparams = o;
+        r.out = {view_of(rp), view_of(r1), view_of(r2)};
+      } else {
+        ops::SgdParams o;
+        o.lr = sp.lr;
+        o.momentum = sp.momentum;
+        o.weight_decay = sp.weight_decay;
+        o.nesterov = true;
+        o.first_step = s == 0;
+        rparams = o;
+        r.out = {view_of(rp), view_of(r1)};
+      }
+      r.params = &rparams;
+      dev->launch(adamw ? OpKind::AdamWStep : OpKind::SgdStep, r);
+    }
+    CHECK(steps[0] == 3);
+    CHECK(p == rp);
+    CHECK(o1 == r1);
+    if (adamw) CHECK(o2 == r2);
+  }
+}
+
 TEST_CASE("optimizer kernels: SGD by hand, the first step starts the momentum buffer") {
   auto dev = make_cpu_device(1);
   std::vector<float> p = {1.0f}, g = {0.5f}, vel = {123.0f};

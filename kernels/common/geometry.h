@@ -600,8 +600,9 @@ inline MaskPlan mask_plan(const std::vector<int64_t>& x, const std::vector<int64
 
 // ---- SmaStep ------------------------------------------------------------------------------------
 // SmaStep's operands, checked: inputs grad [R,P], z? [P]; outputs param, opt1, opt2 [R,P]
-// (f32), sum [P], steps i64 [R], norms? [R]. Learner r's element j sits at r * n + j; buffers the
-// step does not use are null (opt1 without momentum, opt2 without AdamW, z and sum without a pull).
+// (f32), sum [P], steps i64 [R], norms? [R], ema? [P]. Learner r's element j sits at r * n + j;
+// buffers the step does not use are null (opt1 without momentum, opt2 without AdamW, z and sum
+// without a pull).
 struct SmaStepPlan {
   float* w = nullptr;
   const float* g = nullptr;
@@ -611,6 +612,7 @@ struct SmaStepPlan {
   float* sum = nullptr;
   int64_t* steps = nullptr;
   float* norms = nullptr;  // [rows]: each row's gradient norm, when asked for
+  float* ema = nullptr;    // [n]: the weight average of the rows' mean, when asked for
   float clip = 0;          // above 0: the gradient norm each row is clipped to
   int64_t n = 0, rows = 0;
   bool adamw = false, momentum = false, pull = false;
@@ -653,6 +655,10 @@ inline SmaStepPlan sma_step_plan(const KernelArgs& a) {
   if (p.clip_norm > 0 && !nv) fail("SmaStep: clip_norm needs the norms output");
   s.norms = nv ? nv->ptr<float>() : nullptr;
   s.clip = p.clip_norm;
+  const TensorView* ev = a.out.size() > 6 && a.out[6].present() ? &a.out[6] : nullptr;
+  if (ev && (ev->numel() != s.n || ev->dtype != DType::F32))
+    fail("SmaStep: ema must be f32 with P = {} elements", s.n);
+  s.ema = ev ? ev->ptr<float>() : nullptr;
   return s;
 }
 

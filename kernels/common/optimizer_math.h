@@ -4,9 +4,9 @@
 // operations in the same order. Each functor updates one element; its scalars are prepared once
 // per launch on the host (PyTorch computes them in Python doubles; so do we).
 // Convention: operations are written out one rounding at a time, in the order of PyTorch's
-// single-tensor implementations; a build must not contract them into FMAs (the CPU kernels are
-// not compiled with target_clones), so that one learner with alpha 0 is torch.optim.SGD bit for
-// bit.
+// single-tensor implementations; a build must not contract them into FMAs (ISO C++ builds do not;
+// SMA's cloned step is also built with -ffp-contract=off), so that one learner with alpha 0 is
+// torch.optim.SGD bit for bit.
 #pragma once
 
 #include <cmath>

@@ -29,8 +29,8 @@ constexpr int64_t kBlock = 1024;
 
 // One learner's n elements (pointers at the block's start). The buffers never overlap
 // (__restrict) and the functors' flags are selects, so the loop vectorises while every element
-// sees the same operations in the same order as SgdStep / AdamWStep. Not CB_CPU_CLONES: the FMA
-// targets would contract a * b + c into one rounding and break that identity.
+// sees the same operations in the same order as SgdStep / AdamWStep (step_blocks' clones too:
+// -ffp-contract=off keeps a * b + c two roundings).
 // gs scales the gradient (clip_grad_norm's factor; 1 leaves every value as it is).
 template <bool kPull, bool kState, class Update>
 void step_row(float* __restrict w, const float* __restrict g, float* __restrict o1,
@@ -87,13 +87,92 @@ void row_norms(const float* g, int64_t rows, int64_t n, float* norms) {
 }
 }  // namespace
 
+namespace {
+// SmaRowSum's and SmaRowEma's operands: rows [R,S] in, out [S].
+struct RowsView {
+  const float* x;
+  float* y;
+  int64_t rows, n;
+};
+RowsView rows_view(const KernelArgs& a) {
+  const TensorView &rows_v = a.in.at(0), &out = a.out.at(0);
+  const int64_t n = out.numel();
+  CB_CHECK(n > 0 && rows_v.numel() % n == 0 && rows_v.dtype == DType::F32 &&
+           out.dtype == DType::F32);
+  return {rows_v.ptr<float>(), out.ptr<float>(), rows_v.numel() / n, n};
+}
+// out[i] = sum over r (in row order) of scale * x[r][i0 + i], for i < len.
+void scaled_row_sum(const RowsView& v, float scale, int64_t i0, int64_t len, float* out) {
+  for (int64_t i = 0; i < len; ++i) out[i] = scale * v.x[i0 + i];
+  for (int64_t r = 1; r < v.rows; ++r)
+    for (int64_t i = 0; i < len; ++i) out[i] = out[i] + scale * v.x[r * v.n + i0 + i];
+}
+}  // namespace
+
+// One launch's rows and per-row functors; step_blocks runs elements [b, e) of every row, a block
+// at a time: each learner's step (and pull) in row order, then the block's weight average.
+struct StepBlocks {
+  geom::SmaStepPlan sp;
+  const math::SgdUpdate<float>* sgd;
+  const math::AdamWUpdate<float>* adam;
+  const float* gscale;
+  math::SmaPull pl;
+  math::Ema mix;
+  float ema_scale;
+};
+
+// Cloned per x86-64 level (AVX-512 rows): the file is built with -ffp-contract=off
+// (CMakeLists.txt), so no clone fuses a * b + c into one rounding and every clone computes the
+// bits SgdStep / AdamWStep compute.
+CB_CPU_CLONES void step_blocks(const StepBlocks& c, int64_t b, int64_t e) {
+  const geom::SmaStepPlan& sp = c.sp;
+  const int64_t rows = sp.rows, n = sp.n;
+  const bool adamw = sp.adamw, pull = sp.pull;
+  float *w = sp.w, *o1 = sp.o1, *o2 = sp.o2, *sum = sp.sum, *ema = sp.ema;
+  const float *g = sp.g, *z = sp.z;
+  const math::SmaPull pl = c.pl;
+  for (int64_t b0 = b; b0 < e; b0 += kBlock) {
+    const int64_t e0 = std::min(e, b0 + kBlock);
+    if (pull) std::fill(sum + b0, sum + e0, 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t o = r * n + b0;
+      float* const p1 = o1 ? o1 + o : nullptr;
+      float* const p2 = o2 ? o2 + o : nullptr;
+      const float* const zb = pull ? z + b0 : nullptr;
+      float* const sb = pull ? sum + b0 : nullptr;
+      const float gs = c.gscale[r];
+      if (adamw) {
+        if (pull)
+          step_row<true, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, c.adam[r], pl, gs);
+        else
+          step_row<false, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, c.adam[r], pl, gs);
+      } else if (p1) {
+        if (pull)
+          step_row<true, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, c.sgd[r], pl, gs);
+        else
+          step_row<false, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, c.sgd[r], pl, gs);
+      } else {
+        if (pull)
+          step_row<true, false>(w + o, g + o, p1, p2, zb, sb, e0 - b0, c.sgd[r], pl, gs);
+        else
+          step_row<false, false>(w + o, g + o, p1, p2, zb, sb, e0 - b0, c.sgd[r], pl, gs);
+      }
+    }
+    if (ema) {  // the block's stepped rows, still in cache
+      float m[kBlock];
+      const RowsView v{w, nullptr, rows, n};
+      scaled_row_sum(v, c.ema_scale, b0, e0 - b0, m);
+      for (int64_t i = 0; i < e0 - b0; ++i) ema[b0 + i] = c.mix(ema[b0 + i], m[i]);
+    }
+  }
+}
+
 void SmaStep(const KernelArgs& a) {
   const auto& p = a.p<ops::SmaStepParams>();
   const geom::SmaStepPlan sp = geom::sma_step_plan(a);
   const int64_t rows = sp.rows, n = sp.n;
-  const bool adamw = sp.adamw, pull = sp.pull;
-  float *w = sp.w, *o1 = sp.o1, *o2 = sp.o2, *sum = sp.sum;
-  const float *g = sp.g, *z = sp.z;
+  const bool adamw = sp.adamw;
+  const float* g = sp.g;
   int64_t* row_steps = sp.steps;
   // Per-row functors (the first SGD step, AdamW's bias correction), prepared once per launch.
   // (Reused per thread: no allocation in the steady state.)
@@ -119,37 +198,14 @@ void SmaStep(const KernelArgs& a) {
       sgd.push_back({p.lr, p.momentum, p.weight_decay, 1.0f, p.momentum != 0, p.nesterov,
                      p.weight_decay != 0, row_steps[r] == 0});
   }
-  const math::SmaPull pl{p.alpha, p.post};
-  parallel(n, 8 * rows, [&](int64_t b, int64_t e) {
-    for (int64_t b0 = b; b0 < e; b0 += kBlock) {
-      const int64_t e0 = std::min(e, b0 + kBlock);
-      if (pull) std::fill(sum + b0, sum + e0, 0.0f);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t o = r * n + b0;
-        float* const p1 = o1 ? o1 + o : nullptr;
-        float* const p2 = o2 ? o2 + o : nullptr;
-        const float* const zb = pull ? z + b0 : nullptr;
-        float* const sb = pull ? sum + b0 : nullptr;
-        const auto r_ = static_cast<size_t>(r);
-        if (adamw) {
-          if (pull)
-            step_row<true, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl, gscale[r_]);
-          else
-            step_row<false, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, adam[r_], pl, gscale[r_]);
-        } else if (p1) {
-          if (pull)
-            step_row<true, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl, gscale[r_]);
-          else
-            step_row<false, true>(w + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl, gscale[r_]);
-        } else {
-          if (pull)
-            step_row<true, false>(w + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl, gscale[r_]);
-          else
-            step_row<false, false>(w + o, g + o, p1, p2, zb, sb, e0 - b0, sgd[r_], pl, gscale[r_]);
-        }
-      }
-    }
-  });
+  const StepBlocks sb{sp,
+                      sgd.data(),
+                      adam.data(),
+                      gscale.data(),
+                      math::SmaPull{p.alpha, p.post},
+                      math::Ema::make(p.ema_decay),
+                      p.ema_scale};
+  parallel(n, 8 * rows, [&](int64_t b, int64_t e) { step_blocks(sb, b, e); });
   for (int64_t r = 0; r < rows; ++r) ++row_steps[r];
 }
 
@@ -183,28 +239,6 @@ void SmaCentralStep(const KernelArgs& a) {
   });
   out.ptr<float>()[0] = static_cast<float>(bad.load());
 }
-
-namespace {
-// SmaRowSum's and SmaRowEma's operands: rows [R,S] in, out [S].
-struct RowsView {
-  const float* x;
-  float* y;
-  int64_t rows, n;
-};
-RowsView rows_view(const KernelArgs& a) {
-  const TensorView &rows_v = a.in.at(0), &out = a.out.at(0);
-  const int64_t n = out.numel();
-  CB_CHECK(n > 0 && rows_v.numel() % n == 0 && rows_v.dtype == DType::F32 &&
-           out.dtype == DType::F32);
-  return {rows_v.ptr<float>(), out.ptr<float>(), rows_v.numel() / n, n};
-}
-// out[i] = sum over r (in row order) of scale * x[r][i0 + i], for i < len.
-void scaled_row_sum(const RowsView& v, float scale, int64_t i0, int64_t len, float* out) {
-  for (int64_t i = 0; i < len; ++i) out[i] = scale * v.x[i0 + i];
-  for (int64_t r = 1; r < v.rows; ++r)
-    for (int64_t i = 0; i < len; ++i) out[i] = out[i] + scale * v.x[r * v.n + i0 + i];
-}
-}  // namespace
 
 void SmaRowSum(const KernelArgs& a) {
   const float scale = a.p<ops::SmaRowSumParams>().scale;

@@ -3,7 +3,7 @@
 //   SgdStep(grad [P]) -> (param [P], velocity [P]?)            f32, f64
 //   AdamWStep(grad [P]) -> (param [P], m [P], v [P])            f32, f64
 //   SmaStep(grad [R,P], z [P]?) -> (param [R,P], opt1 [R,P]?, opt2 [R,P]?,
-//                                   sum [P]?, steps i64 [R], norms [R]?)    f32
+//                                   sum [P]?, steps i64 [R], norms [R]?, ema [P]?)    f32
 //       Every [R,P] buffer is row-major: learner r's element j at r * P + j. With norms, first a
 //       block per row sums its squares in double (not the CPU's order: the norm may differ in
 //       its last bit). One kernel, one thread per parameter index j looping over the R learners
@@ -288,18 +288,23 @@ struct AdamWRow {
 // The optimizer state a learner's step carries.
 enum class State { None, Velocity, Adam };
 
-// SmaStep's buffers (geom::SmaStepPlan: learner r's element j at r * n + j; absent ones null) and
-// the pull toward z.
+// SmaStep's buffers (geom::SmaStepPlan: learner r's element j at r * n + j; absent ones null),
+// the pull toward z and the weight average's mix (with s.ema).
 struct SmaBuffers {
   geom::SmaStepPlan s;
   math::SmaPull pull;
+  math::Ema mix;
+  float ema_scale;
 };
 
-// Element j of every learner, in row order: step, pull, and the sum of corrections.
+// Element j of every learner, in row order: step, pull, and the sum of corrections; with b.ema,
+// the weight average of the stepped rows' mean (SmaRowEma's arithmetic).
 template <State kState, bool kPull>
 struct SmaStepBody {
   geom::SmaStepPlan b;
   math::SmaPull pull;
+  math::Ema mix;
+  float ema_scale;
 
   // Learner r's gradient element o, scaled by clip_grad_norm's factor where clipping.
   CB_HOST_DEVICE RnF grad(int64_t r, int64_t o) const {
@@ -311,6 +316,8 @@ struct SmaStepBody {
   CB_HOST_DEVICE void operator()(int64_t j, const Rows& update_of) const {
     RnF s(0.0f);
     RnF zj(0.0f);
+    RnF mean(0.0f);
+    const RnF scale(ema_scale);
     if constexpr (kPull) zj = RnF(b.z[j]);
     for (int64_t r = 0; r < b.rows; ++r) {
       const int64_t o = r * b.n + j;
@@ -336,17 +343,21 @@ struct SmaStepBody {
         s = s + cr;
       }
       b.w[o] = nw.v;
+      if (b.ema) mean = r == 0 ? scale * nw : mean + scale * nw;
     }
     if constexpr (kPull) b.sum[j] = s.v;
+    if (b.ema) b.ema[j] = mix(RnF(b.ema[j]), mean).v;
   }
 };
 
 template <State kState, class Make>
 void sma_launch(const GpuCtx& c, const SmaBuffers& b, Make make, bool pull) {
   if (pull)
-    for_each_with_rows(c, b.s.n, b.s.rows, make, SmaStepBody<kState, true>{b.s, b.pull});
+    for_each_with_rows(c, b.s.n, b.s.rows, make,
+                       SmaStepBody<kState, true>{b.s, b.pull, b.mix, b.ema_scale});
   else
-    for_each_with_rows(c, b.s.n, b.s.rows, make, SmaStepBody<kState, false>{b.s, b.pull});
+    for_each_with_rows(c, b.s.n, b.s.rows, make,
+                       SmaStepBody<kState, false>{b.s, b.pull, b.mix, b.ema_scale});
 }
 
 void SmaStep(const KernelArgs& a, const GpuCtx& c) {
@@ -355,7 +366,7 @@ void SmaStep(const KernelArgs& a, const GpuCtx& c) {
   const bool adamw = sp.adamw, momentum = sp.momentum, pull = sp.pull;
   int64_t* row_steps = sp.steps;
   const int64_t rows = sp.rows;
-  const SmaBuffers b{sp, math::SmaPull{p.alpha, p.post}};
+  const SmaBuffers b{sp, math::SmaPull{p.alpha, p.post}, math::Ema::make(p.ema_decay), p.ema_scale};
   if (sp.norms) {
     const float* g = sp.g;
     float* norms = sp.norms;

@@ -6,7 +6,7 @@
 //   SgdStep(grad [P]) -> (param [P], velocity [P]?)        torch.optim.SGD (f32 or f64)
 //   AdamWStep(grad [P]) -> (param [P], m [P], v [P])        torch.optim.AdamW (f32 or f64)
 //   SmaStep(grad [R,P], z [P]?) -> (param [R,P], opt1 [R,P]?, opt2 [R,P]?, sum [P]?,
-//                                   steps i64 [R], norms [R]?)
+//                                   steps i64 [R], norms [R]?, ema [P]?)
 //       for every learner r and element i (sma/trainer.h has the whole algorithm): theta = param
 //       (pre-step, kept in a register: no snapshot buffer), its optimizer step (SGD: opt1 =
 //       velocity, first step when steps[r] == 0; AdamW: opt1 = m, opt2 = v, bias correction at step
@@ -15,7 +15,9 @@
 //       with alpha 0) it is R independent optimizer steps and sum is not written. steps[r] += 1.
 //       With norms, norms[r] = |grad[r]| (L2, summed in double) before the step; with clip_norm > 0
 //       (which needs norms) every learner's step reads grad[r] * min(1, clip_norm / (norms[r] +
-//       1e-6)).
+//       1e-6)). With ema, after the rows' steps: ema = d * ema + (1 - d) * m, m[i] = sum over r
+//       (in row order) of ema_scale * param[r][i] (SmaRowEma's arithmetic, fused: the weight
+//       average of the learners' mean costs no pass of its own).
 //   SmaCentralStep(sum [P]) -> (z [P], z_prev [P], nonfinite [1], ema [P]?)
 //       z' = z + sum + mu_z * (z - z_prev); z_prev = z; z = z'; nonfinite: count of non-finite z';
 //       with ema (the weight average, fused into the same pass): ema = d * ema + (1 - d) * z'.
@@ -49,7 +51,7 @@ const OpDef kSmaStep{.kind = OpKind::SmaStep,
                      .inputs_min = 1,
                      .inputs_max = 2,
                      .outputs_min = 5,
-                     .outputs_max = 6,
+                     .outputs_max = 7,
                      .internal = true};
 const OpDef kSmaCentralStep{.kind = OpKind::SmaCentralStep,
                             .name = "SmaCentralStep",

@@ -267,6 +267,10 @@ struct SmaStepParams {
   // step (torch.nn.utils.clip_grad_norm_ over all of that learner's parameters); SmaStep then
   // needs its norms output. 0: the gradients as they are.
   float clip_norm = 0;
+  // With the ema output (the weight average of the learners' mean, alpha 0): after every row's
+  // step, ema = ema_decay * ema + (1 - ema_decay) * (sum over rows of ema_scale * param), in the
+  // same pass (SmaRowEma's arithmetic).
+  float ema_decay = 0, ema_scale = 1;
 };
 struct SmaCentralStepParams {
   float momentum = 0.9f;  // mu_z

@@ -85,11 +85,12 @@ inline std::vector<Case> adamw_step(OpKind, DType) {
   return cs;
 }
 
-// SmaStep(grad [R,P], z [P]?) -> (param, opt1, opt2? [R,P], sum [P]?, steps i64 [R], norms [R]?).
+// SmaStep(grad [R,P], z [P]?) -> (param, opt1, opt2? [R,P], sum [P]?, steps i64 [R], norms [R]?,
+// ema [P]?).
 inline std::vector<Case> sma_step(OpKind, DType) {
   std::vector<Case> cs;
   auto c = [&](std::string name, int64_t rows, int64_t n, ops::SmaStepParams p, bool pull,
-               std::vector<double> steps, bool norms = false) {
+               std::vector<double> steps, bool norms = false, bool ema = false) {
     const bool adamw = p.optimizer == ops::OptimizerKind::AdamW;
     Case k{.name = std::move(name),
            .in = {x({rows, n})},
@@ -101,6 +102,10 @@ inline std::vector<Case> sma_step(OpKind, DType) {
            .ref = ref_sma_step};
     if (pull) k.in.push_back(x({n}));
     if (norms || p.clip_norm > 0) k.outs.push_back(x({rows}));
+    if (ema) {
+      if (k.outs.size() < 6) k.outs.push_back(absent());
+      k.outs.push_back(inout(x({n})));
+    }
     cs.push_back(k);
   };
   c("pull, momentum", 3, 1000,
@@ -127,6 +132,18 @@ inline std::vector<Case> sma_step(OpKind, DType) {
   c("norms only, above the clip (unclipped)", 2, 1000,
     {.lr = 0.05f, .momentum = 0.9f, .clip_norm = 1000}, true, {0, 1});
   c("norms without clipping", 2, 77, {.lr = 0.1f}, false, {0, 0}, true);
+  // The weight average of the stepped rows' mean, in the step's pass (alpha 0, --ema).
+  c("weight average, momentum", 3, 2500,
+    {.lr = 0.05f, .momentum = 0.9f, .ema_decay = 0.9f, .ema_scale = 1.0f / 3}, false, {0, 1, 2},
+    false, true);
+  c("weight average, AdamW, clipped", 2, 1000,
+    {.optimizer = ops::OptimizerKind::AdamW,
+     .lr = 1e-2f,
+     .clip_norm = 5,
+     .ema_decay = 0.5f,
+     .ema_scale = 0.5f},
+    false, {0, 3}, false, true);
+  c("weight average, one row", 1, 77, {.lr = 0.1f, .ema_decay = 0.99f}, false, {4}, false, true);
   return cs;
 }
 

@@ -48,7 +48,8 @@ void ref_constant_of_shape(const std::any& params, std::vector<Tensor>&, std::ve
 }
 
 // SmaStep (runtime/ops/optimizer.cpp): in grad [R,P], z [P]?; out param, opt1, opt2? [R,P],
-// sum [P]?, steps i64 [R], norms [R]? (param, opt1, opt2 and steps start with values).
+// sum [P]?, steps i64 [R], norms [R]?, ema [P]? (param, opt1, opt2, steps and ema start with
+// values).
 void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
   const auto& p = std::any_cast<const ops::SmaStepParams&>(params);
   const int64_t rows = out.at(4).numel();
@@ -100,6 +101,15 @@ void ref_sma_step(const std::any& params, std::vector<Tensor>& in, std::vector<T
       w[at] = nw;
     }
     steps[r] = step;
+  }
+  if (out.size() > 6 && !out[6].bytes.empty()) {
+    double* ema = out[6].data<double>();
+    const double d = p.ema_decay;
+    for (int64_t i = 0; i < n; ++i) {
+      double m = 0;
+      for (int64_t r = 0; r < rows; ++r) m += p.ema_scale * w[r * n + i];
+      ema[i] = d * ema[i] + (1 - d) * m;
+    }
   }
 }
 
