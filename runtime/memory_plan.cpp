@@ -81,13 +81,15 @@ MemoryPlan plan_memory(const Graph& g, int64_t batch, const std::vector<ValueId>
     if (!p.bytes[o] || is_io(out)) continue;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       ValueId in = node.inputs[i];
-      if (in == kNoValue || !p.bytes[static_cast<size_t>(in)]) continue;
+      if (in == kNoValue) continue;
       bool alias = node.def->alias && i == 0;
       bool inplace = (node.def->inplace_inputs >> i) & 1u;
       if (!alias && !inplace) continue;
+      // The buffer the input lives in: its own, or (an alias or in-place result itself) its
+      // root's, so that a view of a view is a view too. None for a bound value (no arena bytes).
       ValueId r = find_root(in);
       auto rr = static_cast<size_t>(r);
-      if (is_io(r)) continue;
+      if (!p.bytes[rr] || is_io(r)) continue;
       // The input's buffer must die here (for in-place) and match in size (for both).
       if (p.last[rr] != static_cast<int>(n) && !alias) continue;
       if (p.bytes[rr] != p.bytes[o] || g.value(in).dtype != g.value(out).dtype) continue;

@@ -3,6 +3,8 @@
 // the no-reuse total; no output goes in place over a broadcast input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -127,4 +129,35 @@ TEST_CASE("memory plan: no in-place over a broadcast input of the same rounded s
   Tensor out = ex.output(0);
   for (int i = 0; i < 6; ++i)
     CHECK(out.real_at(i) == doctest::Approx(2.0 * (i % 3 + 1) + 2.0 * (i % 3 + 4)));
+}
+
+TEST_CASE("memory plan: a view of a view shares its buffer; in place over a view only when dead") {
+  Graph g;
+  g.opset = kEmitOpset;
+  GraphBuilder b(g, "t");
+  ValueId x = b.input("x", DType::F32, shape_of({2, 3, 4}));
+  ValueId h = b.op("Relu", {x});                      // an arena value
+  ValueId r1 = b.op("Reshape", {h, b.ints({6, 4})});  // a view of it
+  ValueId r2 = b.op("Reshape", {r1, b.ints({24})});   // a view of the view
+  ValueId e = b.op("Exp", {r2});                      // reads h's buffer, which `h` still needs:
+  ValueId y = b.op("Add", {b.op("Reshape", {e, b.ints({2, 3, 4})}), h});  // not in place
+  g.outputs = {y};
+  MemoryPlan p = plan_memory(g, 1);
+  CHECK(p.root[static_cast<size_t>(r1)] == h);
+  CHECK(p.root[static_cast<size_t>(r2)] == h);  // through r1's root
+  CHECK(p.root[static_cast<size_t>(e)] != h);   // h is read after the Exp
+  auto dev = make_cpu_device(1);
+  Executor ex(g, *dev, 1);
+  Tensor tx;
+  tx.dtype = DType::F32;
+  tx.dims = {2, 3, 4};
+  tx.bytes.resize(24 * 4);
+  for (int i = 0; i < 24; ++i) tx.data<float>()[i] = static_cast<float>(i % 5) - 2.0f;
+  ex.set_input(0, tx);
+  ex.run();
+  const Tensor out = ex.output(0);
+  for (int i = 0; i < 24; ++i) {
+    const double hv = std::max(0.0, static_cast<double>(i % 5) - 2.0);
+    CHECK(out.real_at(i) == doctest::Approx(std::exp(hv) + hv));
+  }
 }
