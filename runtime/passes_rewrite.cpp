@@ -22,9 +22,7 @@ std::vector<int64_t> readers(const Graph& g) {
   for (ValueId v : g.outputs) ++uses[static_cast<size_t>(v)];
   return uses;
 }
-}  // namespace
 
-namespace {
 // Whether Transpose node t swaps the last two dims of its input and keeps the others.
 bool swaps_last_two(const Graph& g, const Node& t) {
   const size_t r = g.value(t.inputs.at(0)).shape.size();

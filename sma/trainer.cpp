@@ -182,9 +182,9 @@ void Trainer::set_learners(int k) {
   const int old = k_;
   // From alpha 0 (one learner by default) to a pull: z never moved, so it starts as the learners'
   // average (computed by average_for_eval() above), and so do the new learners.
-  const bool seed_z = old > 0 && alpha_ == 0 && alpha_for(k) != 0;
-  const bool adamw = opts_.optimizer == OptimizerKind::AdamW;
   const bool pull = alpha_for(k) != 0, with_mean = k * ranks() > 1;
+  const bool seed_z = old > 0 && alpha_ == 0 && pull;
+  const bool adamw = opts_.optimizer == OptimizerKind::AdamW;
   on_drivers([&](Group& g) { g.resize(model_, k, old, adamw, seed_z, pull, with_mean); });
   k_ = k;
   alpha_ = alpha_for(k_);

@@ -85,9 +85,7 @@ void row_norms(const float* g, int64_t rows, int64_t n, float* norms) {
     norms[r] = static_cast<float>(std::sqrt(s));
   }
 }
-}  // namespace
 
-namespace {
 // SmaRowSum's and SmaRowEma's operands: rows [R,S] in, out [S].
 struct RowsView {
   const float* x;
@@ -107,7 +105,6 @@ void scaled_row_sum(const RowsView& v, float scale, int64_t i0, int64_t len, flo
   for (int64_t r = 1; r < v.rows; ++r)
     for (int64_t i = 0; i < len; ++i) out[i] = out[i] + scale * v.x[r * v.n + i0 + i];
 }
-}  // namespace
 
 // One launch's rows and per-row functors; step_blocks runs elements [b, e) of every row, a block
 // at a time: each learner's step (and pull) in row order, then the block's weight average.
@@ -166,6 +163,7 @@ CB_CPU_CLONES void step_blocks(const StepBlocks& c, int64_t b, int64_t e) {
     }
   }
 }
+}  // namespace
 
 void SmaStep(const KernelArgs& a) {
   const auto& p = a.p<ops::SmaStepParams>();
