@@ -133,9 +133,10 @@ Executor::Executor(const Graph& g, Device& dev, int64_t batch,
     tv.dims = resolve(val.shape, batch);
     tv.blocked = val.blocked;
     tv.bf16_storage = val.bf16_storage;
-    if (val.blocked && !blocked_ok)
-      throw InternalError(fmt::format("value '{}' is in the blocked layout, which {} cannot run",
-                                      val.name, dev.caps().name));
+    if ((val.blocked || val.bf16_storage) && !blocked_ok)
+      throw InternalError(fmt::format("value '{}' is {}, which {} cannot run", val.name,
+                                      val.blocked ? "in the blocked layout" : "stored as bf16",
+                                      dev.caps().name));
     if (auto b = bound.find(static_cast<ValueId>(v)); b != bound.end()) {
       tv.data = b->second;
       continue;

@@ -52,9 +52,10 @@ struct Value {
   // bytes are the same). Set by assign_blocked_layouts (runtime/passes.h); kernels see it as
   // TensorView::blocked.
   bool blocked = false;
-  // A blocked f32 activation stored rounded to bf16 (2 bytes an element): mixed precision's
-  // activations between oneDNN's convolutions (assign_blocked_layouts with bf16 storage). The
-  // value is still f32 to every op; the kernels that read or write blocked values convert.
+  // An f32 activation stored rounded to bf16 (2 bytes an element), for --precision bf16 on the
+  // CPU: the blocked activations between oneDNN's convolutions (assign_blocked_layouts with bf16
+  // storage), and the row-major ones only bf16 matrix products read (assign_bf16_operands). The
+  // value is still f32 to every op; the kernels that read or write such values convert.
   bool bf16_storage = false;
 };
 

@@ -25,7 +25,7 @@ struct TensorView {
   DType dtype = DType::F32;
   std::vector<int64_t> dims;
   bool blocked = false;       // [N, C/16, H, W, 16] (Value::blocked), not row-major [N, C, H, W]
-  bool bf16_storage = false;  // f32 values stored as bf16 (Value::bf16_storage; with blocked)
+  bool bf16_storage = false;  // f32 values stored as bf16 (Value::bf16_storage)
 
   int64_t numel() const {
     int64_t n = 1;

@@ -92,4 +92,13 @@ struct LayoutStats {
 };
 LayoutStats assign_blocked_layouts(Graph& g, bool bf16_storage = false);
 
+// For --precision bf16 on the CPU with oneDNN: an f32 activation that only bf16 products read
+// (MatMul marked by set_compute_precision, directly or through Reshape-like views) is stored
+// rounded to bf16 (Value::bf16_storage) by the op that makes it -- Transpose, Gelu,
+// LayerNormalization's Y, MaskedSoftmaxGrad -- where each product would round it anyway: the
+// products then read it as it is, every reader sees the bits it saw before, and the value takes
+// half the bytes. Run after set_compute_precision and assign_blocked_layouts; returns the number
+// of values so stored (views included).
+int64_t assign_bf16_operands(Graph& g);
+
 }  // namespace cb

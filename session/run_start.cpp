@@ -113,14 +113,17 @@ void announce_run(const RunStart& s, RunRecorder& rec) {
         "reorder{} where other ops need the plain one (--plain-layout: none)\n",
         l.blocked, l.reorders, l.reorders == 1 ? "" : "s");
   if (topts.precision == Precision::BF16) {
-    const int64_t n = trainer.model().bf16_nodes();
+    const int64_t n = trainer.model().bf16_nodes(), s = trainer.model().bf16_operands();
     fmt::print(
         "precision bf16: {} convolution{} and matrix product{} (forward and backward) multiply "
         "in bf16 with f32 accumulation where oneDNN runs them; weights, optimizer state and "
-        "every other op f32{}\n",
+        "every other op f32{}{}\n",
         n, n == 1 ? "" : "s", n == 1 ? "" : "s",
         n == 0 ? " (this model has no f32 convolution or matrix product: bf16 changes nothing)"
-               : "");
+               : "",
+        s > 0 ? fmt::format("; {} activation{} only those products read stored as bf16", s,
+                            s == 1 ? "" : "s")
+              : "");
   }
   if (topts.ema)
     fmt::print(

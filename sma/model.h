@@ -80,6 +80,9 @@ class TrainModel {
   int64_t bf16_nodes() const { return bf16_nodes_; }
   // The training graph's activations kept in the blocked layout, and the reorders that needs.
   const LayoutStats& layouts() const { return layouts_; }
+  // The training graph's row-major activations stored as bf16 because only bf16 products read
+  // them (assign_bf16_operands).
+  int64_t bf16_operands() const { return bf16_operands_; }
   const std::vector<FlatSlot>& param_slots() const { return params_; }
   const std::vector<FlatSlot>& state_slots() const { return state_; }
   int64_t flat_elems() const { return flat_elems_; }    // P: one replica's row, with padding
@@ -118,6 +121,7 @@ class TrainModel {
   FeedSpec feeds_;
   int64_t bf16_nodes_ = 0;
   LayoutStats layouts_;
+  int64_t bf16_operands_ = 0;
   int64_t classes_ = 0;
   size_t forward_outputs_ = 0;      // the eval graph's first outputs are the forward graph's
   int64_t target_input_ = -1;       // training graph input of the target (-1: none)

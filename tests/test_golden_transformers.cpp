@@ -15,13 +15,19 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <random>
 
 #include "autodiff/autodiff.h"
 #include "importer/onnx_exporter.h"
 #include "importer/onnx_importer.h"
 #include "importer/tensor_io.h"
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_device.h"
 #include "runtime/data/feed.h"
 #include "runtime/data/tensor_set.h"
+#include "runtime/executor.h"
+#include "runtime/memory_plan.h"
 #include "runtime/op_catalog.h"
 #include "runtime/passes.h"
 #include "sma/model.h"
@@ -189,6 +195,77 @@ TEST_CASE("transformers: MatMul reads swapped operands in place (fold_matmul_tra
   for (size_t i = 0; i < tg.graph.values.size(); ++i)
     changed += tg.graph.values[i].shape != before[i];
   CHECK(changed == 0);
+}
+
+TEST_CASE("transformers: bf16 operands stored as bf16 leave the bf16 step's results unchanged") {
+  const std::string model = CB_SOURCE_DIR "/models/gpt_small.onnx";
+  if (!test::need(model, "models/gpt_small.onnx, made by ./setup.sh (models/transformers.py)"))
+    return;
+  if (!cpu::dnnl_bf16_available()) {
+    MESSAGE("no bf16 kernels on these cores: --precision bf16 is refused here");
+    return;
+  }
+  const ImportResult r = import_model(model);
+  const TrainModel m(r.graph, {LossKind::SoftmaxCrossEntropy, ""}, Precision::BF16, true);
+  // The graph as the products' rounding left it, and as it was before assign_bf16_operands
+  // (the pass only sets Value::bf16_storage: clearing it gives the graph back).
+  for (const Graph* stored : {&m.training_graph().graph, &m.eval_graph()}) {
+    const bool training = stored == &m.training_graph().graph;
+    CAPTURE(training);
+    Graph plain = *stored;
+    std::map<std::string, int64_t> writers;
+    int64_t count = 0;
+    for (Value& v : plain.values) {
+      if (!v.bf16_storage) continue;
+      ++count;
+      v.bf16_storage = false;
+      const Node& p = stored->nodes.at(static_cast<size_t>(v.producer));
+      if (!p.def->alias) ++writers[std::string(p.def->name)];
+    }
+    if (training) CHECK(count == m.bf16_operands());
+    CHECK(writers["Gelu"] == 2);  // each block's MLP activation, read by fc2 and its dW
+    CHECK(writers["LayerNormalization"] >= 4);
+    CHECK(writers["Transpose"] >= 2);  // the heads joined again, read by the output projection
+    // Only bf16 products (and views of the same bytes) read them.
+    const auto users = stored->consumers();
+    for (size_t v = 0; v < stored->values.size(); ++v) {
+      if (!stored->values[v].bf16_storage) continue;
+      for (NodeId c : users[v]) {
+        const Node& n = stored->nodes.at(static_cast<size_t>(c));
+        CAPTURE(n.name);
+        CHECK((n.def->alias || n.def->name == std::string_view("MatMul")));
+      }
+    }
+    const int64_t batch = 4;
+    const int64_t bytes_stored = plan_memory(*stored, batch).bytes_peak,
+                  bytes_plain = plan_memory(plain, batch).bytes_peak;
+    MESSAGE(std::string(training ? "training" : "evaluation")
+            << " graph: " << count << " values stored as bf16; arena at batch 4 " << bytes_plain
+            << " -> " << bytes_stored << " bytes");
+    CHECK(bytes_stored <= bytes_plain);
+    if (training) CHECK(bytes_stored < bytes_plain);  // activations kept for the backward pass
+    // One forward (and backward) pass of each on the same tokens: every output the same bits.
+    auto dev = make_cpu_device(2);
+    Executor a(*stored, *dev, batch), b(plain, *dev, batch);
+    std::mt19937 rng(5);
+    for (size_t i = 0; i < stored->inputs.size(); ++i) {
+      Tensor t;
+      t.dtype = DType::I64;
+      t.dims = a.input_dims(i);
+      t.bytes.resize(static_cast<size_t>(t.numel()) * 8);
+      for (int64_t j = 0; j < t.numel(); ++j)
+        t.data<int64_t>()[j] = static_cast<int64_t>(rng() % 40);
+      a.set_input(i, t);
+      b.set_input(i, t);
+    }
+    a.run();
+    b.run();
+    for (size_t o = 0; o < stored->outputs.size(); ++o) {
+      CAPTURE(stored->value(stored->outputs[o]).name);
+      const Tensor ya = a.output(o), yb = b.output(o);
+      CHECK(ya.bytes == yb.bytes);
+    }
+  }
 }
 
 namespace {

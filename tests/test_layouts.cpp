@@ -339,3 +339,161 @@ TEST_CASE("layouts: ResNet-20 in bf16 with bf16 activations trains as with f32 a
   CHECK(storage <= 2 * arithmetic);
   CHECK(std::abs(losses[2] - losses[1]) <= 2 * std::abs(losses[1] - losses[0]) + 1e-3);
 }
+
+namespace {
+
+std::vector<float> uniform(std::mt19937& rng, int64_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = u(rng);
+  return v;
+}
+std::vector<uint16_t> rounded(const std::vector<float>& x) {
+  std::vector<uint16_t> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = math::f32_to_bf16(x[i]);
+  return r;
+}
+std::vector<float> widened(const std::vector<uint16_t>& x) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = math::bf16_to_f32(x[i]);
+  return r;
+}
+TensorView f32_view(std::vector<float>& v, std::vector<int64_t> dims) {
+  return {v.data(), DType::F32, std::move(dims)};
+}
+TensorView bf16_view(std::vector<uint16_t>& v, std::vector<int64_t> dims) {
+  return {v.data(), DType::F32, std::move(dims), false, true};
+}
+
+// Runs `op` twice on the same inputs: output 0 in f32, then stored as bf16; the bf16 output must
+// be the f32 one rounded, bit for bit, and any other output the same.
+void check_rounds_output(Device& dev, OpKind op, std::any params, std::vector<TensorView> in,
+                         std::vector<std::vector<int64_t>> out_dims) {
+  CAPTURE(op_def(op).name);
+  std::vector<std::vector<float>> bf16_run, f32_run;
+  std::vector<uint16_t> y16;
+  for (bool bf16 : {false, true}) {
+    KernelArgs k;
+    k.params = &params;
+    k.in = in;
+    std::vector<std::vector<float>>& outs = bf16 ? bf16_run : f32_run;
+    outs.clear();
+    for (const auto& d : out_dims) {
+      int64_t n = 1;
+      for (int64_t x : d) n *= x;
+      outs.emplace_back(static_cast<size_t>(n), -7.0f);
+    }
+    for (size_t o = 0; o < out_dims.size(); ++o) k.out.push_back(f32_view(outs[o], out_dims[o]));
+    if (bf16) {
+      y16.assign(outs[0].size(), 0);
+      k.out[0] = bf16_view(y16, out_dims[0]);
+    }
+    test::launch_host(dev, op, k);
+  }
+  const std::vector<uint16_t> want = rounded(f32_run[0]);
+  int64_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) bad += want[i] != y16[i];
+  CHECK(bad == 0);
+  for (size_t o = 1; o < out_dims.size(); ++o) CHECK(bf16_run[o] == f32_run[o]);
+}
+
+}  // namespace
+
+TEST_CASE("layouts: row-major bf16 operands: their writers round, MatMul reads the same bits") {
+  if (!cpu::dnnl_bf16_available()) {
+    MESSAGE("no bf16 kernels on these cores: --precision bf16 is refused here");
+    return;
+  }
+  auto dev = make_cpu_device(2);
+  std::mt19937 rng(11);
+
+  SUBCASE("Transpose, Gelu, LayerNormalization and MaskedSoftmaxGrad write f32 rounded") {
+    std::vector<float> x = uniform(rng, 2 * 48 * 4 * 40, -3, 3);
+    check_rounds_output(*dev, OpKind::Transpose, ops::TransposeParams{{0, 2, 1, 3}},
+                        {f32_view(x, {2, 48, 4, 40})}, {{2, 4, 48, 40}});
+    check_rounds_output(*dev, OpKind::Transpose, ops::TransposeParams{{0, 3, 2, 1}},
+                        {f32_view(x, {2, 48, 4, 40})}, {{2, 40, 4, 48}});  // strided inner
+    std::vector<float> g = uniform(rng, 3001, -6, 6);  // chunks of the stack buffer, and a tail
+    for (bool tanh : {false, true})
+      check_rounds_output(*dev, OpKind::Gelu, ops::GeluParams{tanh}, {f32_view(g, {3001})},
+                          {{3001}});
+    std::vector<float> scale = uniform(rng, 40, 0.5f, 2), bias = uniform(rng, 40, -1, 1),
+                       one = {1.5f};
+    check_rounds_output(*dev, OpKind::LayerNormalization, ops::LayerNormalizationParams{-1, 1e-5f},
+                        {f32_view(x, {2, 192, 40}), f32_view(scale, {40}), f32_view(bias, {40})},
+                        {{2, 192, 40}, {2, 192, 1}, {2, 192, 1}});
+    check_rounds_output(*dev, OpKind::LayerNormalization, ops::LayerNormalizationParams{-1, 1e-5f},
+                        {f32_view(x, {2, 192, 40}), f32_view(one, {1})},  // scale broadcast
+                        {{2, 192, 40}, {2, 192, 1}, {2, 192, 1}});
+    // Attention's gradient: [N,H,T,T] with a causal mask (true above the diagonal: filled).
+    const int64_t t = 24;
+    std::vector<float> dy = uniform(rng, 2 * 3 * t * t, -1, 1), y = uniform(rng, dy.size(), 0, 1);
+    std::vector<uint8_t> mask(static_cast<size_t>(t * t));
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < t; ++j) mask[static_cast<size_t>(i * t + j)] = j > i;
+    using Mask = ops::MaskedSoftmaxParams::Mask;
+    check_rounds_output(*dev, OpKind::MaskedSoftmaxGrad,
+                        ops::MaskedSoftmaxParams{0.125f, Mask::FillWhereTrue, -1e9f},
+                        {f32_view(dy, {2, 3, t, t}), f32_view(y, {2, 3, t, t}),
+                         TensorView{mask.data(), DType::Bool, {t, t}}},
+                        {{2, 3, t, t}});
+  }
+
+  SUBCASE("MatMul with an operand stored as bf16 equals MatMul rounding it, on every path") {
+    struct Case {
+      const char* what;
+      std::vector<int64_t> a, b, y;
+      bool ta, tb;
+    };
+    const Case cases[] = {
+        {"batch folded into the rows, split over the pool",
+         {4, 64, 96},
+         {96, 80},
+         {4, 64, 80},
+         false,
+         false},
+        {"B read transposed", {4, 64, 96}, {80, 96}, {4, 64, 80}, false, true},
+        {"one product reading A transposed (a weight's gradient)",
+         {256, 96},
+         {256, 80},
+         {96, 80},
+         true,
+         false},
+        {"per batch index", {3, 64, 64}, {3, 64, 80}, {3, 64, 80}, false, false},
+        {"per batch index, both transposed", {3, 64, 64}, {3, 80, 64}, {3, 64, 80}, true, true},
+        {"too small for bf16: f32 from the widened operands",
+         {2, 8, 16},
+         {16, 8},
+         {2, 8, 8},
+         false,
+         false},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.what);
+      auto numel = [](const std::vector<int64_t>& d) {
+        int64_t n = 1;
+        for (int64_t x : d) n *= x;
+        return n;
+      };
+      std::vector<float> a = uniform(rng, numel(c.a), -2, 2), b = uniform(rng, numel(c.b), -2, 2);
+      std::vector<uint16_t> a16 = rounded(a), b16 = rounded(b);
+      // The small product runs in f32: its reference reads the rounded values as f32.
+      const bool small = numel(c.y) * c.a.back() < ops::kBf16MinMacs;
+      std::vector<float> af = small ? widened(a16) : a, bf = small ? widened(b16) : b;
+      std::any p = ops::MatMulParams{true, c.ta, c.tb};
+      auto product = [&](const TensorView& va, const TensorView& vb) {
+        std::vector<float> y(static_cast<size_t>(numel(c.y)), -7.0f);
+        KernelArgs k;
+        k.params = &p;
+        k.in = {va, vb};
+        k.out = {f32_view(y, c.y)};
+        test::launch_host(*dev, OpKind::MatMul, k);
+        return y;
+      };
+      const std::vector<float> want = product(f32_view(af, c.a), f32_view(bf, c.b));
+      CHECK(product(bf16_view(a16, c.a), f32_view(bf, c.b)) == want);
+      CHECK(product(f32_view(af, c.a), bf16_view(b16, c.b)) == want);
+      CHECK(product(bf16_view(a16, c.a), bf16_view(b16, c.b)) == want);
+    }
+  }
+}

@@ -45,10 +45,12 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 
 // gemm()'s float product with op(A) and op(B) rounded to bf16 and multiplied with f32 accumulation
 // (gemm_bf16.cpp, oneDNN's bf16 matmul); false, having done nothing, where it does not apply
-// (alpha != 1, beta not 0 or 1, a small product, no bf16 cores or no oneDNN): gemm() then.
+// (alpha != 1, beta not 0 or 1, a small product, no bf16 cores or no oneDNN): gemm() then. An
+// operand stored as bf16 already (a16 / b16, Value::bf16_storage; the f32 pointer then unused) is
+// read as it is, with its leading dim.
 bool gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-               int64_t ldc);
+               const float* a, const uint16_t* a16, int64_t lda, const float* b,
+               const uint16_t* b16, int64_t ldb, float beta, float* c, int64_t ldc);
 // Its parts, for a product split over threads that rounds each operand once: whether the bf16
 // product applies to these scalars and sizes; rows x cols of x (leading dim ld) rounded into a
 // dense bf16 [rows, cols]; and the product of operands already rounded (leading dims lda and ldb

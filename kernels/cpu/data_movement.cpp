@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/common/geometry.h"
 #include "kernels/common/kernel_errors.h"
 #include "kernels/common/scalar_math.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/storage.h"
@@ -23,8 +25,10 @@ using geom::contiguous_strides;
 using geom::prod;
 constexpr int kMaxRank = geom::kMaxStridedRank;
 
-template <class E>
-void strided_range(const geom::StridedPlan& s, const E* in, E* out, int64_t begin, int64_t end) {
+// Elements [begin, end) of the strided copy; D other than E: f32 rounded to bf16 bits as it goes
+// (a Transpose whose output is stored as bf16, Value::bf16_storage).
+template <class E, class D = E>
+void strided_range(const geom::StridedPlan& s, const E* in, D* out, int64_t begin, int64_t end) {
   const int r = s.rank;
   int64_t idx[kMaxRank], off = s.base, rem = begin;
   for (int d = r - 1; d >= 0; --d) {
@@ -36,13 +40,20 @@ void strided_range(const geom::StridedPlan& s, const E* in, E* out, int64_t begi
   for (int64_t pos = begin; pos < end;) {
     int64_t i0 = idx[r - 1], n = std::min(inner - i0, end - pos);
     const E* src = in + off + i0 * st;
-    E* dst = out + pos;
-    if (st == 1)
+    D* dst = out + pos;
+    if constexpr (!std::is_same_v<E, D>) {
+      static_assert(std::is_same_v<E, float> && std::is_same_v<D, uint16_t>);
+      if (st == 1)
+        round_bf16(src, n, 1, n, dst);
+      else
+        for (int64_t k = 0; k < n; ++k) store_s(dst, k, src[k * st]);
+    } else if (st == 1) {
       copy_bytes(dst, src, static_cast<size_t>(n) * sizeof(E));
-    else if (st == 0)
+    } else if (st == 0) {
       std::fill(dst, dst + n, *src);
-    else
+    } else {
       for (int64_t k = 0; k < n; ++k) dst[k] = src[k * st];
+    }
     pos += n;
     idx[r - 1] = 0;
     for (int d = r - 2; d >= 0; --d) {
@@ -60,6 +71,14 @@ void strided_copy(const KernelArgs& a, const TensorView& in, const TensorView& o
   int64_t n = out.numel();
   if (n == 0) return;
   const geom::StridedPlan s = geom::collapse_strided("data movement", out.dims, strides, base);
+  if (out.bf16_storage) {  // only Transpose writes such a value (assign_bf16_operands)
+    CB_CHECK(in.dtype == DType::F32 && out.dtype == DType::F32 && !in.bf16_storage && !in.blocked &&
+             !out.blocked);
+    const float* src = in.ptr<const float>();
+    auto* dst = static_cast<uint16_t*>(out.data);
+    parallel(n, 1, [&](int64_t b, int64_t e) { strided_range(s, src, dst, b, e); });
+    return;
+  }
   dispatch_bytes(out.dtype, [&]<class E>(Tag<E>) {
     const E* src = in.ptr<const E>();
     E* dst = out.ptr<E>();

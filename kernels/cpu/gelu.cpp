@@ -2,7 +2,10 @@
 // glibc's vector math (libmvec's erff, expf, tanhf: within a few ulp of the scalar functions)
 // in each target_clones variant (vector_math.h); f64, f16 and bf16 run
 // kernels/common/scalar_math.h's functors through the elementwise driver.
+#include <algorithm>
+
 #include "kernels/common/scalar_math.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_driver.h"
 #include "kernels/cpu/kernel_util.h"
@@ -53,6 +56,8 @@ CB_CPU_CLONES void gelu_grad_f32(const float* dy, const float* x, float* dx, int
 
 // About 20 element operations per element (erf or tanh, exp): chunks of a fifth of kGrain.
 constexpr int64_t kGeluCost = 20;
+// Elements computed into an f32 buffer on the stack, then rounded, where Y is stored as bf16.
+constexpr int64_t kRoundChunk = 1024;
 
 }  // namespace
 
@@ -61,6 +66,18 @@ void Gelu(const KernelArgs& a) {
   const bool t = a.p<ops::GeluParams>().tanh;
   if (a.in[0].dtype == DType::F32) {
     const float* x = a.in[0].ptr<const float>();
+    if (a.out[0].bf16_storage) {  // Y only bf16 products read (assign_bf16_operands): rounded
+      auto* y = static_cast<uint16_t*>(a.out[0].data);
+      parallel(a.out[0].numel(), kGeluCost, [&](int64_t b, int64_t e) {
+        float tmp[kRoundChunk];
+        for (int64_t i = b; i < e; i += kRoundChunk) {
+          const int64_t n = std::min(kRoundChunk, e - i);
+          gelu_f32(x + i, tmp, n, t);
+          round_bf16(tmp, n, 1, n, y + i);
+        }
+      });
+      return;
+    }
     float* y = a.out[0].ptr<float>();
     parallel(a.out[0].numel(), kGeluCost,
              [&](int64_t b, int64_t e) { gelu_f32(x + b, y + b, e - b, t); });

@@ -71,35 +71,77 @@ constexpr int64_t kSplitMacs = int64_t{1} << 17;
 // One product, split across the pool when it is large enough: along the rows of op(A)/C, or
 // along the columns of op(B)/C when C is wider than tall (a training batch of 16 rows times a
 // few hundred features: halving 16 rows leaves BLAS two slivers, halving the columns does not).
-// One product on the calling thread: in bf16 where asked and it applies, else in T.
+// An operand stored as bf16 (Value::bf16_storage) for a product that runs in f32 after all (too
+// small for the bf16 path, or a shape oneDNN has no bf16 kernel for): widened into a dense f32
+// copy in the calling thread's scratch `slot`.
+// p + off where p is set: an operand stored as bf16 has no f32 pointer to offset.
+template <typename P>
+P* at(P* p, int64_t off) {
+  return p ? p + off : nullptr;
+}
+
+template <int slot>
+const float* widened(const uint16_t* x, int64_t ld, int64_t rows, int64_t cols) {
+  float* out = scratch<float, slot>(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) out[r * cols + j] = math::bf16_to_f32(x[r * ld + j]);
+  return out;
+}
+
+// One product on the calling thread: in bf16 where asked and it applies, else in T. a16 / b16:
+// the operand stored as bf16 instead (f32 only; the T pointer is then unused).
 template <typename T>
 void gemm_one(bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-              int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>)
-    if (bf16 && gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+              int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
+              const uint16_t* a16 = nullptr, const uint16_t* b16 = nullptr) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16 && gemm_bf16(ta, tb, m, n, k, alpha, a, a16, lda, b, b16, ldb, beta, c, ldc)) return;
+    if (a16) {
+      const int64_t rows = ta ? k : m, cols = ta ? m : k;
+      a = widened<20>(a16, lda, rows, cols);
+      lda = cols;
+    }
+    if (b16) {
+      const int64_t rows = tb ? n : k, cols = tb ? k : n;
+      b = widened<21>(b16, ldb, rows, cols);
+      ldb = cols;
+    }
+  } else {
+    CB_CHECK(!a16 && !b16);
+  }
   gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // A bf16 product split over the pool: op(A) and op(B) rounded once, each thread rounding a share
 // of their rows into buffers every thread reads (rounding per thread would round the operand the
-// split does not cut once per thread), then the blocks of C as gemm_rows splits them. A block
-// oneDNN has no bf16 kernel for runs in f32 from the unrounded operands.
+// split does not cut once per thread), then the blocks of C as gemm_rows splits them. An operand
+// stored as bf16 already (a16 / b16) is read as it is. A block oneDNN has no bf16 kernel for runs
+// in f32.
 void gemm_rows_bf16(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                    int64_t ldc, bool by_cols, int64_t grain) {
+                    const float* a, const uint16_t* a16, int64_t lda, const float* b,
+                    const uint16_t* b16, int64_t ldb, float beta, float* c, int64_t ldc,
+                    bool by_cols, int64_t grain) {
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-  uint16_t* ra = scratch<uint16_t, 2>(m * k);
-  uint16_t* rb = scratch<uint16_t, 3>(k * n);
-  const int64_t row_grain = std::max<int64_t>(1, 16384 / std::max(a_cols, b_cols));
-  pool.parallel_for(
-      a_rows + b_rows,
-      [&](int64_t r0, int64_t r1) {
-        const int64_t a1 = std::min(r1, a_rows);
-        if (r0 < a1) round_bf16(a + r0 * lda, lda, a1 - r0, a_cols, ra + r0 * a_cols);
-        const int64_t b0 = std::max(r0, a_rows) - a_rows, b1 = r1 - a_rows;
-        if (b0 < b1) round_bf16(b + b0 * ldb, ldb, b1 - b0, b_cols, rb + b0 * b_cols);
-      },
-      row_grain);
+  // The bf16 operands and their leading dims: the stored ones, or dense rounded copies.
+  uint16_t* own_a = a16 ? nullptr : scratch<uint16_t, 2>(m * k);
+  uint16_t* own_b = b16 ? nullptr : scratch<uint16_t, 3>(k * n);
+  const uint16_t* ra = a16 ? a16 : own_a;
+  const uint16_t* rb = b16 ? b16 : own_b;
+  const int64_t ld_ra = a16 ? lda : a_cols, ld_rb = b16 ? ldb : b_cols;
+  // Rows to round: A's (none when stored as bf16), then B's.
+  const int64_t round_a = a16 ? 0 : a_rows, round_b = b16 ? 0 : b_rows;
+  if (round_a + round_b > 0) {
+    const int64_t row_grain = std::max<int64_t>(1, 16384 / std::max(a_cols, b_cols));
+    pool.parallel_for(
+        round_a + round_b,
+        [&](int64_t r0, int64_t r1) {
+          const int64_t a1 = std::min(r1, round_a);
+          if (r0 < a1) round_bf16(a + r0 * lda, lda, a1 - r0, a_cols, own_a + r0 * a_cols);
+          const int64_t b0 = std::max(r0, round_a) - round_a, b1 = r1 - round_a;
+          if (b0 < b1) round_bf16(b + b0 * ldb, ldb, b1 - b0, b_cols, own_b + b0 * b_cols);
+        },
+        row_grain);
+  }
   // op(A) B with A read transposed over a long K: in K slices accumulated into C (oneDNN's bf16
   // kernels run such a product at about 85% of their rate, its slices at the full rate).
   const int64_t k_step = ta && k > 2 * kBf16KSlice ? kBf16KSlice : k;
@@ -107,9 +149,9 @@ void gemm_rows_bf16(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, in
     for (int64_t k0 = 0; k0 < k; k0 += k_step) {
       const int64_t kk = std::min(k_step, k - k0);
       // K is the rows of the stored A^T; of B, its rows (or columns when stored transposed).
-      const uint16_t* a0 = ta ? ap + k0 * a_cols : ap + k0;
-      const uint16_t* b0 = tb ? bp + k0 : bp + k0 * b_cols;
-      if (!gemm_bf16_rounded(ta, tb, mm, nn, kk, a0, a_cols, b0, b_cols, k0 == 0 ? beta : 1.0f, cp,
+      const uint16_t* a0 = ta ? ap + k0 * ld_ra : ap + k0;
+      const uint16_t* b0 = tb ? bp + k0 : bp + k0 * ld_rb;
+      if (!gemm_bf16_rounded(ta, tb, mm, nn, kk, a0, ld_ra, b0, ld_rb, k0 == 0 ? beta : 1.0f, cp,
                              ldc)) {
         CB_CHECK(k0 == 0);  // the first slice settles it: the same product's primitive
         return false;
@@ -121,15 +163,15 @@ void gemm_rows_bf16(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, in
       by_cols ? n : m,
       [&](int64_t i0, int64_t i1) {
         if (by_cols) {  // columns i0.. of op(B): rows of B^T, or columns of B
-          const uint16_t* rbc = tb ? rb + i0 * b_cols : rb + i0;
+          const uint16_t* rbc = tb ? rb + i0 * ld_rb : rb + i0;
           if (!product(m, i1 - i0, ra, rbc, c + i0))
-            gemm(ta, tb, m, i1 - i0, k, 1.0f, a, lda, tb ? b + i0 * ldb : b + i0, ldb, beta, c + i0,
-                 ldc);
+            gemm_one(false, ta, tb, m, i1 - i0, k, 1.0f, a, lda, at(b, tb ? i0 * ldb : i0), ldb,
+                     beta, c + i0, ldc, a16, b16 ? rbc : nullptr);
         } else {  // rows i0.. of op(A): rows of A, or columns of A^T
-          const uint16_t* rar = ta ? ra + i0 : ra + i0 * a_cols;
+          const uint16_t* rar = ta ? ra + i0 : ra + i0 * ld_ra;
           if (!product(i1 - i0, n, rar, rb, c + i0 * ldc))
-            gemm(ta, tb, i1 - i0, n, k, 1.0f, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta,
-                 c + i0 * ldc, ldc);
+            gemm_one(false, ta, tb, i1 - i0, n, k, 1.0f, at(a, ta ? i0 : i0 * lda), lda, b, ldb,
+                     beta, c + i0 * ldc, ldc, a16 ? rar : nullptr, b16);
         }
       },
       grain);
@@ -137,19 +179,20 @@ void gemm_rows_bf16(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, in
 
 template <typename T>
 void gemm_rows(ThreadPool* pool, bool bf16, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-               T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
-               int64_t ldc) {
+               T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
+               const uint16_t* a16 = nullptr, const uint16_t* b16 = nullptr) {
   if (m == 0 || n == 0) return;
   int64_t threads = pool ? pool->size() : 1;
   const bool by_cols = n > m;
   if (threads <= 1 || m * n * k < kSplitMacs || (by_cols ? n : m) < 2 * threads) {
-    gemm_one(bf16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm_one(bf16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, a16, b16);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
     if (bf16 && bf16_product(alpha, beta, m, n, k)) {
       const int64_t grain = std::max<int64_t>(8, ((by_cols ? n : m) + threads - 1) / threads);
-      gemm_rows_bf16(*pool, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, by_cols, grain);
+      gemm_rows_bf16(*pool, ta, tb, m, n, k, a, a16, lda, b, b16, ldb, beta, c, ldc, by_cols,
+                     grain);
       return;
     }
   }
@@ -158,8 +201,9 @@ void gemm_rows(ThreadPool* pool, bool bf16, bool ta, bool tb, int64_t m, int64_t
     pool->parallel_for(
         n,
         [&](int64_t c0, int64_t c1) {
-          const T* bc = tb ? b + c0 * ldb : b + c0;
-          gemm_one(bf16, ta, tb, m, c1 - c0, k, alpha, a, lda, bc, ldb, beta, c + c0, ldc);
+          const int64_t off = tb ? c0 * ldb : c0;
+          gemm_one(bf16, ta, tb, m, c1 - c0, k, alpha, a, lda, at(b, off), ldb, beta, c + c0, ldc,
+                   a16, at(b16, off));
         },
         grain);
     return;
@@ -168,8 +212,9 @@ void gemm_rows(ThreadPool* pool, bool bf16, bool ta, bool tb, int64_t m, int64_t
   pool->parallel_for(
       m,
       [&](int64_t r0, int64_t r1) {
-        const T* ar = ta ? a + r0 : a + r0 * lda;
-        gemm_one(bf16, ta, tb, r1 - r0, n, k, alpha, ar, lda, b, ldb, beta, c + r0 * ldc, ldc);
+        const int64_t off = ta ? r0 : r0 * lda;
+        gemm_one(bf16, ta, tb, r1 - r0, n, k, alpha, at(a, off), lda, b, ldb, beta, c + r0 * ldc,
+                 ldc, at(a16, off), b16);
       },
       grain);
 }
@@ -232,8 +277,13 @@ void matmul_typed(const KernelArgs& a) {
     a_count *= da;
     b_count *= db;
   }
-  const T* pa = A.ptr<T>();
-  const T* pb = B.ptr<T>();
+  // An operand stored as bf16 (Value::bf16_storage: only bf16 products read it) goes as its
+  // bf16 bits, T's pointer unset.
+  CB_CHECK(!Y.bf16_storage && (std::is_same_v<T, float> || !(A.bf16_storage || B.bf16_storage)));
+  const T* pa = A.bf16_storage ? nullptr : A.ptr<T>();
+  const T* pb = B.bf16_storage ? nullptr : B.ptr<T>();
+  const uint16_t* pa16 = A.bf16_storage ? static_cast<const uint16_t*>(A.data) : nullptr;
+  const uint16_t* pb16 = B.bf16_storage ? static_cast<const uint16_t*>(B.data) : nullptr;
   T* py = Y.ptr<T>();
   if (count == 0 || m == 0 || n == 0) return;
   if (k == 0) {
@@ -244,12 +294,13 @@ void matmul_typed(const KernelArgs& a) {
   // [count*M, K] x [K, N] -> [count*M, N]. Also the plain single product.
   if (b_count == 1 && a_count == count && !ta) {
     gemm_rows<T>(current_pool(), bf16, false, tb, count * m, n, k, T(1), pa, k, pb, ldb, T(0), py,
-                 n);
+                 n, pa16, pb16);
     return;
   }
   // One product (A read transposed: a weight's gradient A^T dY): split over the pool as well.
   if (count == 1) {
-    gemm_rows<T>(current_pool(), bf16, ta, tb, m, n, k, T(1), pa, lda, pb, ldb, T(0), py, n);
+    gemm_rows<T>(current_pool(), bf16, ta, tb, m, n, k, T(1), pa, lda, pb, ldb, T(0), py, n, pa16,
+                 pb16);
     return;
   }
   // [M, K] x [K, N] -> [M, N] per batch index, the batch across the pool.
@@ -262,7 +313,8 @@ void matmul_typed(const KernelArgs& a) {
         oa += idx * sa[d];
         ob += idx * sb[d];
       }
-      gemm_one(bf16, ta, tb, m, n, k, T(1), pa + oa, lda, pb + ob, ldb, T(0), py + i * m * n, n);
+      gemm_one(bf16, ta, tb, m, n, k, T(1), at(pa, oa), lda, at(pb, ob), ldb, T(0), py + i * m * n,
+               n, at(pa16, oa), at(pb16, ob));
     }
   };
   if (current_pool() && m * n * k * count >= kSplitMacs)

@@ -6,6 +6,7 @@
 // where the cores have AVX-512 BF16 (elsewhere oneDNN offers its reference kernel and the product
 // stays f32), and only for products large enough to pay for the rounding pass.
 #include "kernels/cpu/blas.h"
+#include "runtime/ops/params.h"
 
 #ifdef CB_HAVE_DNNL
 #include <dnnl.hpp>
@@ -23,9 +24,6 @@ namespace cb::cpu {
 #ifdef CB_HAVE_DNNL
 namespace {
 using dt = dnnl::memory::data_type;
-
-// Below this many multiply-adds the rounding and the primitive's call cost more than bf16 saves.
-constexpr int64_t kBf16MinMacs = int64_t{1} << 18;
 
 struct MatmulPrim {
   bool ok = false;
@@ -88,7 +86,7 @@ CB_CPU_CLONES void round_bf16(const float* x, int64_t ld, int64_t rows, int64_t 
 }
 
 bool bf16_product(float alpha, float beta, int64_t m, int64_t n, int64_t k) {
-  return alpha == 1 && (beta == 0 || beta == 1) && m * n * k >= kBf16MinMacs && bf16_cores();
+  return alpha == 1 && (beta == 0 || beta == 1) && m * n * k >= ops::kBf16MinMacs && bf16_cores();
 }
 
 bool gemm_bf16_rounded(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a,
@@ -110,16 +108,25 @@ bool gemm_bf16_rounded(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const 
 }
 
 bool gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-               int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+               const uint16_t* a16, int64_t lda, const float* b, const uint16_t* b16, int64_t ldb,
+               float beta, float* c, int64_t ldc) {
   if (!bf16_product(alpha, beta, m, n, k)) return false;
-  // A as stored: [m, k] rows of lda, or (transposed) [k, m] rows of lda; B likewise. Rounded
-  // into dense copies on this thread.
+  // A as stored: [m, k] rows of lda, or (transposed) [k, m] rows of lda; B likewise. An f32
+  // operand is rounded into a dense copy on this thread; a bf16 one is read as it is.
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-  uint16_t* ra = scratch<uint16_t, 0>(m * k);
-  uint16_t* rb = scratch<uint16_t, 1>(k * n);
-  round_bf16(a, lda, a_rows, a_cols, ra);
-  round_bf16(b, ldb, b_rows, b_cols, rb);
-  return gemm_bf16_rounded(ta, tb, m, n, k, ra, a_cols, rb, b_cols, beta, c, ldc);
+  if (!a16) {
+    uint16_t* ra = scratch<uint16_t, 0>(m * k);
+    round_bf16(a, lda, a_rows, a_cols, ra);
+    a16 = ra;
+    lda = a_cols;
+  }
+  if (!b16) {
+    uint16_t* rb = scratch<uint16_t, 1>(k * n);
+    round_bf16(b, ldb, b_rows, b_cols, rb);
+    b16 = rb;
+    ldb = b_cols;
+  }
+  return gemm_bf16_rounded(ta, tb, m, n, k, a16, lda, b16, ldb, beta, c, ldc);
 }
 #else
 bool bf16_product(float, float, int64_t, int64_t, int64_t) { return false; }
@@ -128,8 +135,8 @@ bool gemm_bf16_rounded(bool, bool, int64_t, int64_t, int64_t, const uint16_t*, i
                        const uint16_t*, int64_t, float, float*, int64_t) {
   return false;
 }
-bool gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
-               int64_t, float, float*, int64_t) {
+bool gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, const float*, const uint16_t*, int64_t,
+               const float*, const uint16_t*, int64_t, float, float*, int64_t) {
   return false;
 }
 #endif

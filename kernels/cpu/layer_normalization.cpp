@@ -6,8 +6,10 @@
 // [outer dims, 1...]. Scale and B have the normalised dims or broadcast to them (numpy rules,
 // right-aligned).
 #include <cmath>
+#include <type_traits>
 #include <utility>
 
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
 #include "runtime/ops/params.h"
@@ -76,22 +78,41 @@ void LayerNormalization(const KernelArgs& a) {
     T* y = out.ptr<T>();
     float* mo = mean_out ? mean_out->ptr<float>() : nullptr;
     float* io = inv_out ? inv_out->ptr<float>() : nullptr;
+    // Row `row` normalised into yr where scale or bias broadcast within the row.
+    auto row_bcast = [&](int64_t row, T* yr) {
+      const T* xr = xs + row * m;
+      const auto [tm, ti] = row_stats(xr, m, eps, row, mo, io);
+      for (int64_t k = 0; k < m; ++k) {
+        T sk = scale_full ? s[k] : s[bcast_index(scale, norm, r - axis, k)];
+        T bk = !b ? T(0) : bias_full ? b[k] : b[bcast_index(*bias, norm, r - axis, k)];
+        yr[k] = (xr[k] - tm) * ti * sk + bk;
+      }
+    };
+    if constexpr (std::is_same_v<T, float>) {
+      if (out.bf16_storage) {  // Y only bf16 products read (assign_bf16_operands): rounded
+        auto* y16 = static_cast<uint16_t*>(out.data);
+        parallel(outer, m * 3, [&](int64_t rb, int64_t re) {
+          float* yr = scratch<float, 22>(m);  // one row in f32, then rounded
+          for (int64_t row = rb; row < re; ++row) {
+            if (scale_full && bias_full)
+              rows_full<float>(xs + row * m, s, b, yr, m, 0, 1, eps, mo ? mo + row : nullptr,
+                               io ? io + row : nullptr);
+            else
+              row_bcast(row, yr);
+            round_bf16(yr, m, 1, m, y16 + row * m);
+          }
+        });
+        return;
+      }
+    }
+    CB_CHECK(!out.bf16_storage);
     if (scale_full && bias_full) {  // the usual case: scale and bias over the whole row
       parallel(outer, m * 3,
                [&](int64_t rb, int64_t re) { rows_full<T>(xs, s, b, y, m, rb, re, eps, mo, io); });
       return;
     }
     parallel(outer, m * 3, [&](int64_t rb, int64_t re) {
-      for (int64_t row = rb; row < re; ++row) {
-        const T* xr = xs + row * m;
-        T* yr = y + row * m;
-        const auto [tm, ti] = row_stats(xr, m, eps, row, mo, io);
-        for (int64_t k = 0; k < m; ++k) {
-          T sk = scale_full ? s[k] : s[bcast_index(scale, norm, r - axis, k)];
-          T bk = !b ? T(0) : bias_full ? b[k] : b[bcast_index(*bias, norm, r - axis, k)];
-          yr[k] = (xr[k] - tm) * ti * sk + bk;
-        }
-      }
+      for (int64_t row = rb; row < re; ++row) row_bcast(row, y + row * m);
     });
   });
 }

@@ -12,8 +12,10 @@
 
 #include "kernels/common/geometry.h"
 #include "kernels/common/scalar_math.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/storage.h"
 #include "kernels/cpu/vector_math.h"
 #include "runtime/ops/params.h"
 
@@ -259,14 +261,20 @@ CB_CPU_CLONES void masked_rows(const T* x, const M* mask, T* y, const geom::Mask
 
 // dX = scale * y (dy - sum(dy y)), 0 where the mask filled: SoftmaxGrad, then the Where's and the
 // Mul's gradients, in their order.
-template <class T, class M>
-CB_CPU_CLONES void masked_grad_rows(const T* dy, const T* y, const M* mask, T* dx,
+// O = uint16_t: dX stored as bf16 (Value::bf16_storage), each row computed into `row` (n
+// elements) and then rounded.
+template <class T, class M, class O = T>
+CB_CPU_CLONES void masked_grad_rows(const T* dy, const T* y, const M* mask, O* dx,
                                     const geom::MaskPlan& pl, int64_t r0, int64_t r1, T scale,
-                                    MaskKind kind) {
+                                    MaskKind kind, T* row = nullptr) {
   const int64_t n = pl.n, cs = pl.col_stride;
   for (int64_t r = r0; r < r1; ++r) {
     const T *g = dy + r * n, *v = y + r * n;
-    T* o = dx + r * n;
+    T* o;
+    if constexpr (std::is_same_v<O, T>)
+      o = dx + r * n;
+    else
+      o = row;
     double s[8] = {};
     int64_t k = 0;
     for (; k + 8 <= n; k += 8)
@@ -284,6 +292,8 @@ CB_CPU_CLONES void masked_grad_rows(const T* dy, const T* y, const M* mask, T* d
         for (k = 0; k < n; ++k) o[k] = (m[k] != M(0)) == fill_on ? T(0) : o[k];
       }
     }
+    if constexpr (!std::is_same_v<O, T>)
+      for (k = 0; k < n; ++k) store_s(dx + r * n, k, o[k]);
   }
 }
 
@@ -326,6 +336,19 @@ void MaskedSoftmaxGrad(const KernelArgs& a) {
   dispatch_float(y.dtype, [&]<class T>(Tag<T>) {
     with_mask_type<T>(p, [&]<class M>(const M*) {
       const M* m = has ? a.in[2].ptr<const M>() : nullptr;
+      if constexpr (std::is_same_v<T, float>) {
+        if (dx.bf16_storage) {  // dX only bf16 products read (assign_bf16_operands): rounded
+          const int64_t n = pl.n;
+          auto* dx16 = static_cast<uint16_t*>(dx.data);
+          parallel(pl.rows, n * 4, [&](int64_t b, int64_t e) {
+            masked_grad_rows<T, M, uint16_t>(dy.ptr<const T>(), y.ptr<const T>(), m, dx16, pl, b, e,
+                                             static_cast<T>(p.scale), p.mask,
+                                             scratch<float, 22>(n));
+          });
+          return;
+        }
+      }
+      CB_CHECK(!dx.bf16_storage);
       parallel(pl.rows, pl.n * 4, [&](int64_t b, int64_t e) {
         masked_grad_rows<T, M>(dy.ptr<const T>(), y.ptr<const T>(), m, dx.ptr<T>(), pl, b, e,
                                static_cast<T>(p.scale), p.mask);

@@ -122,6 +122,9 @@ struct MatMulParams {
   bool bf16 = false;
   bool trans_a = false, trans_b = false;
 };
+// A bf16-marked product (Gemm, MatMul) of fewer multiply-adds than this runs in f32 on the CPU:
+// the operands' rounding and oneDNN's call would cost more than bf16 saves.
+constexpr int64_t kBf16MinMacs = int64_t{1} << 18;
 
 // layer_normalization.cpp
 struct LayerNormalizationParams {
