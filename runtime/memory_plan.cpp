@@ -34,10 +34,19 @@ MemoryPlan plan_memory(const Graph& g, int64_t batch, const std::vector<ValueId>
   int end = static_cast<int>(g.nodes.size());
   std::vector<bool> ext(nv, false);
   for (ValueId e : external) ext[static_cast<size_t>(e)] = true;
+  // An activation nothing makes and nothing reads (one a rewrite left behind, such as a folded
+  // Transpose's result) takes no bytes: unplanned, it would sit live before the first node with
+  // every other such value.
+  std::vector<bool> read(nv, false);
+  for (const Node& n : g.nodes)
+    for (ValueId i : n.inputs)
+      if (i != kNoValue) read[static_cast<size_t>(i)] = true;
+  for (ValueId o : g.outputs) read[static_cast<size_t>(o)] = true;
   for (size_t v = 0; v < nv; ++v) {
     p.root[v] = static_cast<ValueId>(v);
     const Value& val = g.values[v];
     if (!in_arena(val) || ext[v]) continue;
+    if (val.kind == ValueKind::Activation && val.producer < 0 && !read[v]) continue;
     CB_CHECK(val.shape_known);
     // Checked: a batch size near 2^61 must be an error, not a wrapped size and a segfault.
     auto n = static_cast<int64_t>(stored_size(val.dtype, val.bf16_storage));

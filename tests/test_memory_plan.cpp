@@ -161,3 +161,40 @@ TEST_CASE("memory plan: a view of a view shares its buffer; in place over a view
     CHECK(out.real_at(i) == doctest::Approx(std::exp(hv) + hv));
   }
 }
+
+TEST_CASE("memory plan: an activation nothing makes or reads takes no bytes") {
+  // A rewrite that drops a node leaves its result behind, unproduced and unread (a Transpose a
+  // MatMul now reads through): planned, such values would all sit live before the first node.
+  Graph g;
+  g.opset = kEmitOpset;
+  GraphBuilder b(g, "t");
+  ValueId x = b.input("x", DType::F32, shape_of({1024}));
+  ValueId y = b.op("Relu", {x});
+  ValueId dropped = b.op("Neg", {x});
+  g.outputs = {y};
+  MemoryPlan before = plan_memory(g, 1);
+  CHECK(before.bytes[static_cast<size_t>(dropped)] > 0);  // made by Neg: planned, though unread
+  // Drop the Neg node as such a rewrite does.
+  g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(),
+                               [](const Node& n) { return n.op_type == "Neg"; }),
+                g.nodes.end());
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (ValueId o : g.nodes[k].outputs) g.value(o).producer = static_cast<NodeId>(k);
+  g.value(dropped).producer = -1;
+  MemoryPlan after = plan_memory(g, 1);
+  CHECK(after.bytes[static_cast<size_t>(dropped)] == 0);
+  CHECK(after.offset[static_cast<size_t>(dropped)] == MemoryPlan::kNotInArena);
+  CHECK(after.bytes_peak < before.bytes_peak);
+  CHECK_NOTHROW(check_plan(g, after));
+  auto dev = make_cpu_device(1);
+  Executor ex(g, *dev, 1);  // runs without it
+  Tensor t;
+  t.dtype = DType::F32;
+  t.dims = {1024};
+  t.bytes.resize(4096);
+  for (int i = 0; i < 1024; ++i) t.data<float>()[i] = static_cast<float>(i % 7) - 3.0f;
+  ex.set_input(0, t);
+  ex.run();
+  const Tensor out = ex.output(0);
+  for (int i = 0; i < 1024; ++i) CHECK(out.real_at(i) == std::max(0.0, i % 7 - 3.0));
+}
