@@ -71,9 +71,13 @@ int64_t set_compute_precision(Graph& g, Precision p);
 // operands of rank >= 2; Transposes nothing reads any more are removed. The backward graph's
 // dA = dY B^T and dB = A^T dY, and attention's Q K^T, then multiply without a copy. A product
 // whose only reader swaps its last two dims computes (A B)^T = B^T A^T into the Transpose's output
-// instead (the gradient of a weight the forward read transposed). Runs on an inferred graph;
-// returns the number of Transposes folded (operands and products).
-int64_t fold_matmul_transposes(Graph& g);
+// instead (the gradient of a weight the forward read transposed). With `permuted` (devices whose
+// MatMul reads and writes through any permutation: the CPU), also an operand behind any other
+// Transpose whose result's last two dims the product can read in place, and a result only such
+// a Transpose reads (MatMulParams::a_perm / b_perm / y_perm): attention's heads [N,T,H,d] read
+// as [N,H,T,d], and joined again, without a copy. Runs on an inferred graph; returns the number
+// of Transposes folded (operands and products).
+int64_t fold_matmul_transposes(Graph& g, bool permuted = false);
 
 // For the CPU with oneDNN (DeviceCaps::blocked_layouts): keeps f32 activations [N, C, H, W] (C a
 // multiple of 16) in oneDNN's blocked nChw16c layout (Value::blocked) along chains of the ops
@@ -94,7 +98,7 @@ LayoutStats assign_blocked_layouts(Graph& g, bool bf16_storage = false);
 
 // For --precision bf16 on the CPU with oneDNN: an f32 activation that only bf16 products read
 // (MatMul marked by set_compute_precision, directly or through Reshape-like views) is stored
-// rounded to bf16 (Value::bf16_storage) by the op that makes it -- Transpose, Gelu,
+// rounded to bf16 (Value::bf16_storage) by the op that makes it -- Transpose, Split, Gelu,
 // LayerNormalization's Y, MaskedSoftmaxGrad -- where each product would round it anyway: the
 // products then read it as it is, every reader sees the bits it saw before, and the value takes
 // half the bytes. Run after set_compute_precision and assign_blocked_layouts; returns the number

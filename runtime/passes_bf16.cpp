@@ -23,7 +23,15 @@ bool bf16_product_operand(const Graph& g, const Node& n, ValueId v) {
   const auto* mp = std::any_cast<ops::MatMulParams>(&n.params);
   if (!mp || !mp->bf16 || n.inputs.size() != 2 || (n.inputs[0] != v && n.inputs[1] != v))
     return false;
-  const Shape &a = g.value(n.inputs[0]).shape, &b = g.value(n.inputs[1]).shape;
+  // The operands' logical shapes: through their permutations, then transposed.
+  auto logical = [&](ValueId v, const DimList& perm) {
+    const Shape& s = g.value(v).shape;
+    if (perm.empty()) return s;
+    Shape p;
+    for (int64_t d : perm) p.push_back(s.at(static_cast<size_t>(d)));
+    return p;
+  };
+  const Shape a = logical(n.inputs[0], mp->a_perm), b = logical(n.inputs[1], mp->b_perm);
   if (a.size() < 2 || b.size() < 2) return false;
   const int64_t m = at_one(a[a.size() - (mp->trans_a ? 1 : 2)]),
                 k = at_one(a[a.size() - (mp->trans_a ? 2 : 1)]),
@@ -31,10 +39,15 @@ bool bf16_product_operand(const Graph& g, const Node& n, ValueId v) {
   return m * nn * k >= ops::kBf16MinMacs;
 }
 
-// The ops whose CPU kernels write output 0 rounded to bf16 where it is so stored.
-bool writes_bf16(std::string_view op) {
+// How many outputs (from the first) the op's CPU kernel writes rounded to bf16 where they are so
+// stored: Split all, a few ops their first, the rest none.
+size_t bf16_outputs(const Node& n) {
+  const std::string_view op = n.def->name;
+  if (op == "Split") return n.outputs.size();
   return op == "Transpose" || op == "Gelu" || op == "LayerNormalization" ||
-         op == "MaskedSoftmaxGrad";
+                 op == "MaskedSoftmaxGrad"
+             ? 1
+             : 0;
 }
 
 }  // namespace
@@ -74,12 +87,12 @@ int64_t assign_bf16_operands(Graph& g) {
     }
   };
   for (const Node& n : g.nodes) {
-    if (!n.def || !writes_bf16(n.def->name) || !n.has_output(0)) continue;
-    const ValueId y = n.outputs[0];
-    if (n.inputs.empty() || n.inputs[0] == kNoValue || g.value(n.inputs[0]).bf16_storage ||
-        g.value(n.inputs[0]).blocked)
-      continue;
-    if (only_products(only_products, y)) mark(mark, y);
+    if (!n.def || n.inputs.empty() || n.inputs[0] == kNoValue) continue;
+    const Value& x = g.value(n.inputs[0]);
+    if (x.dtype != DType::F32 || x.bf16_storage || x.blocked) continue;
+    const size_t outs = bf16_outputs(n);
+    for (size_t o = 0; o < outs; ++o)
+      if (n.has_output(o) && only_products(only_products, n.outputs[o])) mark(mark, n.outputs[o]);
   }
   return marked;
 }

@@ -34,9 +34,46 @@ bool swaps_last_two(const Graph& g, const Node& t) {
     if (perm[i] != static_cast<int64_t>(i)) return false;
   return perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
 }
+
+// Transpose node t's permutation, completed (an empty perm reverses the dims).
+DimList full_perm(const Graph& g, const Node& t) {
+  DimList perm = std::any_cast<const ops::TransposeParams&>(t.params).perm;
+  const auto r = static_cast<int64_t>(g.value(t.inputs.at(0)).shape.size());
+  if (perm.empty())
+    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+  return perm;
+}
+
+// Whether dims (r-2, r-1) of Transpose(x, perm), x row-major of rank r, form a matrix a product
+// reads in place: one of them is x's last dim (stride 1), so it is row-major or transposed.
+bool matrix_readable(const DimList& perm) {
+  const size_t r = perm.size();
+  return r >= 2 &&
+         (perm[r - 1] == static_cast<int64_t>(r - 1) || perm[r - 2] == static_cast<int64_t>(r - 1));
+}
+
+// Whether MatMul n multiplies its whole batch as one product, the batch folded into A's rows (one
+// right-hand matrix for every batch index: the CPU kernel's fast path). Read or written through
+// a permutation it would multiply per batch index instead: other blocks, other rounding. Such
+// products keep their Transposes.
+bool batch_in_rows(const Graph& g, const Node& n) {
+  const auto* mp = std::any_cast<ops::MatMulParams>(&n.params);
+  const Shape &a = g.value(n.inputs[0]).shape, &b = g.value(n.inputs[1]).shape;
+  if (a.size() <= 2 || (mp && mp->trans_a)) return false;
+  for (size_t i = 0; i + 2 < b.size(); ++i)
+    if (b[i] != Dim::of(1)) return false;
+  return true;
+}
+
+bool is_identity(const DimList& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
 }  // namespace
 
-int64_t fold_matmul_transposes(Graph& g) {
+int64_t fold_matmul_transposes(Graph& g, bool permuted) {
   std::vector<int64_t> uses = readers(g);
   int64_t folded = 0;
   for (Node& n : g.nodes) {
@@ -45,18 +82,23 @@ int64_t fold_matmul_transposes(Graph& g) {
     auto* mp = std::any_cast<ops::MatMulParams>(&n.params);
     ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
     for (size_t i = 0; i < 2; ++i) {
-      const ValueId in = n.inputs[i];
-      const NodeId pr = g.value(in).producer;
-      if (pr < 0 || (i == 0 ? p.trans_a : p.trans_b)) continue;
-      const Node& t = g.nodes[static_cast<size_t>(pr)];
-      if (!t.def || t.def->name != "Transpose" || !swaps_last_two(g, t)) continue;
-      const ValueId src = t.inputs[0];
-      if (g.value(src).blocked || g.value(src).bf16_storage) continue;
-      n.inputs[i] = src;
-      --uses[static_cast<size_t>(in)];
-      ++uses[static_cast<size_t>(src)];
-      (i == 0 ? p.trans_a : p.trans_b) = true;
-      ++folded;
+      // Through each Transpose of the last two dims: a transpose of a transpose (the backward's
+      // dX = dY (W^T)^T where the forward read a weight W^T) reads W as it is.
+      for (;;) {
+        const ValueId in = n.inputs[i];
+        const NodeId pr = g.value(in).producer;
+        if (pr < 0) break;
+        const Node& t = g.nodes[static_cast<size_t>(pr)];
+        if (!t.def || t.def->name != "Transpose" || !swaps_last_two(g, t)) break;
+        const ValueId src = t.inputs[0];
+        if (g.value(src).blocked || g.value(src).bf16_storage) break;
+        n.inputs[i] = src;
+        --uses[static_cast<size_t>(in)];
+        ++uses[static_cast<size_t>(src)];
+        bool& trans = i == 0 ? p.trans_a : p.trans_b;
+        trans = !trans;
+        ++folded;
+      }
     }
     n.params = p;
   }
@@ -90,18 +132,86 @@ int64_t fold_matmul_transposes(Graph& g) {
     absorbed[k] = true;
     ++folded;
   }
+  if (permuted) {
+    // Operands through any other Transpose whose result's last two dims a product can read in
+    // place (a_perm / b_perm): the heads' [N,T,H,d] -> [N,H,T,d] and K's -> [N,H,d,T].
+    for (Node& n : g.nodes) {
+      if (!n.def || n.def->name != "MatMul" || n.inputs.size() != 2) continue;
+      if (g.value(n.inputs[0]).shape.size() < 2 || g.value(n.inputs[1]).shape.size() < 2) continue;
+      if (batch_in_rows(g, n)) continue;
+      auto* mp = std::any_cast<ops::MatMulParams>(&n.params);
+      ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
+      for (size_t i = 0; i < 2; ++i) {
+        DimList& perm = i == 0 ? p.a_perm : p.b_perm;
+        const ValueId in = n.inputs[i];
+        const NodeId pr = g.value(in).producer;
+        if (!perm.empty() || pr < 0) continue;
+        const Node& t = g.nodes[static_cast<size_t>(pr)];
+        if (!t.def || t.def->name != "Transpose") continue;
+        const ValueId src = t.inputs[0];
+        const DimList tp = full_perm(g, t);
+        if (is_identity(tp) || !matrix_readable(tp) || g.value(src).blocked ||
+            g.value(src).bf16_storage)
+          continue;
+        n.inputs[i] = src;
+        --uses[static_cast<size_t>(in)];
+        ++uses[static_cast<size_t>(src)];
+        perm = tp;
+        ++folded;
+      }
+      n.params = p;
+    }
+    // A product only a Transpose reads, where the Transpose's result (or its transpose) is a
+    // row-major matrix of the product (y_perm): the heads' [N,H,T,d] -> [N,T,H,d] joined again.
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      Node& t = g.nodes[k];
+      if (absorbed[k] || !t.def || t.def->name != "Transpose" || t.outputs.size() != 1) continue;
+      const ValueId mid = t.inputs[0], out = t.outputs[0];
+      const NodeId pr = g.value(mid).producer;
+      if (pr < 0 || uses[static_cast<size_t>(mid)] != 1) continue;
+      Node& mm = g.nodes[static_cast<size_t>(pr)];
+      if (!mm.def || mm.def->name != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1)
+        continue;
+      if (g.value(mm.inputs[0]).shape.size() < 2 || g.value(mm.inputs[1]).shape.size() < 2)
+        continue;
+      if (batch_in_rows(g, mm)) continue;
+      const Value& o = g.value(out);
+      if (o.blocked || o.bf16_storage || g.value(mid).blocked || g.value(mid).bf16_storage)
+        continue;
+      auto* mp = std::any_cast<ops::MatMulParams>(&mm.params);
+      ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
+      const DimList tp = full_perm(g, t);
+      // The stored result's last dim must be one of the product's two: Y or Y^T row-major.
+      if (!p.y_perm.empty() || is_identity(tp) || tp.size() < 2) continue;
+      const auto r = static_cast<int64_t>(tp.size());
+      if (tp.back() != r - 1 && tp.back() != r - 2) continue;
+      p.y_perm = tp;
+      mm.params = p;
+      mm.outputs[0] = out;
+      g.value(mid).producer = -1;
+      --uses[static_cast<size_t>(mid)];
+      absorbed[k] = true;
+      ++folded;
+    }
+  }
   if (folded == 0) return 0;
   // The Transposes nothing reads any more go, and those a product absorbed; the values they made
-  // stay (unread, unproduced).
+  // stay (unread, unproduced). Last to first, so that a Transpose only a removed one read goes
+  // too (W^T, where the backward's (W^T)^T was folded away).
+  std::vector<bool> dead(g.nodes.size(), false);
+  for (size_t k = g.nodes.size(); k-- > 0;) {
+    const Node& n = g.nodes[k];
+    dead[k] = absorbed[k] || (n.def && n.def->name == "Transpose" && n.outputs.size() == 1 &&
+                              uses[static_cast<size_t>(n.outputs[0])] == 0);
+    if (!dead[k] || absorbed[k]) continue;
+    g.value(n.outputs[0]).producer = -1;
+    for (ValueId in : n.inputs)
+      if (in != kNoValue) --uses[static_cast<size_t>(in)];
+  }
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    Node& n = g.nodes[k];
-    const bool unread = n.def && n.def->name == "Transpose" && n.outputs.size() == 1 &&
-                        uses[static_cast<size_t>(n.outputs[0])] == 0;
-    if (unread) g.value(n.outputs[0]).producer = -1;
-    if (!unread && !absorbed[k]) kept.push_back(std::move(n));
-  }
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    if (!dead[k]) kept.push_back(std::move(g.nodes[k]));
   g.nodes = std::move(kept);
   for (size_t k = 0; k < g.nodes.size(); ++k)
     for (ValueId o : g.nodes[k].outputs)

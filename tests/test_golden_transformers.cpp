@@ -188,6 +188,13 @@ TEST_CASE("transformers: MatMul reads swapped operands in place (fold_matmul_tra
     if (n.def && n.def->name == "Transpose")
       grad_transposes += std::count(tg.grads.begin(), tg.grads.end(), n.outputs[0]);
   CHECK(grad_transposes == 0);
+  // Nor is any weight transposed by a node: the forward's W^T and the backward's (W^T)^T are both
+  // read in place (a transpose of a transpose is the weight itself).
+  for (const Node& n : tg.graph.nodes)
+    if (n.def && n.def->name == "Transpose") {
+      CAPTURE(n.name);
+      CHECK(tg.graph.value(n.inputs[0]).kind != ValueKind::Parameter);
+    }
   std::vector<Shape> before;
   for (const Value& v : tg.graph.values) before.push_back(v.shape);
   for (size_t k = 0; k < tg.graph.nodes.size(); ++k) infer_node(tg.graph, static_cast<NodeId>(k));
@@ -197,73 +204,98 @@ TEST_CASE("transformers: MatMul reads swapped operands in place (fold_matmul_tra
   CHECK(changed == 0);
 }
 
-TEST_CASE("transformers: bf16 operands stored as bf16 leave the bf16 step's results unchanged") {
+// The CPU's own forms of a training graph (TrainModel with blocked_layouts, as cb-train builds
+// it for the CPU): MatMul reading the heads through permutations instead of Transposes
+// (fold_matmul_transposes), and under bf16 the products' operands stored as bf16
+// (assign_bf16_operands). Both only move where bytes live: one step gives the same bits as the
+// portable graph.
+TEST_CASE("transformers: permuted MatMul operands and bf16 operands leave every result's bits") {
   const std::string model = CB_SOURCE_DIR "/models/gpt_small.onnx";
   if (!test::need(model, "models/gpt_small.onnx, made by ./setup.sh (models/transformers.py)"))
     return;
-  if (!cpu::dnnl_bf16_available()) {
-    MESSAGE("no bf16 kernels on these cores: --precision bf16 is refused here");
-    return;
-  }
   const ImportResult r = import_model(model);
-  const TrainModel m(r.graph, {LossKind::SoftmaxCrossEntropy, ""}, Precision::BF16, true);
-  // The graph as the products' rounding left it, and as it was before assign_bf16_operands
-  // (the pass only sets Value::bf16_storage: clearing it gives the graph back).
-  for (const Graph* stored : {&m.training_graph().graph, &m.eval_graph()}) {
-    const bool training = stored == &m.training_graph().graph;
-    CAPTURE(training);
-    Graph plain = *stored;
-    std::map<std::string, int64_t> writers;
-    int64_t count = 0;
-    for (Value& v : plain.values) {
-      if (!v.bf16_storage) continue;
-      ++count;
-      v.bf16_storage = false;
-      const Node& p = stored->nodes.at(static_cast<size_t>(v.producer));
-      if (!p.def->alias) ++writers[std::string(p.def->name)];
+  const LossSpec loss{LossKind::SoftmaxCrossEntropy, ""};
+  for (Precision precision : {Precision::F32, Precision::BF16}) {
+    const std::string pname = precision_name(precision);
+    CAPTURE(pname);
+    if (precision == Precision::BF16 && !cpu::dnnl_bf16_available()) {
+      MESSAGE("no bf16 kernels on these cores: --precision bf16 is refused here");
+      continue;
     }
-    if (training) CHECK(count == m.bf16_operands());
-    CHECK(writers["Gelu"] == 2);  // each block's MLP activation, read by fc2 and its dW
-    CHECK(writers["LayerNormalization"] >= 4);
-    CHECK(writers["Transpose"] >= 2);  // the heads joined again, read by the output projection
-    // Only bf16 products (and views of the same bytes) read them.
-    const auto users = stored->consumers();
-    for (size_t v = 0; v < stored->values.size(); ++v) {
-      if (!stored->values[v].bf16_storage) continue;
-      for (NodeId c : users[v]) {
-        const Node& n = stored->nodes.at(static_cast<size_t>(c));
-        CAPTURE(n.name);
-        CHECK((n.def->alias || n.def->name == std::string_view("MatMul")));
+    const TrainModel cpu(r.graph, loss, precision, true), portable(r.graph, loss, precision, false);
+    for (bool training : {true, false}) {
+      CAPTURE(training);
+      const Graph& g = training ? cpu.training_graph().graph : cpu.eval_graph();
+      const Graph& ref = training ? portable.training_graph().graph : portable.eval_graph();
+      auto count = [](const Graph& x, std::string_view op) {
+        int64_t c = 0;
+        for (const Node& n : x.nodes) c += n.def && n.def->name == op;
+        return c;
+      };
+      int64_t permuted = 0;
+      for (const Node& n : g.nodes)
+        if (const auto* p = std::any_cast<ops::MatMulParams>(&n.params))
+          permuted += !p->a_perm.empty() + !p->b_perm.empty() + !p->y_perm.empty();
+      // Per block: Q, K^T and V read, the heads joined again; and the backward's.
+      CHECK(permuted >= (training ? 2 * 6 : 2 * 4));
+      CHECK(count(ref, "Transpose") > count(g, "Transpose"));
+      const auto readers = g.consumers();
+      for (const Node& t : g.nodes) {  // what Transposes remain (the loss's) no product reads
+        if (!t.def || t.def->name != std::string_view("Transpose")) continue;
+        CAPTURE(t.name);
+        for (NodeId c : readers[static_cast<size_t>(t.outputs[0])])
+          CHECK(g.nodes[static_cast<size_t>(c)].def->name != std::string_view("MatMul"));
       }
-    }
-    const int64_t batch = 4;
-    const int64_t bytes_stored = plan_memory(*stored, batch).bytes_peak,
-                  bytes_plain = plan_memory(plain, batch).bytes_peak;
-    MESSAGE(std::string(training ? "training" : "evaluation")
-            << " graph: " << count << " values stored as bf16; arena at batch 4 " << bytes_plain
-            << " -> " << bytes_stored << " bytes");
-    CHECK(bytes_stored <= bytes_plain);
-    if (training) CHECK(bytes_stored < bytes_plain);  // activations kept for the backward pass
-    // One forward (and backward) pass of each on the same tokens: every output the same bits.
-    auto dev = make_cpu_device(2);
-    Executor a(*stored, *dev, batch), b(plain, *dev, batch);
-    std::mt19937 rng(5);
-    for (size_t i = 0; i < stored->inputs.size(); ++i) {
-      Tensor t;
-      t.dtype = DType::I64;
-      t.dims = a.input_dims(i);
-      t.bytes.resize(static_cast<size_t>(t.numel()) * 8);
-      for (int64_t j = 0; j < t.numel(); ++j)
-        t.data<int64_t>()[j] = static_cast<int64_t>(rng() % 40);
-      a.set_input(i, t);
-      b.set_input(i, t);
-    }
-    a.run();
-    b.run();
-    for (size_t o = 0; o < stored->outputs.size(); ++o) {
-      CAPTURE(stored->value(stored->outputs[o]).name);
-      const Tensor ya = a.output(o), yb = b.output(o);
-      CHECK(ya.bytes == yb.bytes);
+      std::map<std::string, int64_t> writers;
+      int64_t stored = 0;
+      const auto users = g.consumers();
+      for (size_t v = 0; v < g.values.size(); ++v) {
+        const Value& val = g.values[v];
+        if (!val.bf16_storage) continue;
+        ++stored;
+        const Node& p = g.nodes.at(static_cast<size_t>(val.producer));
+        if (!p.def->alias) ++writers[std::string(p.def->name)];
+        for (NodeId c : users[v]) {  // only bf16 products, and views of the same bytes, read it
+          const Node& n = g.nodes.at(static_cast<size_t>(c));
+          CAPTURE(n.name);
+          CHECK((n.def->alias || n.def->name == std::string_view("MatMul")));
+        }
+      }
+      if (precision == Precision::F32) {
+        CHECK(stored == 0);
+      } else {
+        if (training) CHECK(stored == cpu.bf16_operands());
+        CHECK(writers["Gelu"] == 2);  // each block's MLP activation, read by fc2 (and its dW)
+        CHECK(writers["LayerNormalization"] >= 4);
+      }
+      const int64_t batch = 4, bytes = plan_memory(g, batch).bytes_peak,
+                    ref_bytes = plan_memory(ref, batch).bytes_peak;
+      MESSAGE(pname << std::string(training ? " training" : " evaluation") << " graph: " << permuted
+                    << " permuted operands, " << stored
+                    << " values stored as bf16; arena at batch 4 " << ref_bytes << " -> " << bytes
+                    << " bytes");
+      // One forward (and backward) pass of each on the same tokens: every output the same bits.
+      auto dev = make_cpu_device(2);
+      Executor a(g, *dev, batch), b(ref, *dev, batch);
+      REQUIRE(g.inputs.size() == ref.inputs.size());
+      REQUIRE(g.outputs.size() == ref.outputs.size());
+      std::mt19937 rng(5);
+      for (size_t i = 0; i < g.inputs.size(); ++i) {
+        Tensor t;
+        t.dtype = DType::I64;
+        t.dims = a.input_dims(i);
+        t.bytes.resize(static_cast<size_t>(t.numel()) * 8);
+        for (int64_t j = 0; j < t.numel(); ++j)
+          t.data<int64_t>()[j] = static_cast<int64_t>(rng() % 40);
+        a.set_input(i, t);
+        b.set_input(i, t);
+      }
+      a.run();
+      b.run();
+      for (size_t o = 0; o < g.outputs.size(); ++o) {
+        CAPTURE(g.value(g.outputs[o]).name);
+        CHECK(a.output(o).bytes == b.output(o).bytes);
+      }
     }
   }
 }

@@ -706,3 +706,121 @@ TEST_CASE("matmul: operands stored transposed") {
         }
       }
 }
+
+namespace {
+// Flat index in a row-major tensor of dims `stored` of the element at logical index `idx` of
+// Transpose(stored, perm) (perm empty: the identity).
+int64_t permuted_index(const std::vector<int64_t>& stored, const std::vector<int64_t>& perm,
+                       const std::vector<int64_t>& idx) {
+  std::vector<int64_t> at(stored.size());
+  for (size_t i = 0; i < idx.size(); ++i) at[perm.empty() ? i : size_t(perm[i])] = idx[i];
+  int64_t flat = 0;
+  for (size_t i = 0; i < stored.size(); ++i) flat = flat * stored[i] + at[i];
+  return flat;
+}
+std::vector<int64_t> permuted_dims(const std::vector<int64_t>& stored,
+                                   const std::vector<int64_t>& perm) {
+  std::vector<int64_t> d(stored.size());
+  for (size_t i = 0; i < d.size(); ++i) d[i] = stored[perm.empty() ? i : size_t(perm[i])];
+  return d;
+}
+}  // namespace
+
+// MatMulParams::a_perm / b_perm / y_perm (fold_matmul_transposes on the CPU): operands read as
+// Transpose(input, perm) (then swapped where trans_a / trans_b) and the result written as
+// Transpose(A B, y_perm), through strides, against a naive loop over the logical tensors: the
+// heads' [N,T,H,d] <-> [N,H,T,d], K^T, a result whose rows are not contiguous (Y^T = B^T A^T), a
+// broadcast right matrix, one product, and the bf16 path.
+TEST_CASE("matmul: operands and result read and written through permutations") {
+  auto two = make_cpu_device(2);
+  struct Case {
+    std::vector<int64_t> a, b, a_perm, b_perm, y_perm;  // a, b: stored dims
+    bool ta, tb;
+  };
+  const Case cases[] = {
+      // Q [N,T,H,d] read as [N,H,T,d], K^T as [N,H,d,T]; the result joined back to [N,T,H,T'].
+      {{2, 5, 3, 4}, {2, 6, 3, 4}, {0, 2, 1, 3}, {0, 2, 3, 1}, {0, 2, 1, 3}, false, false},
+      // The same with K read swapped instead, and the result stored [N,T',H,T] (Y^T rows).
+      {{2, 5, 3, 4}, {2, 6, 3, 4}, {0, 2, 1, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}, false, true},
+      // A permuted and transposed; B a broadcast matrix; result plain.
+      {{2, 4, 3, 5}, {4, 6}, {0, 2, 1, 3}, {}, {}, true, false},
+      // One product: a rank-2 result stored transposed; B through a permutation.
+      {{7, 9}, {11, 9}, {}, {1, 0}, {1, 0}, false, false},
+      // Large enough for the bf16 path per product: [N,T,H,d] with T 96, d 64.
+      {{2, 96, 2, 64}, {2, 96, 2, 64}, {0, 2, 1, 3}, {0, 2, 3, 1}, {0, 2, 1, 3}, false, false},
+  };
+  for (const Case& c : cases) {
+    std::vector<int64_t> la = permuted_dims(c.a, c.a_perm), lb = permuted_dims(c.b, c.b_perm);
+    if (c.ta) std::swap(la[la.size() - 1], la[la.size() - 2]);
+    if (c.tb) std::swap(lb[lb.size() - 1], lb[lb.size() - 2]);
+    const size_t ra = la.size(), rb = lb.size();
+    const int64_t M = la[ra - 2], K = la[ra - 1], N = lb[rb - 1];
+    REQUIRE(lb[rb - 2] == K);
+    std::vector<int64_t> ly(la.begin(), la.end() - 2);  // A's batch dims (B's broadcast or equal)
+    ly.push_back(M);
+    ly.push_back(N);
+    std::vector<int64_t> yd = ly;  // stored result: stored dim j is logical dim y_perm[j]
+    for (size_t j = 0; j < c.y_perm.size(); ++j) yd[j] = ly[size_t(c.y_perm[j])];
+    const int64_t batch = numel(ly) / (M * N);
+    auto A = random_vec<double>(numel(c.a), 31), B = random_vec<double>(numel(c.b), 32);
+    for (int mode = 0; mode < 3; ++mode) {  // f64, f32, bf16
+      CAPTURE(mode);
+      CAPTURE(M);
+      if (mode == 2 && !cpu::dnnl_bf16_available()) continue;
+      ops::MatMulParams p{mode == 2, c.ta, c.tb};
+      p.a_perm.assign(c.a_perm.begin(), c.a_perm.end());
+      p.b_perm.assign(c.b_perm.begin(), c.b_perm.end());
+      p.y_perm.assign(c.y_perm.begin(), c.y_perm.end());
+      std::any params = p;
+      // bf16 multiplies the operands rounded (products too small for it stay f32): the
+      // reference does too.
+      const bool rounds = mode == 2 && M * N * K >= ops::kBf16MinMacs;
+      auto value = [&](const std::vector<double>& v, int64_t i) {
+        return rounds ? double(math::bf16_to_f32(math::f32_to_bf16(float(v[size_t(i)]))))
+                      : v[size_t(i)];
+      };
+      std::vector<double> Y(size_t(numel(yd)), -99);
+      std::vector<float> Af(A.begin(), A.end()), Bf(B.begin(), B.end()), Yf(Y.size(), -99.0f);
+      KernelArgs k;
+      if (mode == 0) {
+        k.in = {view(A, c.a), view(B, c.b)};
+        k.out = {view(Y, yd)};
+      } else {
+        k.in = {view(Af, c.a), view(Bf, c.b)};
+        k.out = {view(Yf, yd)};
+      }
+      launch(OpKind::MatMul, k, *two, &params);
+      int bad = 0;
+      std::vector<int64_t> ia(ra), ib(rb), iy(ly.size());
+      for (int64_t bi = 0; bi < batch; ++bi) {
+        int64_t rem = bi;  // batch index -> A's batch dims (B's: the same, or none)
+        for (size_t d = ra - 2; d-- > 0;) {
+          ia[d] = rem % la[d];
+          rem /= la[d];
+        }
+        for (size_t d = 0; d + 2 < rb; ++d) ib[d] = ia[d + (ra - rb)];
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double acc = 0;
+            for (int64_t q = 0; q < K; ++q) {
+              ia[ra - 2] = c.ta ? q : i, ia[ra - 1] = c.ta ? i : q;
+              ib[rb - 2] = c.tb ? j : q, ib[rb - 1] = c.tb ? q : j;
+              // Undo the swap: the stored operand's permuted index has (K, M) when trans_a.
+              acc += value(A, permuted_index(c.a, c.a_perm, ia)) *
+                     value(B, permuted_index(c.b, c.b_perm, ib));
+            }
+            std::copy(ia.begin(), ia.end() - 2, iy.begin());
+            iy[iy.size() - 2] = i, iy[iy.size() - 1] = j;
+            std::vector<int64_t> sy(iy.size());  // stored index of logical y[iy]
+            for (size_t d = 0; d < iy.size(); ++d)
+              sy[d] = c.y_perm.empty() ? iy[d] : iy[size_t(c.y_perm[d])];
+            int64_t flat = 0;
+            for (size_t d = 0; d < yd.size(); ++d) flat = flat * yd[d] + sy[d];
+            const double got = mode == 0 ? Y[size_t(flat)] : Yf[size_t(flat)];
+            bad += std::abs(got - acc) > (mode == 0 ? 1e-12 : 1e-4 * (1 + std::abs(acc)));
+          }
+      }
+      CHECK(bad == 0);
+    }
+  }
+}

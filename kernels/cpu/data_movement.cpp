@@ -222,14 +222,21 @@ void Split(const KernelArgs& a) {
     chunk[static_cast<size_t>(k)] = size * inner_bytes;
   }
   const auto* src = static_cast<const std::byte*>(in.data);
+  for (const TensorView& out : a.out)
+    CB_CHECK(!out.bf16_storage || (in.dtype == DType::F32 && !in.bf16_storage && !in.blocked));
   parallel(outer, row, [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       int64_t at = o * row;
       for (size_t k = 0; k < a.out.size(); ++k) {
         const TensorView& out = a.out[k];
-        if (out.present())
+        if (out.present() && out.bf16_storage) {  // only bf16 products read it: rounded
+          const int64_t n = chunk[k] / static_cast<int64_t>(sizeof(float));
+          round_bf16(reinterpret_cast<const float*>(src + at), n, 1, n,
+                     static_cast<uint16_t*>(out.data) + o * n);
+        } else if (out.present()) {
           copy_bytes(static_cast<std::byte*>(out.data) + o * chunk[k], src + at,
                      static_cast<size_t>(chunk[k]));
+        }
         at += chunk[k];
       }
     }

@@ -247,6 +247,142 @@ void gemm_typed(const KernelArgs& a) {
 constexpr size_t kMaxBatchDims = 16;
 using Dims = std::array<int64_t, kMaxBatchDims>;
 
+// An operand's or the result's dims as the product sees them, and each one's element stride in
+// the row-major tensor that holds it.
+struct Strided {
+  std::vector<int64_t> dims, strides;
+};
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> st(dims.size());
+  int64_t s = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    st[i] = s;
+    s *= dims[i];
+  }
+  return st;
+}
+// An operand stored as `stored`, read as Transpose(stored, perm), then its last two dims swapped
+// where `trans`.
+Strided operand_view(const std::vector<int64_t>& stored, const DimList& perm, bool trans) {
+  const std::vector<int64_t> st = row_major_strides(stored);
+  Strided v{stored, st};
+  for (size_t i = 0; i < perm.size(); ++i) {
+    v.dims[i] = stored[static_cast<size_t>(perm[i])];
+    v.strides[i] = st[static_cast<size_t>(perm[i])];
+  }
+  const size_t r = v.dims.size();
+  if (trans) {
+    std::swap(v.dims[r - 1], v.dims[r - 2]);
+    std::swap(v.strides[r - 1], v.strides[r - 2]);
+  }
+  return v;
+}
+// The result Y held as Transpose(Y, perm) in `stored`.
+Strided result_view(const std::vector<int64_t>& stored, const DimList& perm) {
+  const std::vector<int64_t> st = row_major_strides(stored);
+  Strided v{stored, st};
+  for (size_t j = 0; j < perm.size(); ++j) {
+    v.dims[static_cast<size_t>(perm[j])] = stored[j];
+    v.strides[static_cast<size_t>(perm[j])] = st[j];
+  }
+  return v;
+}
+// How BLAS reads a [rows, cols] matrix with strides (rs, cs): row-major with leading dim ld, or
+// (trans) stored [cols, rows] with leading dim ld; false where neither stride is 1. A unit dim's
+// stride is free.
+bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool& trans, int64_t& ld) {
+  if (cols == 1) cs = 1;
+  if (cs == 1) {
+    trans = false;
+    ld = std::max(rows == 1 ? cols : rs, cols);
+    return true;
+  }
+  if (rows == 1) rs = 1;
+  if (rs == 1) {
+    trans = true;
+    ld = std::max(cs, rows);
+    return true;
+  }
+  return false;
+}
+
+// MatMul through permuted operands or result (MatMulParams::a_perm / b_perm / y_perm): one product
+// per batch index of the result, each reading its matrices in place through their strides; where
+// the result's rows are not contiguous, Y^T = B^T A^T instead.
+template <typename T>
+void matmul_permuted(const KernelArgs& a, const ops::MatMulParams& mp, const T* pa,
+                     const uint16_t* pa16, const T* pb, const uint16_t* pb16, T* py) {
+  const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
+  CB_CHECK(A.rank() >= 2 && B.rank() >= 2);
+  Strided va = operand_view(A.dims, mp.a_perm, mp.trans_a);
+  Strided vb = operand_view(B.dims, mp.b_perm, mp.trans_b);
+  const Strided vy = result_view(Y.dims, mp.y_perm);
+  const size_t ra = va.dims.size(), rb = vb.dims.size(), ry = vy.dims.size();
+  int64_t m = va.dims[ra - 2], k = va.dims[ra - 1], n = vb.dims[rb - 1];
+  CB_CHECK(vb.dims[rb - 2] == k && vy.dims[ry - 2] == m && vy.dims[ry - 1] == n);
+  // The matrices' strides: A [m,k], B [k,n], Y [m,n].
+  int64_t am = va.strides[ra - 2], ak = va.strides[ra - 1], bk = vb.strides[rb - 2],
+          bn = vb.strides[rb - 1], ym = vy.strides[ry - 2], yn = vy.strides[ry - 1];
+  bool ty = false;
+  int64_t ldc = 0;
+  CB_CHECK(blas_layout(m, n, ym, yn, ty, ldc));
+  const bool swapped = ty;  // Y^T [n,m] is row-major: Y^T = B^T A^T
+  if (swapped) {
+    std::swap(m, n);
+    std::swap(pa, pb);
+    std::swap(pa16, pb16);
+    std::swap(va, vb);
+    // B^T [n,k] is the left operand now, A^T [k,m] the right one.
+    const int64_t am2 = bn, ak2 = bk, bk2 = ak, bn2 = am;
+    am = am2, ak = ak2, bk = bk2, bn = bn2;
+  }
+  bool ta = false, tb = false;
+  int64_t lda = 0, ldb = 0;
+  CB_CHECK(blas_layout(m, k, am, ak, ta, lda) && blas_layout(k, n, bk, bn, tb, ldb));
+  // Batch dims, right-aligned and broadcast; each operand's stride per result batch dim.
+  const size_t nbatch = ry - 2, na = va.dims.size() - 2, nb = vb.dims.size() - 2;
+  CB_CHECK(nbatch <= kMaxBatchDims && na <= nbatch && nb <= nbatch);
+  Dims out{}, sa{}, sb{}, sy{};
+  int64_t count = 1;
+  for (size_t i = 0; i < nbatch; ++i) {  // i counts from the innermost batch dim
+    const size_t o = nbatch - 1 - i;
+    out[o] = vy.dims[o];
+    sy[o] = vy.strides[o];
+    const int64_t da = i < na ? va.dims[na - 1 - i] : 1, db = i < nb ? vb.dims[nb - 1 - i] : 1;
+    sa[o] = da == 1 ? 0 : va.strides[na - 1 - i];
+    sb[o] = db == 1 ? 0 : vb.strides[nb - 1 - i];
+    count *= out[o];
+  }
+  if (count == 0 || m == 0 || n == 0) return;
+  auto body = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t rem = i, oa = 0, ob = 0, oy = 0;
+      for (size_t d = nbatch; d-- > 0;) {
+        const int64_t idx = rem % out[d];
+        rem /= out[d];
+        oa += idx * sa[d];
+        ob += idx * sb[d];
+        oy += idx * sy[d];
+      }
+      if (k == 0) {
+        for (int64_t r = 0; r < m; ++r) std::fill(py + oy + r * ldc, py + oy + r * ldc + n, T(0));
+        continue;
+      }
+      gemm_one(mp.bf16, ta, tb, m, n, k, T(1), at(pa, oa), lda, at(pb, ob), ldb, T(0), py + oy, ldc,
+               at(pa16, oa), at(pb16, ob));
+    }
+  };
+  if (count == 1) {
+    if (k == 0) return body(0, 1);
+    gemm_rows<T>(current_pool(), mp.bf16, ta, tb, m, n, k, T(1), pa, lda, pb, ldb, T(0), py, ldc,
+                 pa16, pb16);
+  } else if (current_pool() && m * n * k * count >= kSplitMacs) {
+    current_pool()->parallel_for(count, body);
+  } else {
+    body(0, count);
+  }
+}
+
 template <typename T>
 void matmul_typed(const KernelArgs& a) {
   const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
@@ -285,6 +421,7 @@ void matmul_typed(const KernelArgs& a) {
   const uint16_t* pa16 = A.bf16_storage ? static_cast<const uint16_t*>(A.data) : nullptr;
   const uint16_t* pb16 = B.bf16_storage ? static_cast<const uint16_t*>(B.data) : nullptr;
   T* py = Y.ptr<T>();
+  if (mp.permuted()) return matmul_permuted<T>(a, mp, pa, pa16, pb, pb16, py);
   if (count == 0 || m == 0 || n == 0) return;
   if (k == 0) {
     std::fill(py, py + count * m * n, T(0));

@@ -225,6 +225,8 @@ void matmul_run(const KernelArgs& a, const GpuCtx& c) {
   const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
   const ops::MatMulParams mp =
       a.params && a.params->has_value() ? a.p<ops::MatMulParams>() : ops::MatMulParams{};
+  // Permuted operands are the CPU's (fold_matmul_transposes folds them only for CPU devices).
+  CB_CHECK(!mp.permuted());
   const MatMulPlan plan = matmul_plan(A.dims, B.dims, mp.trans_a, mp.trans_b);
   if (Y.numel() == 0) return;
   if (plan.k == 0) {

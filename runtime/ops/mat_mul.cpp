@@ -6,14 +6,36 @@
 namespace cb::ops {
 
 namespace {
+// Whether perm holds each of 0..rank-1 once.
+bool is_permutation(const DimList& perm, size_t rank) {
+  if (perm.size() != rank) return false;
+  std::vector<bool> seen(rank, false);
+  for (int64_t d : perm) {
+    if (d < 0 || d >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(d)]) return false;
+    seen[static_cast<size_t>(d)] = true;
+  }
+  return true;
+}
+
 void infer(InferCtx& c) {
   c.expect_same_dtype(0, 1);
   Shape a = c.shape(0), b = c.shape(1);
-  // Operands stored transposed (MatMulParams, set by fold_matmul_transposes): their logical shape.
+  // Operands stored permuted or transposed (MatMulParams, set by fold_matmul_transposes): their
+  // logical shape.
   const auto* mp = std::any_cast<MatMulParams>(&c.node().params);
-  if (mp && (mp->trans_a || mp->trans_b)) {
+  auto permute = [&](const Shape& s, const DimList& perm, const char* what) {
+    if (perm.empty()) return s;
+    if (!is_permutation(perm, s.size()))
+      c.fail("{} of rank {} read through an invalid permutation", what, s.size());
+    Shape p;
+    for (int64_t d : perm) p.push_back(s[static_cast<size_t>(d)]);
+    return p;
+  };
+  if (mp && (mp->trans_a || mp->trans_b || mp->permuted())) {
     if (a.size() < 2 || b.size() < 2)
       c.fail("transposed operands need rank >= 2, got {} and {}", to_string(a), to_string(b));
+    a = permute(a, mp->a_perm, "A");
+    b = permute(b, mp->b_perm, "B");
     if (mp->trans_a) std::swap(a[a.size() - 1], a[a.size() - 2]);
     if (mp->trans_b) std::swap(b[b.size() - 1], b[b.size() - 2]);
   }
@@ -31,6 +53,7 @@ void infer(InferCtx& c) {
   Shape out = *batch;
   if (!a1) out.push_back(a[a.size() - 2]);
   if (!b1) out.push_back(b.back());
+  if (mp && !mp->y_perm.empty()) out = permute(out, mp->y_perm, "the result");
   c.set(0, c.dtype(0), out);
 }
 // dA = dY B^T, dB = A^T dY (transposing the last two dims), summed over broadcast batch dims.

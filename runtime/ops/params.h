@@ -117,10 +117,15 @@ struct GemmParams {
 // mat_mul.cpp: MatMul has no ONNX attributes (an absent params: all false). bf16: mixed
 // precision, as GemmParams::bf16. trans_a / trans_b (internal, fold_matmul_transposes): the
 // operand is stored with its last two dims swapped ([..., K, M] for A, [..., N, K] for B), both
-// operands of rank >= 2.
+// operands of rank >= 2. a_perm / b_perm / y_perm (internal, fold_matmul_transposes with
+// permuted operands; the CPU only): A is Transpose(input 0, a_perm), then its last two dims
+// swapped where trans_a, B likewise, and output 0 holds Transpose(A B, y_perm): a multi-head
+// attention's [N,T,H,d] read as [N,H,T,d] without a copy. Empty: as stored.
 struct MatMulParams {
   bool bf16 = false;
   bool trans_a = false, trans_b = false;
+  DimList a_perm, b_perm, y_perm;
+  bool permuted() const { return !a_perm.empty() || !b_perm.empty() || !y_perm.empty(); }
 };
 // A bf16-marked product (Gemm, MatMul) of fewer multiply-adds than this runs in f32 on the CPU:
 // the operands' rounding and oneDNN's call would cost more than bf16 saves.
