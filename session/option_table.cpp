@@ -361,9 +361,11 @@ std::vector<OptionSpec> make_table() {
       [](SessionOptions& o, const std::string& s) { o.trainer.precision = parse_precision(s); },
       [](const SessionOptions& o) { return std::string(precision_name(o.trainer.precision)); });
   t.flag_at("plain-layout", CB_FIELD(trainer.blocked_layouts),
-            "keep every activation in the row-major layout of the ONNX graph (by default, on the "
-            "CPU, activations between oneDNN's convolutions stay in its blocked layout, which "
-            "saves a reorder on each side of every conv)",
+            "keep every activation in the row-major layout of the ONNX graph and every MatMul "
+            "operand as the graph has it (by default, on the CPU, activations between oneDNN's "
+            "convolutions stay in its blocked layout, which saves a reorder on each side of "
+            "every conv; MatMul reads attention's heads through strides instead of Transposes; "
+            "under bf16, activations only bf16 products read are stored as bf16)",
             true);
   t.flag_at("deterministic", CB_FIELD(deterministic),
             "on GPUs, results identical from run to run (with a fixed --learners: the auto-tuner "

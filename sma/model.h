@@ -66,8 +66,10 @@ class TrainModel {
  public:
   // Throws cb::Error when the model cannot be trained with `loss` (which it says). `precision`
   // marks the training and evaluation graphs' convolutions (set_compute_precision);
-  // `blocked_layouts` keeps their activations in oneDNN's layout where it can
-  // (assign_blocked_layouts: only for devices with DeviceCaps::blocked_layouts).
+  // `blocked_layouts` (only for devices with DeviceCaps::blocked_layouts: the CPU with oneDNN)
+  // applies the CPU's own forms: activations in oneDNN's layout where it can
+  // (assign_blocked_layouts), MatMul through permuted operands (fold_matmul_transposes), and
+  // under bf16 the products' operands stored as bf16 (assign_bf16_operands).
   TrainModel(const Graph& forward, const LossSpec& loss, Precision precision = Precision::F32,
              bool blocked_layouts = false);
 

@@ -75,8 +75,9 @@ struct TrainerOptions {
   std::optional<double> ema;                      // the weight average's decay, in (0, 1)
   int64_t ema_start = 0;                          // steps before it starts (decay 0 until then)
   Precision precision = Precision::F32;           // bf16: mixed precision (runtime/passes.h)
-  // Activations between oneDNN ops in its blocked layout where the devices can
-  // (assign_blocked_layouts); false: every activation row-major, as the ONNX graph has it.
+  // The CPU's own forms where the devices can (TrainModel's blocked_layouts): activations between
+  // oneDNN ops in its blocked layout, MatMul through permuted operands, bf16 operands stored as
+  // bf16; false: every activation row-major and every operand as the ONNX graph has it.
   bool blocked_layouts = true;
   // Above 0: each learner's gradients scaled to this global L2 norm where above it (PyTorch's
   // clip_grad_norm_ over all of the learner's parameters), before its optimizer step.
