@@ -35,6 +35,31 @@ bool swaps_last_two(const Graph& g, const Node& t) {
   return perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
 }
 
+// The node producing `v` when it is op `op` and `v` has exactly one reader; else nullptr.
+Node* sole_producer(Graph& g, const std::vector<int64_t>& uses, ValueId v, std::string_view op) {
+  if (v == kNoValue || uses[static_cast<size_t>(v)] != 1) return nullptr;
+  const NodeId p = g.value(v).producer;
+  if (p < 0) return nullptr;
+  Node& n = g.nodes[static_cast<size_t>(p)];
+  return n.def && n.def->name == op ? &n : nullptr;
+}
+
+// A MatMul of two operands of rank >= 2: the products fold_matmul_transposes rewrites.
+bool matrix_product(const Graph& g, const Node& n) {
+  return n.def && n.def->name == "MatMul" && n.inputs.size() == 2 && n.outputs.size() == 1 &&
+         g.value(n.inputs[0]).shape.size() >= 2 && g.value(n.inputs[1]).shape.size() >= 2;
+}
+
+// The product only Transpose t reads, where it can write t's output instead (neither value
+// blocked nor stored as bf16); else nullptr.
+Node* product_under(Graph& g, const std::vector<int64_t>& uses, const Node& t) {
+  Node* mm = sole_producer(g, uses, t.inputs[0], "MatMul");
+  if (!mm || !matrix_product(g, *mm)) return nullptr;
+  const Value &mid = g.value(t.inputs[0]), &out = g.value(t.outputs[0]);
+  if (mid.blocked || mid.bf16_storage || out.blocked || out.bf16_storage) return nullptr;
+  return mm;
+}
+
 // Transpose node t's permutation, completed (an empty perm reverses the dims).
 DimList full_perm(const Graph& g, const Node& t) {
   DimList perm = std::any_cast<const ops::TransposeParams&>(t.params).perm;
@@ -77,8 +102,7 @@ int64_t fold_matmul_transposes(Graph& g, bool permuted) {
   std::vector<int64_t> uses = readers(g);
   int64_t folded = 0;
   for (Node& n : g.nodes) {
-    if (!n.def || n.def->name != "MatMul" || n.inputs.size() != 2) continue;
-    if (g.value(n.inputs[0]).shape.size() < 2 || g.value(n.inputs[1]).shape.size() < 2) continue;
+    if (!matrix_product(g, n)) continue;
     auto* mp = std::any_cast<ops::MatMulParams>(&n.params);
     ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
     for (size_t i = 0; i < 2; ++i) {
@@ -106,39 +130,35 @@ int64_t fold_matmul_transposes(Graph& g, bool permuted) {
   // where the forward multiplied by W^T): (A B)^T = B^T A^T, so the MatMul multiplies the swapped
   // operands, each read transposed the other way, straight into the Transpose's output.
   std::vector<bool> absorbed(g.nodes.size(), false);
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    Node& t = g.nodes[k];
-    if (!t.def || t.def->name != "Transpose" || t.outputs.size() != 1 || !swaps_last_two(g, t))
-      continue;
-    const ValueId mid = t.inputs[0], out = t.outputs[0];
-    const NodeId pr = g.value(mid).producer;
-    if (pr < 0 || uses[static_cast<size_t>(mid)] != 1) continue;
-    Node& mm = g.nodes[static_cast<size_t>(pr)];
-    if (!mm.def || mm.def->name != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1)
-      continue;
-    if (g.value(mm.inputs[0]).shape.size() < 2 || g.value(mm.inputs[1]).shape.size() < 2) continue;
-    const Value& o = g.value(out);
-    if (o.blocked || o.bf16_storage || g.value(mid).blocked || g.value(mid).bf16_storage) continue;
-    const auto* mp = std::any_cast<ops::MatMulParams>(&mm.params);
-    ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
-    const bool ta = p.trans_a, tb = p.trans_b;
-    std::swap(mm.inputs[0], mm.inputs[1]);
-    p.trans_a = !tb;
-    p.trans_b = !ta;
-    mm.params = p;
-    mm.outputs[0] = out;
+  // Product mm, with params p, writes Transpose k's output instead of the Transpose.
+  auto absorb = [&](size_t k, Node& mm, ops::MatMulParams p) {
+    const ValueId mid = g.nodes[k].inputs[0];
+    mm.params = std::move(p);
+    mm.outputs[0] = g.nodes[k].outputs[0];
     g.value(mid).producer = -1;
     --uses[static_cast<size_t>(mid)];
     absorbed[k] = true;
     ++folded;
+  };
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    Node& t = g.nodes[k];
+    if (!t.def || t.def->name != "Transpose" || t.outputs.size() != 1 || !swaps_last_two(g, t))
+      continue;
+    Node* mm = product_under(g, uses, t);
+    if (!mm) continue;
+    const auto* mp = std::any_cast<ops::MatMulParams>(&mm->params);
+    ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
+    const bool ta = p.trans_a, tb = p.trans_b;
+    std::swap(mm->inputs[0], mm->inputs[1]);
+    p.trans_a = !tb;
+    p.trans_b = !ta;
+    absorb(k, *mm, p);
   }
   if (permuted) {
     // Operands through any other Transpose whose result's last two dims a product can read in
     // place (a_perm / b_perm): the heads' [N,T,H,d] -> [N,H,T,d] and K's -> [N,H,d,T].
     for (Node& n : g.nodes) {
-      if (!n.def || n.def->name != "MatMul" || n.inputs.size() != 2) continue;
-      if (g.value(n.inputs[0]).shape.size() < 2 || g.value(n.inputs[1]).shape.size() < 2) continue;
-      if (batch_in_rows(g, n)) continue;
+      if (!matrix_product(g, n) || batch_in_rows(g, n)) continue;
       auto* mp = std::any_cast<ops::MatMulParams>(&n.params);
       ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
       for (size_t i = 0; i < 2; ++i) {
@@ -166,19 +186,9 @@ int64_t fold_matmul_transposes(Graph& g, bool permuted) {
     for (size_t k = 0; k < g.nodes.size(); ++k) {
       Node& t = g.nodes[k];
       if (absorbed[k] || !t.def || t.def->name != "Transpose" || t.outputs.size() != 1) continue;
-      const ValueId mid = t.inputs[0], out = t.outputs[0];
-      const NodeId pr = g.value(mid).producer;
-      if (pr < 0 || uses[static_cast<size_t>(mid)] != 1) continue;
-      Node& mm = g.nodes[static_cast<size_t>(pr)];
-      if (!mm.def || mm.def->name != "MatMul" || mm.inputs.size() != 2 || mm.outputs.size() != 1)
-        continue;
-      if (g.value(mm.inputs[0]).shape.size() < 2 || g.value(mm.inputs[1]).shape.size() < 2)
-        continue;
-      if (batch_in_rows(g, mm)) continue;
-      const Value& o = g.value(out);
-      if (o.blocked || o.bf16_storage || g.value(mid).blocked || g.value(mid).bf16_storage)
-        continue;
-      auto* mp = std::any_cast<ops::MatMulParams>(&mm.params);
+      Node* mm = product_under(g, uses, t);
+      if (!mm || batch_in_rows(g, *mm)) continue;
+      const auto* mp = std::any_cast<ops::MatMulParams>(&mm->params);
       ops::MatMulParams p = mp ? *mp : ops::MatMulParams{};
       const DimList tp = full_perm(g, t);
       // The stored result's last dim must be one of the product's two: Y or Y^T row-major.
@@ -186,12 +196,7 @@ int64_t fold_matmul_transposes(Graph& g, bool permuted) {
       const auto r = static_cast<int64_t>(tp.size());
       if (tp.back() != r - 1 && tp.back() != r - 2) continue;
       p.y_perm = tp;
-      mm.params = p;
-      mm.outputs[0] = out;
-      g.value(mid).producer = -1;
-      --uses[static_cast<size_t>(mid)];
-      absorbed[k] = true;
-      ++folded;
+      absorb(k, *mm, p);
     }
   }
   if (folded == 0) return 0;
@@ -220,15 +225,6 @@ int64_t fold_matmul_transposes(Graph& g, bool permuted) {
 }
 
 namespace {
-
-// The node producing `v` when it is op `op` and `v` has exactly one reader; else nullptr.
-Node* sole_producer(Graph& g, const std::vector<int64_t>& uses, ValueId v, std::string_view op) {
-  if (v == kNoValue || uses[static_cast<size_t>(v)] != 1) return nullptr;
-  const NodeId p = g.value(v).producer;
-  if (p < 0) return nullptr;
-  Node& n = g.nodes[static_cast<size_t>(p)];
-  return n.def && n.def->name == op ? &n : nullptr;
-}
 
 // The value of a constant scalar (one float element), if `v` is one.
 std::optional<double> scalar_of(const Graph& g, ValueId v) {

@@ -342,6 +342,11 @@ TEST_CASE("layouts: ResNet-20 in bf16 with bf16 activations trains as with f32 a
 
 namespace {
 
+int64_t numel(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
 std::vector<float> uniform(std::mt19937& rng, int64_t n, float lo, float hi) {
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<float> v(static_cast<size_t>(n));
@@ -378,11 +383,7 @@ void check_rounds_output(Device& dev, OpKind op, std::any params, std::vector<Te
     k.in = in;
     std::vector<std::vector<float>>& outs = bf16 ? bf16_run : f32_run;
     outs.clear();
-    for (const auto& d : out_dims) {
-      int64_t n = 1;
-      for (int64_t x : d) n *= x;
-      outs.emplace_back(static_cast<size_t>(n), -7.0f);
-    }
+    for (const auto& d : out_dims) outs.emplace_back(static_cast<size_t>(numel(d)), -7.0f);
     for (size_t o = 0; o < out_dims.size(); ++o) k.out.push_back(f32_view(outs[o], out_dims[o]));
     if (bf16) {
       y16.assign(outs[0].size(), 0);
@@ -470,11 +471,6 @@ TEST_CASE("layouts: row-major bf16 operands: their writers round, MatMul reads t
     };
     for (const Case& c : cases) {
       CAPTURE(c.what);
-      auto numel = [](const std::vector<int64_t>& d) {
-        int64_t n = 1;
-        for (int64_t x : d) n *= x;
-        return n;
-      };
       std::vector<float> a = uniform(rng, numel(c.a), -2, 2), b = uniform(rng, numel(c.b), -2, 2);
       std::vector<uint16_t> a16 = rounded(a), b16 = rounded(b);
       // The small product runs in f32: its reference reads the rounded values as f32.

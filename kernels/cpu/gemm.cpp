@@ -251,24 +251,19 @@ using Dims = std::array<int64_t, kMaxBatchDims>;
 // the row-major tensor that holds it.
 struct Strided {
   std::vector<int64_t> dims, strides;
-};
-std::vector<int64_t> row_major_strides(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> st(dims.size());
-  int64_t s = 1;
-  for (size_t i = dims.size(); i-- > 0;) {
-    st[i] = s;
-    s *= dims[i];
+  // Row-major `dims`, as stored.
+  explicit Strided(const std::vector<int64_t>& d) : dims(d), strides(d.size()) {
+    geom::contiguous_strides(dims, strides.data());
   }
-  return st;
-}
+};
 // An operand stored as `stored`, read as Transpose(stored, perm), then its last two dims swapped
 // where `trans`.
 Strided operand_view(const std::vector<int64_t>& stored, const DimList& perm, bool trans) {
-  const std::vector<int64_t> st = row_major_strides(stored);
-  Strided v{stored, st};
+  const Strided s(stored);
+  Strided v = s;
   for (size_t i = 0; i < perm.size(); ++i) {
-    v.dims[i] = stored[static_cast<size_t>(perm[i])];
-    v.strides[i] = st[static_cast<size_t>(perm[i])];
+    v.dims[i] = s.dims[static_cast<size_t>(perm[i])];
+    v.strides[i] = s.strides[static_cast<size_t>(perm[i])];
   }
   const size_t r = v.dims.size();
   if (trans) {
@@ -279,11 +274,11 @@ Strided operand_view(const std::vector<int64_t>& stored, const DimList& perm, bo
 }
 // The result Y held as Transpose(Y, perm) in `stored`.
 Strided result_view(const std::vector<int64_t>& stored, const DimList& perm) {
-  const std::vector<int64_t> st = row_major_strides(stored);
-  Strided v{stored, st};
+  const Strided s(stored);
+  Strided v = s;
   for (size_t j = 0; j < perm.size(); ++j) {
-    v.dims[static_cast<size_t>(perm[j])] = stored[j];
-    v.strides[static_cast<size_t>(perm[j])] = st[j];
+    v.dims[static_cast<size_t>(perm[j])] = s.dims[j];
+    v.strides[static_cast<size_t>(perm[j])] = s.strides[j];
   }
   return v;
 }
