@@ -15,11 +15,28 @@ namespace {
 // CB_PROFILE=1 in the environment: every launch is timed (the stream synchronised after each
 // node, so on CUDA the times are the kernels' own but the run is slower) and the totals per op,
 // over all executors and streams of the process, are printed to stderr at exit, largest first.
+// CB_PROFILE=shapes: totals per op and input shapes instead ("h": an input stored as bf16).
 class OpProfile {
  public:
   static OpProfile* get() {
     static OpProfile* p = std::getenv("CB_PROFILE") ? new OpProfile : nullptr;
     return p;
+  }
+  static bool by_shapes() {
+    static const bool s = get() && std::string_view(std::getenv("CB_PROFILE")) == "shapes";
+    return s;
+  }
+  // The key a launch is totalled under: the op, and with by_shapes() its inputs' shapes.
+  static std::string key(std::string_view op, const KernelArgs& args) {
+    std::string k(op);
+    if (!by_shapes()) return k;
+    for (const TensorView& t : args.in) {
+      k += ' ';
+      for (size_t d = 0; d < t.dims.size(); ++d) k += (d ? "x" : "") + std::to_string(t.dims[d]);
+      if (t.dims.empty()) k += "()";
+      if (t.bf16_storage) k += 'h';
+    }
+    return k;
   }
   void add(std::string_view op, double seconds) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -43,9 +60,14 @@ class OpProfile {
     std::sort(rows.rbegin(), rows.rend());
     std::fprintf(stderr, "CB_PROFILE: %.3f s in kernels\n%-28s %10s %7s %10s\n", all, "op",
                  "seconds", "share", "launches");
-    for (const auto& [t, op] : rows)
-      std::fprintf(stderr, "%-28s %10.3f %6.1f%% %10lld\n", op.c_str(), t, 100 * t / all,
-                   static_cast<long long>(totals_[op].second));
+    for (const auto& [t, op] : rows) {
+      const auto launches = static_cast<long long>(totals_[op].second);
+      if (by_shapes())  // the key is long: last
+        std::fprintf(stderr, "%10.3f %6.1f%% %10lld  %s\n", t, 100 * t / all, launches, op.c_str());
+      else
+        std::fprintf(stderr, "%-28s %10.3f %6.1f%% %10lld\n", op.c_str(), t, 100 * t / all,
+                     launches);
+    }
   }
   std::mutex mu_;
   std::map<std::string, std::pair<double, int64_t>> totals_;
@@ -208,7 +230,7 @@ void Executor::run() {
         auto t0 = std::chrono::steady_clock::now();
         dev_.launch(g_.nodes[n].def->kind, args_[n], stream_id_);
         dev_.synchronize(stream_id_);
-        prof->add(g_.nodes[n].def->name,
+        prof->add(OpProfile::key(g_.nodes[n].def->name, args_[n]),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         continue;
       }

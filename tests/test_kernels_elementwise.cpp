@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <any>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <optional>
 #include <random>
 #include <vector>
 
+#include "kernels/common/scalar_math.h"
 #include "kernels/cpu/cpu_device.h"
 #include "runtime/device.h"
 #include "runtime/ops/params.h"
@@ -270,6 +272,86 @@ TEST_CASE("softmax: f32 rows with scores far below the max (masked, underflowing
   k.out = {view(in_place, {rows, n})};
   launch(OpKind::MaskedSoftmax, k, *make_cpu_device(2), &mp);
   CHECK(check(in_place) == 0);
+}
+
+// A causal mask fills each row's end: MaskedSoftmax skips it where it comes out 0 and its
+// gradient sums the rest only. Both give the bits of the whole row computed as the unfused ops
+// do (Softmax and SoftmaxGrad rows, then the Mul's and the Where's gradients), for fills far
+// below the scores (skipped) and near them (not), rows not a multiple of the skipped chunks,
+// Where-true and Where-false masks, the gradient in f32 and stored as bf16.
+TEST_CASE("masked softmax: a causal mask's filled row ends skipped, bit for bit") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t heads = 3, t = 200;  // rows of 200: chunks of 64 and an 8-lane tail
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  std::vector<float> x(heads * t * t), dy(x.size());
+  for (float& v : x) v = nd(rng);
+  for (float& v : dy) v = nd(rng);
+  const float scale = 0.125f;
+  auto dev = make_cpu_device(2);
+  for (const float fill : {-inf, -1e9f, std::numeric_limits<float>::lowest(), -3.0f}) {
+    for (const bool where_true : {true, false}) {
+      CAPTURE(fill);
+      CAPTURE(where_true);
+      // Causal: row i keeps columns <= i (the mask true where filled for Where-true).
+      std::vector<uint8_t> mask(t * t);
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = 0; j < t; ++j) mask[i * t + j] = (j > i) == where_true;
+      auto filled = [&](int64_t col_row) { return (mask[col_row] != 0) == where_true; };
+      ops::MaskedSoftmaxParams mp;
+      mp.scale = scale;
+      mp.mask = where_true ? ops::MaskedSoftmaxParams::Mask::FillWhereTrue
+                           : ops::MaskedSoftmaxParams::Mask::FillWhereFalse;
+      mp.fill = fill;
+      std::any pm = mp;
+      // Fused.
+      // NaN first: an element a kernel leaves unwritten shows.
+      std::vector<float> y(x.size(), std::nanf("")), dx(x.size(), std::nanf(""));
+      std::vector<uint16_t> dx16(x.size(), 0x7fc0);
+      KernelArgs k;
+      k.in = {view(x, {heads, t, t}), view(mask, {t, t})};
+      k.in[1].dtype = DType::Bool;
+      k.out = {view(y, {heads, t, t})};
+      launch(OpKind::MaskedSoftmax, k, *dev, &pm);
+      KernelArgs g;
+      g.in = {view(dy, {heads, t, t}), view(y, {heads, t, t}), k.in[1]};
+      g.out = {view(dx, {heads, t, t})};
+      launch(OpKind::MaskedSoftmaxGrad, g, *dev, &pm);
+      g.out = {view(dx16, {heads, t, t})};
+      g.out[0].dtype = DType::F32;
+      g.out[0].bf16_storage = true;
+      launch(OpKind::MaskedSoftmaxGrad, g, *dev, &pm);
+      // Unfused: the logits as Mul and Where write them, Softmax; SoftmaxGrad, * scale, and 0
+      // where filled.
+      std::vector<float> z(x.size()), y_ref(x.size()), dz(x.size());
+      for (size_t i = 0; i < x.size(); ++i)
+        z[i] = filled(static_cast<int64_t>(i) % (t * t)) ? fill : x[i] * scale;
+      std::any ps = ops::SoftmaxParams{2, false};
+      KernelArgs s;
+      s.in = {view(z, {heads, t, t})};
+      s.out = {view(y_ref, {heads, t, t})};
+      launch(OpKind::Softmax, s, *dev, &ps);
+      s.in = {view(dy, {heads, t, t}), view(y_ref, {heads, t, t})};
+      s.out = {view(dz, {heads, t, t})};
+      launch(OpKind::SoftmaxGrad, s, *dev, &ps);
+      int64_t bad_y = 0, bad_dx = 0, bad_dx16 = 0, zeros = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float want = filled(static_cast<int64_t>(i) % (t * t)) ? 0.0f : dz[i] * scale;
+        bad_y += std::memcmp(&y[i], &y_ref[i], 4) != 0;
+        bad_dx += std::memcmp(&dx[i], &want, 4) != 0;
+        bad_dx16 += dx16[i] != math::f32_to_bf16(want);
+        zeros += y[i] == 0.0f;
+      }
+      CHECK(bad_y == 0);
+      CHECK(bad_dx == 0);
+      CHECK(bad_dx16 == 0);
+      // The filled ends are zeros where the fill is far below the scores, not near them.
+      if (fill < -1e8f)
+        CHECK(zeros == heads * t * (t - 1) / 2);
+      else
+        CHECK(zeros == 0);
+    }
+  }
 }
 
 TEST_CASE("dropout: mask statistics, scaling, determinism for a fixed seed") {

@@ -167,39 +167,53 @@ int64_t bcast_index(const TensorView& v, const int64_t* norm, int64_t nr, int64_
   return idx;
 }
 
-// Rows [r0, r1) of LayerNormalizationGrad's first pass: each row's mean and invstd (double, kept
-// for the column pass) and, with dx, dx = inv (g - mean(g) - xhat mean(g xhat)), g = dy scale.
+// Rows of LayerNormalizationGrad in blocks of kLnBlock: the column sums over rows (dscale, dB)
+// are summed per block, then the blocks in order, so that the bits do not depend on how the
+// blocks are split over threads.
+constexpr int64_t kLnBlock = 32;
+
+// Blocks [b0, b1): per row its mean and invstd (double) and, with dx,
+// dx = inv (g - mean(g) - xhat mean(g xhat)), g = dy scale; with ds / db (m doubles per block),
+// each block's sums of dy xhat and dy per position, while the row is in cache.
 template <typename T>
-CB_CPU_CLONES void layer_norm_grad_rows(const T* x, const T* dy, const T* s_full, T* dx, int64_t m,
-                                        int64_t r0, int64_t r1, double eps, double* mean,
-                                        double* inv) {
+CB_CPU_CLONES void layer_norm_grad_blocks(const T* x, const T* dy, const T* s_full, T* dx,
+                                          int64_t outer, int64_t m, int64_t b0, int64_t b1,
+                                          double eps, double* ds, double* db) {
   const double inv_m = m > 0 ? 1.0 / static_cast<double>(m) : 0.0;
-  for (int64_t row = r0; row < r1; ++row) {
-    const T *xr = x + row * m, *dyr = dy + row * m;
-    const double mu = lane_sum(xr, m) * inv_m;
-    const double iv = 1.0 / std::sqrt(lane_sq_dev(xr, m, mu) * inv_m + eps);
-    mean[row] = mu;
-    inv[row] = iv;
-    if (!dx) continue;
-    double sg[8] = {}, sgx[8] = {};  // sum(g), sum(g * xhat), in 8 lanes
-    int64_t k = 0;
-    for (; k + 8 <= m; k += 8)
-      for (int j = 0; j < 8; ++j) {
-        const double gk = static_cast<double>(dyr[k + j]) * s_full[k + j];
-        sg[j] += gk;
-        sgx[j] += gk * (xr[k + j] - mu) * iv;
+  for (int64_t blk = b0; blk < b1; ++blk) {
+    double* dsb = ds ? ds + blk * m : nullptr;
+    double* dbb = db ? db + blk * m : nullptr;
+    if (dsb) std::fill(dsb, dsb + m, 0.0), std::fill(dbb, dbb + m, 0.0);
+    for (int64_t row = blk * kLnBlock; row < std::min(outer, (blk + 1) * kLnBlock); ++row) {
+      const T *xr = x + row * m, *dyr = dy + row * m;
+      const double mu = lane_sum(xr, m) * inv_m;
+      const double iv = 1.0 / std::sqrt(lane_sq_dev(xr, m, mu) * inv_m + eps);
+      if (dsb)
+        for (int64_t k = 0; k < m; ++k) {
+          dbb[k] += dyr[k];
+          dsb[k] += dyr[k] * (xr[k] - mu) * iv;
+        }
+      if (!dx) continue;
+      double sg[8] = {}, sgx[8] = {};  // sum(g), sum(g * xhat), in 8 lanes
+      int64_t k = 0;
+      for (; k + 8 <= m; k += 8)
+        for (int j = 0; j < 8; ++j) {
+          const double gk = static_cast<double>(dyr[k + j]) * s_full[k + j];
+          sg[j] += gk;
+          sgx[j] += gk * (xr[k + j] - mu) * iv;
+        }
+      double tg = 0, tgx = 0;
+      for (; k < m; ++k) {
+        const double gk = static_cast<double>(dyr[k]) * s_full[k];
+        tg += gk;
+        tgx += gk * (xr[k] - mu) * iv;
       }
-    double tg = 0, tgx = 0;
-    for (; k < m; ++k) {
-      const double gk = static_cast<double>(dyr[k]) * s_full[k];
-      tg += gk;
-      tgx += gk * (xr[k] - mu) * iv;
+      for (int j = 0; j < 8; ++j) tg += sg[j], tgx += sgx[j];
+      const T ti = static_cast<T>(iv), tmu = static_cast<T>(mu);
+      const T b = static_cast<T>(tg * inv_m), q = static_cast<T>(tgx * inv_m * iv);
+      T* dxr = dx + row * m;
+      for (k = 0; k < m; ++k) dxr[k] = ti * (dyr[k] * s_full[k] - b - (xr[k] - tmu) * q);
     }
-    for (int j = 0; j < 8; ++j) tg += sg[j], tgx += sgx[j];
-    const T ti = static_cast<T>(iv), tmu = static_cast<T>(mu);
-    const T b = static_cast<T>(tg * inv_m), q = static_cast<T>(tgx * inv_m * iv);
-    T* dxr = dx + row * m;
-    for (k = 0; k < m; ++k) dxr[k] = ti * (dyr[k] * s_full[k] - b - (xr[k] - tmu) * q);
   }
 }
 
@@ -215,9 +229,6 @@ void layer_norm_grad(const KernelArgs& a) {
   const int64_t nr = r - axis;
   const T *x = X.ptr<T>(), *dy = dY.ptr<T>(), *sc = scale.ptr<T>();
   const bool scale_full = scale.numel() == m;
-  // Per row: mean and invstd (double), kept for the column pass.
-  double* mean = scratch<double, 0>(outer);
-  double* inv = scratch<double, 1>(outer);
   const T* s_full = sc;  // scale over the m positions of a row
   if (!scale_full) {
     T* buf = scratch<T, 2>(m);
@@ -225,27 +236,24 @@ void layer_norm_grad(const KernelArgs& a) {
     s_full = buf;
   }
   T* dx = dX ? dX->ptr<T>() : nullptr;
-  parallel(outer, 5 * m, [&](int64_t r0, int64_t r1) {
-    layer_norm_grad_rows<T>(x, dy, s_full, dx, m, r0, r1, p.epsilon, mean, inv);
+  const bool sums = dS || dB;
+  const int64_t blocks = (outer + kLnBlock - 1) / kLnBlock;
+  double* ds_blk = sums ? scratch<double, 3>(blocks * m) : nullptr;
+  double* db_blk = sums ? scratch<double, 4>(blocks * m) : nullptr;
+  parallel(blocks, 7 * m * kLnBlock, [&](int64_t b0, int64_t b1) {
+    layer_norm_grad_blocks<T>(x, dy, s_full, dx, outer, m, b0, b1, p.epsilon, ds_blk, db_blk);
   });
-  if (!dS && !dB) return;
-  // Column pass: per position k of a row, the sums over rows (into [m] buffers when scale
-  // broadcasts, reduced to scale's shape after).
-  double* ds_full = scratch<double, 3>(m);
-  double* db_full = scratch<double, 4>(m);
-  parallel(m, 2 * outer, [&](int64_t k0, int64_t k1) {
-    std::fill(ds_full + k0, ds_full + k1, 0.0);
-    std::fill(db_full + k0, db_full + k1, 0.0);
-    for (int64_t row = 0; row < outer; ++row) {
-      const T *xr = x + row * m, *dyr = dy + row * m;
-      const double mu = mean[row], iv = inv[row];
+  if (!sums) return;
+  // The blocks' sums in block order, per position k (into block 0's rows).
+  parallel(m, 2 * blocks, [&](int64_t k0, int64_t k1) {
+    for (int64_t blk = 1; blk < blocks; ++blk)
       for (int64_t k = k0; k < k1; ++k) {
-        db_full[k] += dyr[k];
-        ds_full[k] += dyr[k] * (xr[k] - mu) * iv;
+        ds_blk[k] += ds_blk[blk * m + k];
+        db_blk[k] += db_blk[blk * m + k];
       }
-    }
   });
-  for (const auto& [out, full] : {std::pair{dS, ds_full}, std::pair{dB, db_full}}) {
+  // Reduced to scale's shape where it broadcasts over the m positions.
+  for (const auto& [out, full] : {std::pair{dS, ds_blk}, std::pair{dB, db_blk}}) {
     if (!out) continue;
     T* o = out->template ptr<T>();
     if (out->numel() == m) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/common/geometry.h"
 #include "kernels/common/scalar_math.h"
@@ -78,15 +79,34 @@ void row(const T* x, T* y, int64_t n) {
 // libmvec (vector_math.h), the max and the double sum kept in 16 and 8 lanes.
 constexpr int kLanes = 16;
 
-CB_CPU_CLONES void row_f32(const float* x, float* y, int64_t n, bool log) {
+//
+// live < n (softmax only): x[live..n) all equal `tail` and are not read (y may be x). Where
+// e^(tail - max) is exactly 0 those y are 0 and the rest of the row is computed as its first
+// `live` elements (a multiple of kExpChunk: exp_shifted's chunks and the sums' lanes line up,
+// and the zeros would have added nothing), bit for bit the whole row's result; otherwise the
+// tail is written out and the whole row computed.
+CB_CPU_CLONES void row_f32(const float* x, float* y, int64_t n, bool log, int64_t live = -1,
+                           float tail = 0) {
+  if (live < 0) live = n;
   float m[kLanes];
   std::fill(m, m + kLanes, -std::numeric_limits<float>::infinity());
   int64_t k = 0;
-  for (; k + kLanes <= n; k += kLanes)
+  for (; k + kLanes <= live; k += kLanes)
     for (int j = 0; j < kLanes; ++j) m[j] = std::max(m[j], x[k + j]);
   float mx = -std::numeric_limits<float>::infinity();
-  for (; k < n; ++k) mx = std::max(mx, x[k]);
+  for (; k < live; ++k) mx = std::max(mx, x[k]);
   for (int j = 0; j < kLanes; ++j) mx = std::max(mx, m[j]);
+  if (live < n) {
+    CB_CHECK(!log && live % kExpChunk == 0);
+    if (live > 0 && tail - mx < kExpZero) {
+      std::fill(y + live, y + n, 0.0f);
+      n = live;
+    } else {
+      std::fill(y + live, y + n, tail);
+      x = y;  // the row is y's now: x's tail was never written
+      mx = std::max(mx, tail);
+    }
+  }
   exp_shifted(x, mx, y, n);  // LogSoftmax: scratch, rewritten below
   double s[8] = {};
   for (k = 0; k + 8 <= n; k += 8)
@@ -245,29 +265,69 @@ inline void masked_logits(const T* x, const M* m, int64_t cs, T* z, int64_t n, T
   }
 }
 
+// One past the last element of a mask row of n that a Where mask keeps (0: it keeps none), so
+// that a causal mask's filled end of each row can be skipped.
+template <class M>
+int64_t kept_end(const M* m, int64_t n, MaskKind kind) {
+  const bool fill_on = kind == MaskKind::FillWhereTrue;
+  while (n > 0 && (m[n - 1] != M(0)) == fill_on) --n;
+  return n;
+}
+
+// n rounded up to a multiple of `to`, at most `cap`.
+inline int64_t round_up_to(int64_t n, int64_t to, int64_t cap) {
+  return std::min(cap, (n + to - 1) / to * to);
+}
+
+// kept_end of each row of a Where mask whose rows are X's (col_stride 1), else empty.
+template <class M>
+std::vector<int64_t> kept_ends(const TensorView* mask, const geom::MaskPlan& pl, MaskKind kind) {
+  std::vector<int64_t> ends;
+  if (!mask || pl.col_stride == 0 ||
+      (kind != MaskKind::FillWhereTrue && kind != MaskKind::FillWhereFalse))
+    return ends;
+  const M* m = mask->ptr<const M>();
+  ends.resize(static_cast<size_t>(mask->numel() / pl.n));
+  for (size_t i = 0; i < ends.size(); ++i)
+    ends[i] = kept_end(m + static_cast<int64_t>(i) * pl.n, pl.n, kind);
+  return ends;
+}
+
+// ends: kept_ends' (null where empty).
 template <class T, class M>
-CB_CPU_CLONES void masked_rows(const T* x, const M* mask, T* y, const geom::MaskPlan& pl,
-                               int64_t r0, int64_t r1, T scale, MaskKind kind, T fill) {
+CB_CPU_CLONES void masked_rows(const T* x, const M* mask, const int64_t* ends, T* y,
+                               const geom::MaskPlan& pl, int64_t r0, int64_t r1, T scale,
+                               MaskKind kind, T fill) {
   const int64_t n = pl.n;
   for (int64_t r = r0; r < r1; ++r) {
-    const M* m = mask ? mask + pl.row_offset(r) : nullptr;
-    masked_logits(x + r * n, m, pl.col_stride, y + r * n, n, scale, kind, fill);
-    if constexpr (std::is_same_v<T, float>)
-      row_f32(y + r * n, y + r * n, n, false);  // in place: each element read before written
-    else
+    const int64_t off = mask ? pl.row_offset(r) : 0;
+    const M* m = mask ? mask + off : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      // A row whose end the mask fills (causal attention): the filled end's logits are all
+      // `fill`; row_f32 skips them where they come out 0.
+      const int64_t live = ends ? round_up_to(ends[off / n], kExpChunk, n) : n;
+      masked_logits(x + r * n, m, pl.col_stride, y + r * n, live, scale, kind, fill);
+      row_f32(y + r * n, y + r * n, n, false, live, fill);  // in place: read before written
+    } else {
+      masked_logits(x + r * n, m, pl.col_stride, y + r * n, n, scale, kind, fill);
       row<T, false>(y + r * n, y + r * n, n);
+    }
   }
 }
 
 // dX = scale * y (dy - sum(dy y)), 0 where the mask filled: SoftmaxGrad, then the Where's and the
-// Mul's gradients, in their order.
+// Mul's gradients, in their order. A row whose end the mask fills and whose y is 0 there (the
+// forward's skipped end) sums its first elements only, a multiple of the 8 lanes (the rest
+// would add dy * 0 = 0 to them, but for a non-finite dy there), and its end's dX is 0. y is
+// MaskedSoftmax's output for the same mask.
 // O = uint16_t: dX stored as bf16 (Value::bf16_storage), each row computed into `row` (n
 // elements) and then rounded.
 template <class T, class M, class O = T>
-CB_CPU_CLONES void masked_grad_rows(const T* dy, const T* y, const M* mask, O* dx,
-                                    const geom::MaskPlan& pl, int64_t r0, int64_t r1, T scale,
-                                    MaskKind kind, T* row = nullptr) {
+CB_CPU_CLONES void masked_grad_rows(const T* dy, const T* y, const M* mask, const int64_t* ends,
+                                    O* dx, const geom::MaskPlan& pl, int64_t r0, int64_t r1,
+                                    T scale, MaskKind kind, T* row = nullptr) {
   const int64_t n = pl.n, cs = pl.col_stride;
+  const bool where = kind == MaskKind::FillWhereTrue || kind == MaskKind::FillWhereFalse;
   for (int64_t r = r0; r < r1; ++r) {
     const T *g = dy + r * n, *v = y + r * n;
     T* o;
@@ -275,21 +335,30 @@ CB_CPU_CLONES void masked_grad_rows(const T* dy, const T* y, const M* mask, O* d
       o = dx + r * n;
     else
       o = row;
+    const int64_t off = where ? pl.row_offset(r) : 0;
+    const M* m = where ? mask + off : nullptr;
+    int64_t live = n;
+    if (ends) {
+      live = round_up_to(ends[off / n], 8, n);
+      // Every filled element of a row has the same logit, so MaskedSoftmax gave them one y:
+      // the row's last element (filled where live < n) stands for them all.
+      if (live < n && v[n - 1] != T(0)) live = n;
+    }
     double s[8] = {};
     int64_t k = 0;
-    for (; k + 8 <= n; k += 8)
+    for (; k + 8 <= live; k += 8)
       for (int j = 0; j < 8; ++j) s[j] += static_cast<double>(g[k + j]) * v[k + j];
     double sum = 0;
-    for (; k < n; ++k) sum += static_cast<double>(g[k]) * v[k];
+    for (; k < live; ++k) sum += static_cast<double>(g[k]) * v[k];
     for (int j = 0; j < 8; ++j) sum += s[j];
-    for (k = 0; k < n; ++k) o[k] = static_cast<T>(v[k] * (g[k] - sum)) * scale;
-    if (kind == MaskKind::FillWhereTrue || kind == MaskKind::FillWhereFalse) {
-      const M* m = mask + pl.row_offset(r);
+    for (k = 0; k < live; ++k) o[k] = static_cast<T>(v[k] * (g[k] - sum)) * scale;
+    std::fill(o + live, o + n, T(0));  // masked: the Where's gradient is 0 there
+    if (where) {
       const bool fill_on = kind == MaskKind::FillWhereTrue;
       if (cs == 0) {
         if ((m[0] != M(0)) == fill_on) std::fill(o, o + n, T(0));
       } else {
-        for (k = 0; k < n; ++k) o[k] = (m[k] != M(0)) == fill_on ? T(0) : o[k];
+        for (k = 0; k < live; ++k) o[k] = (m[k] != M(0)) == fill_on ? T(0) : o[k];
       }
     }
     if constexpr (!std::is_same_v<O, T>)
@@ -318,8 +387,10 @@ void MaskedSoftmax(const KernelArgs& a) {
   dispatch_float(x.dtype, [&]<class T>(Tag<T>) {
     with_mask_type<T>(p, [&]<class M>(const M*) {
       const M* m = has ? a.in[1].ptr<const M>() : nullptr;
+      const std::vector<int64_t> ends = kept_ends<M>(has ? &a.in[1] : nullptr, pl, p.mask);
+      const int64_t* e_ = ends.empty() ? nullptr : ends.data();
       parallel(pl.rows, pl.n * 6, [&](int64_t b, int64_t e) {
-        masked_rows<T, M>(x.ptr<const T>(), m, y.ptr<T>(), pl, b, e, static_cast<T>(p.scale),
+        masked_rows<T, M>(x.ptr<const T>(), m, e_, y.ptr<T>(), pl, b, e, static_cast<T>(p.scale),
                           p.mask, static_cast<T>(p.fill));
       });
     });
@@ -336,13 +407,15 @@ void MaskedSoftmaxGrad(const KernelArgs& a) {
   dispatch_float(y.dtype, [&]<class T>(Tag<T>) {
     with_mask_type<T>(p, [&]<class M>(const M*) {
       const M* m = has ? a.in[2].ptr<const M>() : nullptr;
+      const std::vector<int64_t> ends = kept_ends<M>(has ? &a.in[2] : nullptr, pl, p.mask);
+      const int64_t* e_ = ends.empty() ? nullptr : ends.data();
       if constexpr (std::is_same_v<T, float>) {
         if (dx.bf16_storage) {  // dX only bf16 products read (assign_bf16_operands): rounded
           const int64_t n = pl.n;
           auto* dx16 = static_cast<uint16_t*>(dx.data);
           parallel(pl.rows, n * 4, [&](int64_t b, int64_t e) {
-            masked_grad_rows<T, M, uint16_t>(dy.ptr<const T>(), y.ptr<const T>(), m, dx16, pl, b, e,
-                                             static_cast<T>(p.scale), p.mask,
+            masked_grad_rows<T, M, uint16_t>(dy.ptr<const T>(), y.ptr<const T>(), m, e_, dx16, pl,
+                                             b, e, static_cast<T>(p.scale), p.mask,
                                              scratch<float, 22>(n));
           });
           return;
@@ -350,7 +423,7 @@ void MaskedSoftmaxGrad(const KernelArgs& a) {
       }
       CB_CHECK(!dx.bf16_storage);
       parallel(pl.rows, pl.n * 4, [&](int64_t b, int64_t e) {
-        masked_grad_rows<T, M>(dy.ptr<const T>(), y.ptr<const T>(), m, dx.ptr<T>(), pl, b, e,
+        masked_grad_rows<T, M>(dy.ptr<const T>(), y.ptr<const T>(), m, e_, dx.ptr<T>(), pl, b, e,
                                static_cast<T>(p.scale), p.mask);
       });
     });

@@ -25,9 +25,14 @@ namespace cb::cpu {
 // half of every row. So expf sees such lanes clamped to -80 (in a pass of its own: in one loop
 // GCC turns expf(low ? -80 : d) back into low ? e^-80 : expf(d)); they then get 0 below -110
 // (e^-110 is below the smallest float: expf gives 0) and, the few between, the scalar expf.
+// exp_shifted gives exactly 0 where x[k] - shift < kExpZero; it works in chunks of kExpChunk
+// elements from x[0], so a prefix of a multiple of kExpChunk elements computes bit for bit as it
+// does within the whole row.
+constexpr float kExpZero = -110.0f;
+constexpr int64_t kExpChunk = 64;
 inline void exp_shifted(const float* x, float shift, float* y, int64_t n) {
-  constexpr float kLow = -80.0f, kZero = -110.0f;
-  constexpr int64_t kChunk = 64;
+  constexpr float kLow = -80.0f, kZero = kExpZero;
+  constexpr int64_t kChunk = kExpChunk;
   float t[kChunk];
   int64_t rare = 0;
   for (int64_t k0 = 0; k0 < n; k0 += kChunk) {
