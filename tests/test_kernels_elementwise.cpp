@@ -621,3 +621,44 @@ TEST_CASE("Tile: repeats along every dim, against a naive loop") {
         bad += y[size_t((i * 4 + j) * 1000 + l)] != x[size_t((i % 3) * 5 + l % 5)];
   CHECK(bad == 0);
 }
+
+// LayerNormalizationGrad sums dscale and dB over rows in fixed blocks, then the blocks in order:
+// the same bits on 1, 2 and 4 threads, and the sums equal a double loop over the rows (rows
+// past whole blocks, and a partial last block).
+TEST_CASE("layernorm grad: the column sums do not depend on the thread count") {
+  const int64_t rows = 203, m = 40;
+  std::vector<float> x = random_floats(rows * m, 3), dy = random_floats(rows * m, 4);
+  std::vector<float> sc = random_floats(m, 5, 0.5f, 1.5f);
+  std::any pm = ops::LayerNormalizationParams{};
+  auto run = [&](int threads) {
+    std::vector<float> out(rows * m + 2 * m);
+    KernelArgs g;
+    g.in = {view(dy, {rows, m}), view(x, {rows, m}), view(sc, {m})};
+    std::vector<float> dx(rows * m), ds(m), db(m);
+    g.out = {view(dx, {rows, m}), view(ds, {m}), view(db, {m})};
+    launch(OpKind::LayerNormalizationGrad, g, *make_cpu_device(threads), &pm);
+    std::copy(dx.begin(), dx.end(), out.begin());
+    std::copy(ds.begin(), ds.end(), out.begin() + rows * m);
+    std::copy(db.begin(), db.end(), out.begin() + rows * m + m);
+    return out;
+  };
+  const std::vector<float> one = run(1);
+  CHECK(run(2) == one);
+  CHECK(run(4) == one);
+  int bad = 0;
+  for (int64_t k = 0; k < m; ++k) {
+    double want_ds = 0, want_db = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double mu = 0, var = 0;
+      for (int64_t j = 0; j < m; ++j) mu += x[r * m + j];
+      mu /= m;
+      for (int64_t j = 0; j < m; ++j) var += (x[r * m + j] - mu) * (x[r * m + j] - mu);
+      const double iv = 1 / std::sqrt(var / m + 1e-5);
+      want_db += dy[r * m + k];
+      want_ds += dy[r * m + k] * (x[r * m + k] - mu) * iv;
+    }
+    bad += std::abs(one[rows * m + k] - want_ds) > 1e-5 * (1 + std::abs(want_ds));
+    bad += std::abs(one[rows * m + m + k] - want_db) > 1e-5 * (1 + std::abs(want_db));
+  }
+  CHECK(bad == 0);
+}
