@@ -662,3 +662,27 @@ TEST_CASE("layernorm grad: the column sums do not depend on the thread count") {
   }
   CHECK(bad == 0);
 }
+
+// A bias's gradient (ReduceSumTo [rows, cols] -> [cols]): the columns split over the threads in
+// runs as long as the split allows, each column folded in row order, so every thread count gives
+// the bits of one sequential f32 fold per column.
+TEST_CASE("reduce sum to: a bias gradient's column runs keep each column's row order") {
+  for (const int64_t cols : {130, 517, 2048, 3000}) {
+    CAPTURE(cols);
+    const int64_t rows = 97;
+    std::vector<float> x = random_floats(rows * cols, 11);
+    std::vector<float> want(cols, 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) want[c] = want[c] + x[r * cols + c];
+    std::vector<int64_t> shape{cols};
+    for (int threads : {1, 2, 3, 4}) {
+      CAPTURE(threads);
+      std::vector<float> y(cols, -1.0f);
+      KernelArgs k;
+      k.in = {view(x, {rows, cols}), view(shape, {1})};
+      k.out = {view(y, {cols})};
+      launch(OpKind::ReduceSumTo, k, *make_cpu_device(threads));
+      CHECK(y == want);
+    }
+  }
+}

@@ -171,8 +171,10 @@ void reduce_range(const Runs& s, const T* x, T* y, int64_t begin, int64_t end) {
   }
 }
 
-// Columns per task when the rows of a [rows, cols] input are reduced.
-constexpr int64_t kColumnChunk = 64;
+// Columns per task when the rows of a [rows, cols] input are reduced: at least this many, and
+// up to kMaxColumnChunk so that each thread reads long runs of every row (a run of 64 floats per
+// row steps through memory a page at a time and runs at half the rate).
+constexpr int64_t kColumnChunk = 64, kMaxColumnChunk = 1024;
 
 // out = the reduction K of in over the dims flagged in red.
 template <Kind K>
@@ -198,12 +200,13 @@ void reduce(const KernelArgs& a, const bool* red) {
           // [rows, cols] -> [cols] (a bias's gradient): the columns split over the pool, each
           // still folded in row order, so the sums are the same bits for any thread count.
           const int64_t rows = s.dims[0], cols = s.dims[1];
-          parallel((cols + kColumnChunk - 1) / kColumnChunk, rows * kColumnChunk,
-                   [&](int64_t b, int64_t e) {
-                     const int64_t c0 = b * kColumnChunk, c1 = std::min(cols, e * kColumnChunk);
-                     for (int64_t r = 0; r < rows; ++r)
-                       R::fold_row(y + c0, x + r * cols + c0, c1 - c0);
-                   });
+          const int64_t threads = current_pool() ? current_pool()->size() : 1;
+          const int64_t chunk = std::clamp(((cols + threads - 1) / threads + 15) & ~int64_t{15},
+                                           kColumnChunk, kMaxColumnChunk);
+          parallel((cols + chunk - 1) / chunk, rows * chunk, [&](int64_t b, int64_t e) {
+            const int64_t c0 = b * chunk, c1 = std::min(cols, e * chunk);
+            for (int64_t r = 0; r < rows; ++r) R::fold_row(y + c0, x + r * cols + c0, c1 - c0);
+          });
         } else {
           reduce_range<R>(s, x, y, 0, total);
         }
