@@ -300,6 +300,39 @@ TEST_CASE(
   CHECK(same_weights(d / "e.onnx", d / "whole.onnx") == 10);
 }
 
+// AdamW: every learner's two moments and step count travel in its rank's part of the checkpoint
+// and come back on another layout.
+TEST_CASE(
+    "mpi: AdamW checkpoints: SIGTERM'd and resumed on 2 ranks, or on 1 rank x 2 learners, end as "
+    "the uninterrupted run") {
+  if (!have_mpi()) return;
+  TempDir d("ckadam");
+  const std::string args =
+      common("--steps 2000 --eval-every 1000 --optimizer adamw --lr 0.002 --weight-decay 0.01");
+  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --learners 1 --output {} > {} 2>&1",
+                          cb_train(), args, d / "whole.onnx", d / "whole.log")) == 0);
+  const std::string log = d / "a.log";
+  const pid_t job = start(fmt::format("-np 2 --bind-to none {} {} --learners 1 --checkpoint-dir {} "
+                                      "--checkpoint-every 40 --output {}",
+                                      cb_train(), args, d / "ck", d / "a.onnx"),
+                          log);
+  wait_for_text(log, "ckpt-0000000080");
+  kill(job, SIGTERM);
+  finish(job, 120);
+  const std::string text = read_text(log);
+  INFO(text);
+  REQUIRE(contains(text, "stopped by SIGTERM after step"));
+  fs::copy(d / "ck", d / "ck2", fs::copy_options::recursive);
+  REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --learners 1 --checkpoint-dir {} "
+                          "--resume {} --output {} > {} 2>&1",
+                          cb_train(), args, d / "ck", d / "ck", d / "a.onnx", d / "a2.log")) == 0);
+  CHECK(same_weights(d / "a.onnx", d / "whole.onnx") == 10);
+  REQUIRE(run(fmt::format("{} {} --learners 2 --resume {} --output {} > {} 2>&1", cb_train(), args,
+                          d / "ck2", d / "b.onnx", d / "b.log")) == 0);
+  INFO(read_text(d / "b.log"));
+  CHECK(same_weights(d / "b.onnx", d / "whole.onnx") == 10);
+}
+
 TEST_CASE("mpi: a rank killed while checkpoints are written leaves a loadable previous one") {
   if (!have_mpi()) return;
   TempDir d("killck");
