@@ -298,6 +298,13 @@ LayoutSlots layout_slots(const Graph& g, const Node& n) {
     set(s.in, 0, 1);
     set(s.in, 1, 1);
     set(s.out, 0, 1);
+  } else if (op == "MaxPool" && (n.outputs.size() < 2 || n.outputs[1] == kNoValue)) {
+    set(s.in, 0, 1);  // 2-D (a blockable value): X and Y blocked together; not with Indices
+    set(s.out, 0, 1);
+  } else if (op == "MaxPoolGrad") {
+    set(s.in, 0, 1);
+    set(s.in, 1, 1);
+    set(s.out, 0, 1);
   } else if (op == "Add" && n.inputs.size() == 2 && n.outputs.size() == 1 &&
              n.inputs[0] != kNoValue && n.inputs[1] != kNoValue &&
              g.value(n.inputs[0]).shape == g.value(n.outputs[0]).shape &&

@@ -8,10 +8,12 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
 #include <set>
+#include <type_traits>
 
 #include "importer/onnx_importer.h"
 #include "kernels/common/scalar_math.h"
@@ -42,6 +44,8 @@ const std::set<std::string> kBlockedOps = {"Conv",
                                            "Clip",
                                            "ClipGrad",
                                            "Add",
+                                           "MaxPool",
+                                           "MaxPoolGrad",
                                            "LayoutReorder"};
 
 // Checks the layouts of a graph after the pass; returns the number of blocked conv operands.
@@ -68,11 +72,13 @@ int64_t check_layouts(const Graph& g) {
       CHECK(g.value(n.inputs[0]).blocked == !to_blocked);
       CHECK(g.value(n.outputs[0]).blocked == to_blocked);
     }
-    if (op == "Add" || op == "Relu" || op == "ReluGrad" || op == "BatchNormalization") {
+    if (op == "Add" || op == "Relu" || op == "ReluGrad" || op == "BatchNormalization" ||
+        op == "MaxPool" || op == "MaxPoolGrad") {
       // read and written with one indexing: one layout
       const bool b = g.value(n.outputs[0]).blocked;
       CHECK(g.value(n.inputs[0]).blocked == b);
-      if (op == "Add" || op == "ReluGrad") CHECK(g.value(n.inputs[1]).blocked == b);
+      if (op == "Add" || op == "ReluGrad" || op == "MaxPoolGrad")
+        CHECK(g.value(n.inputs[1]).blocked == b);
     }
   }
   for (ValueId v : g.inputs) CHECK(!g.value(v).blocked);
@@ -492,4 +498,139 @@ TEST_CASE("layouts: row-major bf16 operands: their writers round, MatMul reads t
       CHECK(product(bf16_view(a16, c.a), bf16_view(b16, c.b)) == want);
     }
   }
+}
+
+namespace {
+// [N, C, S] (S = H * W) plain -> blocked [N, C/16, S, 16], and back.
+template <class T>
+std::vector<T> to_blocked(const std::vector<T>& x, int64_t n, int64_t c, int64_t s) {
+  std::vector<T> y(x.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < s; ++p)
+        y[static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16)] =
+            x[static_cast<size_t>((i * c + ch) * s + p)];
+  return y;
+}
+}  // namespace
+
+// MaxPool and its gradient on blocked values (the stem of the ResNets): the plain kernels' bits,
+// the plain gradient's f32 sums rounded once where stored as bf16, for the stem's 3x3 stride 2
+// pad 1, 2x2 stride 2, overlapping 3x3 stride 1, ceil mode and dilation, with ties and a NaN.
+TEST_CASE("layouts: blocked MaxPool and its gradient give the plain kernels' bits") {
+  auto dev = make_cpu_device(2);
+  struct Geo {
+    int64_t k, s, p, d;
+    bool ceil;
+  };
+  const int64_t n = 2, c = 32, h = 11, w = 9;
+  std::mt19937 rng(3);
+  std::vector<float> x = uniform(rng, n * c * h * w, -2, 2);
+  for (float& v : x) v = std::round(v * 4) / 4;  // ties: the first maximum must win
+  x[37] = std::nanf("");
+  for (const Geo& ge : {Geo{3, 2, 1, 1, false}, Geo{2, 2, 0, 1, false}, Geo{3, 1, 1, 1, false},
+                        Geo{3, 2, 0, 1, true}, Geo{3, 1, 2, 2, false}}) {
+    CAPTURE(ge.k);
+    CAPTURE(ge.s);
+    CAPTURE(ge.p);
+    CAPTURE(ge.d);
+    CAPTURE(ge.ceil);
+    auto out_dim = [&](int64_t in) {
+      const int64_t span = in + 2 * ge.p - ge.d * (ge.k - 1) - 1;
+      return (ge.ceil ? (span + ge.s - 1) / ge.s : span / ge.s) + 1;
+    };
+    const int64_t oh = out_dim(h), ow = out_dim(w);
+    ops::PoolParams pp;
+    pp.window.kernel_shape = {ge.k, ge.k};
+    pp.window.strides = {ge.s, ge.s};
+    pp.window.dilations = {ge.d, ge.d};
+    pp.window.pads = {ge.p, ge.p, ge.p, ge.p};
+    pp.window.ceil_mode = ge.ceil;
+    std::any params = pp;
+    const std::vector<int64_t> xd{n, c, h, w}, yd{n, c, oh, ow};
+    std::vector<float> dy = uniform(rng, numel(yd), -1, 1);
+    for (bool bf16 : {false, true}) {
+      CAPTURE(bf16);
+      // Plain, from the values bf16 storage holds where it applies.
+      const std::vector<float> xs = bf16 ? widened(rounded(x)) : x;
+      const std::vector<float> dys = bf16 ? widened(rounded(dy)) : dy;
+      std::vector<float> y(static_cast<size_t>(numel(yd))), dx(x.size());
+      KernelArgs f;
+      f.params = &params;
+      std::vector<float> xs_in = xs, dys_in = dys;
+      f.in = {f32_view(xs_in, xd)};
+      f.out = {f32_view(y, yd)};
+      test::launch_host(*dev, OpKind::MaxPool, f);
+      KernelArgs b;
+      b.params = &params;
+      b.in = {f32_view(dys_in, yd), f32_view(xs_in, xd)};
+      b.out = {f32_view(dx, xd)};
+      test::launch_host(*dev, OpKind::MaxPoolGrad, b);
+      // Blocked.
+      auto run_blocked = [&](auto tag, std::vector<float>& y_out, std::vector<float>& dx_out) {
+        using St = decltype(tag);
+        auto stored = [&](const std::vector<float>& v) {
+          if constexpr (std::is_same_v<St, float>)
+            return v;
+          else
+            return rounded(v);
+        };
+        std::vector<St> xb = to_blocked(stored(x), n, c, h * w);
+        std::vector<St> dyb = to_blocked(stored(dy), n, c, oh * ow);
+        std::vector<St> yb(static_cast<size_t>(numel(yd))), dxb(x.size());
+        auto view = [&](std::vector<St>& v, std::vector<int64_t> d) {
+          return TensorView{v.data(), DType::F32, std::move(d), true, !std::is_same_v<St, float>};
+        };
+        KernelArgs fb;
+        fb.params = &params;
+        fb.in = {view(xb, xd)};
+        fb.out = {view(yb, yd)};
+        test::launch_host(*dev, OpKind::MaxPool, fb);
+        KernelArgs bb;
+        bb.params = &params;
+        bb.in = {view(dyb, yd), view(xb, xd)};
+        bb.out = {view(dxb, xd)};
+        test::launch_host(*dev, OpKind::MaxPoolGrad, bb);
+        auto f32_of = [](const std::vector<St>& v) {
+          if constexpr (std::is_same_v<St, float>)
+            return v;
+          else
+            return widened(v);
+        };
+        y_out = f32_of(yb);
+        dx_out = f32_of(dxb);
+      };
+      std::vector<float> yb, dxb;
+      if (bf16)
+        run_blocked(uint16_t{}, yb, dxb);
+      else
+        run_blocked(float{}, yb, dxb);
+      // The plain results as blocked storage holds them.
+      const std::vector<float> want_y = to_blocked(bf16 ? widened(rounded(y)) : y, n, c, oh * ow);
+      const std::vector<float> want_dx = to_blocked(bf16 ? widened(rounded(dx)) : dx, n, c, h * w);
+      CHECK(std::memcmp(yb.data(), want_y.data(), yb.size() * 4) == 0);
+      CHECK(std::memcmp(dxb.data(), want_dx.data(), dxb.size() * 4) == 0);
+    }
+  }
+}
+
+// ResNet-18's stem: its MaxPool and the gradient read and write the blocked values of the convs
+// around them, with no reorder between.
+TEST_CASE("layouts: ResNet-18's MaxPool and its gradient stay blocked") {
+  if (!cpu::conv_dnnl_available()) {
+    MESSAGE("built without oneDNN: no blocked layouts to check");
+    return;
+  }
+  ImportResult r = import_model(CB_SOURCE_DIR "/models/resnet18_op17.onnx");
+  TrainModel blocked(r.graph, detect_loss(r.graph), Precision::BF16, true);
+  const Graph& g = blocked.training_graph().graph;
+  int pools = 0;
+  for (const Node& n : g.nodes) {
+    if (n.def->name != "MaxPool" && n.def->name != "MaxPoolGrad") continue;
+    ++pools;
+    for (ValueId v : n.inputs) CHECK(g.value(v).blocked);
+    CHECK(g.value(n.outputs[0]).blocked);
+  }
+  CHECK(pools == 2);
+  CHECK(check_layouts(g) > 20);
 }

@@ -17,6 +17,7 @@
 #include "kernels/cpu/max_pool_2x2.h"
 #include "kernels/cpu/max_pool_rows.h"
 #include "kernels/cpu/plane_sum.h"
+#include "kernels/cpu/pool_blocked.h"
 #include "runtime/ops/params.h"
 #include "runtime/thread_pool.h"
 
@@ -145,6 +146,12 @@ void global_average_pool(const KernelArgs& a) {
 }  // namespace
 
 void MaxPool(const KernelArgs& a) {
+  if (a.in[0].blocked) {  // assign_blocked_layouts: X and Y blocked, no indices
+    CB_CHECK(a.out.size() < 2 || !a.out[1].present());
+    const auto& p = a.p<ops::PoolParams>();
+    return max_pool_blocked(window_geom("pooling", p.window, a.in[0].dims, a.out[0].dims, 1),
+                            a.in[0], a.out[0]);
+  }
   switch (kernel_dtype(a)) {
     case DType::F64:
       return max_pool<double>(a);

@@ -22,6 +22,7 @@
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/max_pool_2x2.h"
 #include "kernels/cpu/max_pool_rows.h"
+#include "kernels/cpu/pool_blocked.h"
 #include "runtime/ops/params.h"
 
 namespace cb::cpu {
@@ -108,6 +109,7 @@ void MaxPoolGrad(const KernelArgs& a) {
   const auto& p = a.p<ops::PoolParams>();
   const TensorView &dY = a.in[0], &X = a.in[1];
   const WindowGeom g = window_geom("pooling gradient", p.window, X.dims, dY.dims, 1);
+  if (X.blocked) return max_pool_grad_blocked(g, dY, X, a.out[0]);  // assign_blocked_layouts
   const bool fast = is_max_pool_2x2(g);
   dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) {
     const T* x = X.ptr<T>();

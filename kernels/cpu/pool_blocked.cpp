@@ -1,0 +1,180 @@
+#include "kernels/cpu/pool_blocked.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/cpu/blas.h"
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/storage.h"
+#include "runtime/error.h"
+
+namespace cb::cpu {
+
+namespace {
+
+constexpr int kL = 16;  // channels per block
+
+// A block's 16 channels as two vectors of 8 (GCC vector extensions, as max_pool_2x2.h: the lane
+// loops written out per element unroll into scalar code branching on the NaN rule, and 16-lane
+// vector compares are lowered lane by lane).
+typedef float V8 __attribute__((vector_size(32)));
+typedef int32_t I8 __attribute__((vector_size(32)));
+typedef uint32_t U8 __attribute__((vector_size(32)));
+typedef uint16_t H8 __attribute__((vector_size(16)));
+struct V16 {
+  V8 lo, hi;
+};
+struct I16 {
+  I8 lo, hi;
+};
+
+__attribute__((always_inline)) inline V8 load8(const float* p) {
+  V8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+__attribute__((always_inline)) inline V8 load8(const uint16_t* p) {
+  H8 h;
+  __builtin_memcpy(&h, p, sizeof h);
+  return (V8)(__builtin_convertvector(h, U8) << 16);
+}
+__attribute__((always_inline)) inline void store8(float* p, V8 v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+// storage.h's store_s rounding, 8 lanes at a time.
+__attribute__((always_inline)) inline void store8(uint16_t* p, V8 v) {
+  const U8 u = (U8)v;
+  const U8 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, nan = (u >> 16) | 0x40u;
+  const U8 is_nan = (U8)((u & 0x7fffffffu) > 0x7f800000u);
+  const H8 h = __builtin_convertvector((nan & is_nan) | (rounded & ~is_nan), H8);
+  __builtin_memcpy(p, &h, sizeof h);
+}
+template <class St>
+__attribute__((always_inline)) inline V16 load16(const St* p) {
+  return {load8(p), load8(p + 8)};
+}
+template <class St>
+__attribute__((always_inline)) inline void store16(St* p, const V16& v) {
+  store8(p, v.lo);
+  store8(p + 8, v.hi);
+}
+// geom::pool_greater per lane (v > best, or v NaN and best not), and the select on it.
+__attribute__((always_inline)) inline I8 greater(V8 v, V8 best) {
+  return (v > best) | ((v != v) & (best == best));
+}
+__attribute__((always_inline)) inline I16 greater(const V16& v, const V16& best) {
+  return {greater(v.lo, best.lo), greater(v.hi, best.hi)};
+}
+__attribute__((always_inline)) inline V16 blend(const I16& m, const V16& a, const V16& b) {
+  return {m.lo ? a.lo : b.lo, m.hi ? a.hi : b.hi};
+}
+__attribute__((always_inline)) inline I16 blend(const I16& m, I8 a, const I16& b) {
+  return {m.lo ? a : b.lo, m.hi ? a : b.hi};
+}
+
+// The window taps of output (oh, ow) inside the input: rows [kh0, kh1), columns [kw0, kw1).
+struct Taps {
+  int64_t sh, sw, kh0, kh1, kw0, kw1;
+};
+inline Taps taps(const WindowGeom& g, int64_t oh, int64_t ow) {
+  Taps t{oh * g.s[1] - g.p[1], ow * g.s[2] - g.p[2], 0, 0, 0, 0};
+  geom::window_taps(t.sh, g.k[1], g.d[1], 0, g.in[1], t.kh0, t.kh1);
+  geom::window_taps(t.sw, g.k[2], g.d[2], 0, g.in[2], t.kw0, t.kw1);
+  return t;
+}
+
+// Blocks [b0, b1) of N * C/16: each output position's 16 maxima.
+template <class St>
+CB_CPU_CLONES void max_pool_blocks(const WindowGeom& g, const St* x, St* y, int64_t b0,
+                                   int64_t b1) {
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  for (int64_t b = b0; b < b1; ++b) {
+    const St* xp = x + b * H * W * kL;
+    St* yp = y + b * OH * OW * kL;
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const Taps t = taps(g, oh, ow);
+        const V8 low = V8{} + std::numeric_limits<float>::lowest();
+        V16 best{low, low};
+        for (int64_t kh = t.kh0; kh < t.kh1; ++kh)
+          for (int64_t kw = t.kw0; kw < t.kw1; ++kw) {
+            const V16 v = load16(xp + ((t.sh + kh * g.d[1]) * W + t.sw + kw * g.d[2]) * kL);
+            best = blend(greater(v, best), v, best);
+          }
+        store16(yp + (oh * OW + ow) * kL, best);
+      }
+  }
+}
+
+// Blocks [b0, b1): each window's first maximum per channel found again (as the index variant of
+// the plain row loop: the first tap is taken whatever it holds), dY routed to it in output order
+// into an f32 plane, then the plane stored.
+template <class St>
+CB_CPU_CLONES void max_pool_grad_blocks(const WindowGeom& g, const St* x, const St* dy, St* dx,
+                                        int64_t b0, int64_t b1) {
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  float* acc = scratch<float, 0>(H * W * kL);
+  for (int64_t b = b0; b < b1; ++b) {
+    const St* xp = x + b * H * W * kL;
+    const St* dyp = dy + b * OH * OW * kL;
+    std::fill(acc, acc + H * W * kL, 0.0f);
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const Taps t = taps(g, oh, ow);
+        if (t.kh0 >= t.kh1 || t.kw0 >= t.kw1) continue;  // wholly in padding: nothing back
+        const int32_t first =
+            static_cast<int32_t>((t.sh + t.kh0 * g.d[1]) * W + t.sw + t.kw0 * g.d[2]);
+        V16 best = load16(xp + int64_t{first} * kL);
+        I16 at{I8{} + first, I8{} + first};
+        for (int64_t kh = t.kh0; kh < t.kh1; ++kh)
+          for (int64_t kw = t.kw0; kw < t.kw1; ++kw) {
+            const int32_t q = static_cast<int32_t>((t.sh + kh * g.d[1]) * W + t.sw + kw * g.d[2]);
+            const V16 v = load16(xp + int64_t{q} * kL);
+            const I16 take = greater(v, best);
+            best = blend(take, v, best);
+            at = blend(take, I8{} + q, at);
+          }
+        const V16 d = load16(dyp + (oh * OW + ow) * kL);
+        for (int l = 0; l < 8; ++l) {
+          acc[int64_t{at.lo[l]} * kL + l] += d.lo[l];
+          acc[int64_t{at.hi[l]} * kL + 8 + l] += d.hi[l];
+        }
+      }
+    St* dxp = dx + b * H * W * kL;
+    for (int64_t i = 0; i < H * W; ++i) store16(dxp + i * kL, load16(acc + i * kL));
+  }
+}
+
+void check_blocked(const WindowGeom& g, std::initializer_list<const TensorView*> vs) {
+  CB_CHECK(g.nsp == 2 && g.c % kL == 0);
+  for (const TensorView* v : vs) CB_CHECK(v->blocked && v->dtype == DType::F32);
+}
+
+}  // namespace
+
+void max_pool_blocked(const WindowGeom& g, const TensorView& X, const TensorView& Y) {
+  check_blocked(g, {&X, &Y});
+  CB_CHECK(X.bf16_storage == Y.bf16_storage);
+  const int64_t blocks = g.n * g.c / kL;
+  with_storage(X.bf16_storage, [&]<class St>(St*) {
+    parallel(blocks, g.out_vol * g.clip_vol * kL, [&](int64_t b0, int64_t b1) {
+      max_pool_blocks<St>(g, static_cast<const St*>(X.data), static_cast<St*>(Y.data), b0, b1);
+    });
+  });
+}
+
+void max_pool_grad_blocked(const WindowGeom& g, const TensorView& dY, const TensorView& X,
+                           const TensorView& dX) {
+  check_blocked(g, {&dY, &X, &dX});
+  CB_CHECK(X.bf16_storage == dY.bf16_storage && X.bf16_storage == dX.bf16_storage);
+  const int64_t blocks = g.n * g.c / kL;
+  with_storage(X.bf16_storage, [&]<class St>(St*) {
+    parallel(blocks, (g.out_vol * g.clip_vol + g.in_vol) * kL, [&](int64_t b0, int64_t b1) {
+      max_pool_grad_blocks<St>(g, static_cast<const St*>(X.data), static_cast<const St*>(dY.data),
+                               static_cast<St*>(dX.data), b0, b1);
+    });
+  });
+}
+
+}  // namespace cb::cpu
