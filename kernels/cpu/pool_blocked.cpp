@@ -167,6 +167,7 @@ void max_pool_blocked(const WindowGeom& g, const TensorView& X, const TensorView
 void max_pool_grad_blocked(const WindowGeom& g, const TensorView& dY, const TensorView& X,
                            const TensorView& dX) {
   check_blocked(g, {&dY, &X, &dX});
+  CB_CHECK(g.in_vol < (int64_t{1} << 31));  // tap positions as int32 lanes
   CB_CHECK(X.bf16_storage == dY.bf16_storage && X.bf16_storage == dX.bf16_storage);
   const int64_t blocks = g.n * g.c / kL;
   with_storage(X.bf16_storage, [&]<class St>(St*) {
