@@ -153,6 +153,21 @@ void wait_for_text(const std::string& log, const std::string& text) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
+// A 2-rank job of `args` writing checkpoints to dir/ck every `every` steps and its model to
+// dir/a.onnx, stopped by SIGTERM to mpirun once the log names checkpoint `when`: its log.
+std::string sigterm_after(const test::TempDir& dir, const std::string& args, int every,
+                          const std::string& when) {
+  const std::string log = dir / "a.log";
+  const pid_t job = start(fmt::format("-np 2 --bind-to none {} {} --learners 1 --checkpoint-dir {} "
+                                      "--checkpoint-every {} --output {}",
+                                      cb_train(), args, dir / "ck", every, dir / "a.onnx"),
+                          log);
+  wait_for_text(log, when);
+  kill(job, SIGTERM);
+  finish(job, 120);
+  return read_text(log);
+}
+
 }  // namespace
 
 TEST_CASE("mpi: 2 ranks x 1 learner keep z identical and equal 1 rank x 2 learners") {
@@ -236,15 +251,8 @@ TEST_CASE(
   REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --learners 1 --output {} > {} 2>&1",
                           cb_train(), args, d / "whole.onnx", d / "whole.log")) == 0);
   // Stopped mid-run by SIGTERM to mpirun: every rank writes its part of a last checkpoint.
-  const std::string log = d / "a.log";
-  const pid_t job = start(fmt::format("-np 2 --bind-to none {} {} --learners 1 --checkpoint-dir {} "
-                                      "--checkpoint-every 40 --output {}",
-                                      cb_train(), args, d / "ck", d / "a.onnx"),
-                          log);
-  wait_for_text(log, "ckpt-0000000080");  // two written: the stop writes a third
-  kill(job, SIGTERM);
-  finish(job, 120);
-  const std::string text = read_text(log);
+  // Two written: the stop writes a third.
+  const std::string text = sigterm_after(d, args, 40, "ckpt-0000000080");
   INFO(text);
   REQUIRE(contains(text, "stopped by SIGTERM after step"));
   CHECK(contains(text, "a part from each of 2 ranks"));
@@ -317,15 +325,7 @@ TEST_CASE(
       common("--steps 1200 --eval-every 600 --optimizer adamw --lr 0.002 --weight-decay 0.01");
   REQUIRE(run(fmt::format("mpirun -np 2 --bind-to none {} {} --learners 1 --output {} > {} 2>&1",
                           cb_train(), args, d / "whole.onnx", d / "whole.log")) == 0);
-  const std::string log = d / "a.log";
-  const pid_t job = start(fmt::format("-np 2 --bind-to none {} {} --learners 1 --checkpoint-dir {} "
-                                      "--checkpoint-every 20 --output {}",
-                                      cb_train(), args, d / "ck", d / "a.onnx"),
-                          log);
-  wait_for_text(log, "ckpt-0000000040");
-  kill(job, SIGTERM);
-  finish(job, 120);
-  const std::string text = read_text(log);
+  const std::string text = sigterm_after(d, args, 20, "ckpt-0000000040");
   INFO(text);
   REQUIRE(contains(text, "stopped by SIGTERM after step"));
   fs::copy(d / "ck", d / "ck2", fs::copy_options::recursive);
