@@ -297,6 +297,7 @@ LayoutSlots layout_slots(const Graph& g, const Node& n) {
   } else if (op == "BatchNormalizationGrad" || op == "ReluGrad" || op == "ClipGrad") {
     set(s.in, 0, 1);
     set(s.in, 1, 1);
+    set(s.in, 3, 1);  // BatchNormalizationGrad's fused Relu output (fuse_batch_norm_relu)
     set(s.out, 0, 1);
   } else if (op == "MaxPool" && (n.outputs.size() < 2 || n.outputs[1] == kNoValue)) {
     set(s.in, 0, 1);  // 2-D (a blockable value): X and Y blocked together; not with Indices

@@ -41,6 +41,12 @@ int64_t fuse_gelu(Graph& g);
 // the dropped nodes lose their reader (fold_and_prune removes them). Returns the nodes fused.
 int64_t fuse_attention_softmax(Graph& g);
 
+// BatchNormalization whose output only a Relu reads computes the Relu too (its `relu` flag), and
+// in a training graph the ReluGrad feeding that BatchNorm's gradient folds into the gradient:
+// each pair becomes one pass over the activation, with the same values. Returns the pairs fused.
+// Runs on graphs past autodiff (the trainer's), so the imported graph and its export are untouched.
+int64_t fuse_batch_norm_relu(Graph& g);
+
 // Initializers become Parameter (float, used in a differentiable slot), State (BatchNorm running
 // statistics) or Constant (everything else), from the op catalog's input traits.
 void classify_initializers(Graph& g);

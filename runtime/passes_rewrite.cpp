@@ -1,6 +1,8 @@
 // The graph passes that rewrite nodes into faster equivalents computing the same values (declared
 // in runtime/passes.h): MatMul reading transposed operands in place, and the fused forms of what
-// exporters spell out as several nodes (GELU, attention's scale + mask + Softmax).
+// exporters spell out as several nodes (GELU, attention's scale + mask + Softmax), and
+// BatchNormalization + Relu (with their gradients) as one pass over the activation.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string_view>
@@ -413,6 +415,60 @@ int64_t fuse_gelu(Graph& g) {
     ++made;
   }
   return made;
+}
+
+int64_t fuse_batch_norm_relu(Graph& g) {
+  const std::vector<int64_t> uses = readers(g);
+  std::vector<char> drop(g.nodes.size(), 0);
+  int64_t fused = 0;
+  // Forward: BatchNormalization whose Y only a Relu reads writes the Relu's output itself.
+  for (Node& r : g.nodes) {
+    if (!r.def || r.def->name != "Relu" || r.inputs.size() != 1 || r.outputs.size() != 1) continue;
+    Node* bn = sole_producer(g, uses, r.inputs[0], "BatchNormalization");
+    if (!bn || bn->outputs[0] != r.inputs[0]) continue;
+    const Value &y = g.value(r.inputs[0]), &z = g.value(r.outputs[0]);
+    if (y.dtype != z.dtype || y.shape != z.shape) continue;
+    std::any_cast<ops::BatchNormalizationParams&>(bn->params).relu = true;
+    bn->outputs[0] = r.outputs[0];
+    g.value(r.outputs[0]).producer = g.value(r.inputs[0]).producer;
+    g.value(r.inputs[0]).producer = -1;
+    drop[static_cast<size_t>(&r - g.nodes.data())] = 1;
+    ++fused;
+  }
+  // Backward: ReluGrad(dZ, Z) of such a Z, read only by the BatchNormalizationGrad of the same
+  // X and scale as its dY, folds into it: BatchNormalizationGrad(dZ, X, scale, Z), masked by
+  // Z > 0 as ReluGrad masks.
+  for (Node& rg : g.nodes) {
+    if (!rg.def || rg.def->name != "ReluGrad" || rg.inputs.size() != 2) continue;
+    const ValueId zv = rg.inputs[1], dy = rg.outputs[0];
+    const NodeId zp = g.value(zv).producer;
+    if (zp < 0 || uses[static_cast<size_t>(dy)] != 1) continue;
+    const Node& bn = g.nodes[static_cast<size_t>(zp)];
+    if (!bn.def || bn.def->name != "BatchNormalization" ||
+        !bn.p<ops::BatchNormalizationParams>().relu || bn.outputs[0] != zv)
+      continue;
+    auto reader = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) {
+      return std::find(n.inputs.begin(), n.inputs.end(), dy) != n.inputs.end();
+    });
+    if (reader == g.nodes.end() || !reader->def || reader->def->name != "BatchNormalizationGrad" ||
+        reader->inputs.size() != 3 || reader->inputs[0] != dy ||
+        reader->inputs[1] != bn.inputs[0] || reader->inputs[2] != bn.inputs[1])
+      continue;
+    std::any_cast<ops::BatchNormalizationParams&>(reader->params).relu = true;
+    reader->inputs = {rg.inputs[0], reader->inputs[1], reader->inputs[2], zv};
+    g.value(dy).producer = -1;
+    drop[static_cast<size_t>(&rg - g.nodes.data())] = 1;
+  }
+  if (fused == 0) return 0;
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
+  g.nodes = std::move(kept);
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (ValueId o : g.nodes[k].outputs)
+      if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(k);
+  return fused;
 }
 
 }  // namespace cb

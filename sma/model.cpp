@@ -111,6 +111,7 @@ FeedSpec feed_spec(const Graph& forward, const LossSpec& loss) {
 TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision precision,
                        bool blocked_layouts)
     : tg_(build_training_graph(forward, loss)) {
+  fuse_batch_norm_relu(tg_.graph);
   fold_matmul_transposes(tg_.graph, blocked_layouts);
   bf16_nodes_ = set_compute_precision(tg_.graph, precision);
   const bool bf16 = precision == Precision::BF16;
@@ -120,6 +121,7 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision pre
   eval_graph_ = build_eval_graph(forward, loss, &nodes);
   feeds_ = feeds_of(forward, loss, eval_graph_, nodes);  // what feed_spec() gives without tg_
   label_input_ = feeds_.labels_input;
+  fuse_batch_norm_relu(eval_graph_);
   fold_matmul_transposes(eval_graph_, blocked_layouts);
   set_compute_precision(eval_graph_, precision);
   if (blocked_layouts) assign_blocked_layouts(eval_graph_, bf16);

@@ -3,8 +3,9 @@
 // training graphs: no op outside the blocked-capable set ever sees a blocked value), the
 // LayoutReorder kernel against the index formula, and training with blocked layouts against
 // the plain layout (ResNet-20, 3 SGD steps: the same weights to f32 rounding; only the order of
-// BatchNorm's double sums differs). Under bf16, blocked activations are stored as bf16: the
+// BatchNorm's sums differs). Under bf16, blocked activations are stored as bf16: the
 // elementwise ops and LayoutReorder on them against float, and training against f32 activations.
+// BatchNorm + Relu fused (fuse_batch_norm_relu) against the two ops, and where the trainer fuses.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -19,6 +20,7 @@
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/cuda/cuda_device.h"
 #include "runtime/memory_plan.h"
 #include "runtime/ops/params.h"
 #include "runtime/passes.h"
@@ -633,4 +635,131 @@ TEST_CASE("layouts: ResNet-18's MaxPool and its gradient stay blocked") {
   }
   CHECK(pools == 2);
   CHECK(check_layouts(g) > 20);
+}
+
+// BatchNormalization with a fused Relu (fuse_batch_norm_relu) against BatchNormalization then
+// Relu, and its gradient against ReluGrad then BatchNormalizationGrad: the same bits (Y, the
+// running statistics, dX, dscale, dB), plain and blocked, f32 and bf16-stored, on the CPU and on
+// the CUDA kernels run on the host (plain only: the GPU keeps no blocked layouts).
+TEST_CASE("layouts: BatchNorm with a fused Relu gives BatchNorm then Relu's bits, and gradients") {
+  const int64_t n = 3, c = 32, h = 5, w = 7, count = n * c * h * w;
+  const std::vector<int64_t> dims = {n, c, h, w};
+  std::mt19937 rng(11);
+  std::vector<float> x = uniform(rng, count, -2, 2), dz = uniform(rng, count, -1, 1);
+  std::vector<float> scale = uniform(rng, c, 0.5f, 1.5f), bias = uniform(rng, c, -0.5f, 0.5f);
+  for (int64_t ch = 0; ch < c; ch += 5) bias[static_cast<size_t>(ch)] = 0;  // some y == 0 exactly
+  const std::vector<float> mean0 = uniform(rng, c, -1, 1), var0 = uniform(rng, c, 0.5f, 2);
+  struct Form {
+    const char* name;
+    bool blocked, bf16;
+  };
+  const Form forms[] = {
+      {"plain", false, false}, {"blocked", true, false}, {"blocked bf16", true, true}};
+  std::vector<std::pair<const char*, std::unique_ptr<Device>>> devices;
+  devices.emplace_back("cpu", make_cpu_device(2));
+  devices.emplace_back("cuda-host", make_cuda_host_run_device());
+  for (auto& [dev_name, dev] : devices)
+    for (const Form& f : forms) {
+      if (f.blocked && std::string(dev_name) != "cpu") continue;
+      CAPTURE(dev_name);
+      CAPTURE(f.name);
+      // Values as the kernels store them: f32, or bf16 bits (the random data read as blocked is
+      // as good a test as any other order, both paths reading the same buffers).
+      const size_t es = f.bf16 ? 2 : 4;
+      auto stored = [&](const std::vector<float>& v) {
+        std::vector<uint8_t> b(v.size() * es);
+        if (f.bf16) {
+          const std::vector<uint16_t> r = rounded(v);
+          std::memcpy(b.data(), r.data(), b.size());
+        } else {
+          std::memcpy(b.data(), v.data(), b.size());
+        }
+        return b;
+      };
+      auto act = [&](std::vector<uint8_t>& b) {
+        return TensorView{b.data(), DType::F32, dims, f.blocked, f.bf16};
+      };
+      auto vec = [&](std::vector<float>& v) { return f32_view(v, {c}); };
+      std::vector<uint8_t> xs = stored(x), dzs = stored(dz);
+      auto run = [&](OpKind op, std::any& p, std::vector<TensorView> in,
+                     std::vector<TensorView> out) {
+        KernelArgs k;
+        k.params = &p;
+        k.in = std::move(in);
+        k.out = std::move(out);
+        test::launch_host(*dev, op, k);
+      };
+      ops::BatchNormalizationParams bp;
+      bp.training = true;
+      bp.unbiased_running_var = true;
+      bp.epsilon = 1e-3f;
+      std::any plain_p = bp, none;
+      bp.relu = true;
+      std::any fused_p = bp;
+      // Forward: BatchNormalization, Relu; and the fused one.
+      std::vector<uint8_t> y(xs.size()), z_ref(xs.size()), z(xs.size());
+      std::vector<float> rm[2] = {mean0, mean0}, rv[2] = {var0, var0};
+      std::vector<float> m0 = mean0, v0 = var0;
+      run(OpKind::BatchNormalization, plain_p, {act(xs), vec(scale), vec(bias), vec(m0), vec(v0)},
+          {act(y), vec(rm[0]), vec(rv[0])});
+      run(OpKind::Relu, none, {act(y)}, {act(z_ref)});
+      run(OpKind::BatchNormalization, fused_p, {act(xs), vec(scale), vec(bias), vec(m0), vec(v0)},
+          {act(z), vec(rm[1]), vec(rv[1])});
+      CHECK(z == z_ref);
+      CHECK(rm[0] == rm[1]);
+      CHECK(rv[0] == rv[1]);
+      int zeros = 0;  // the mask has both sides
+      for (size_t i = 0; i < z.size(); i += es) zeros += z[i] == 0 && z[i + 1] == 0;
+      CHECK(zeros > count / 4);
+      CHECK(zeros < 3 * count / 4);
+      // Backward: ReluGrad, BatchNormalizationGrad; and the fused gradient.
+      std::vector<uint8_t> dy(xs.size()), dx_ref(xs.size()), dx(xs.size());
+      const std::vector<float> zeros_c(static_cast<size_t>(c));
+      std::vector<float> ds[2] = {zeros_c, zeros_c}, db[2] = {zeros_c, zeros_c};
+      run(OpKind::ReluGrad, none, {act(dzs), act(z_ref)}, {act(dy)});
+      run(OpKind::BatchNormalizationGrad, plain_p, {act(dy), act(xs), vec(scale)},
+          {act(dx_ref), vec(ds[0]), vec(db[0])});
+      run(OpKind::BatchNormalizationGrad, fused_p, {act(dzs), act(xs), vec(scale), act(z)},
+          {act(dx), vec(ds[1]), vec(db[1])});
+      CHECK(dx == dx_ref);
+      CHECK(ds[0] == ds[1]);
+      CHECK(db[0] == db[1]);
+    }
+}
+
+// The trainer fuses each BatchNormalization + Relu of ResNet-18 (the pairs of every block but the
+// residual Add's) forward and backward, and the fused gradient's Relu output shares the layout.
+TEST_CASE("layouts: ResNet-18's BatchNorm + Relu pairs are fused, forward and backward") {
+  ImportResult r = import_model(CB_SOURCE_DIR "/models/resnet18_op17.onnx");
+  int64_t pairs = 0;
+  for (const Node& nd : r.graph.nodes) {
+    if (nd.def->name != "Relu") continue;
+    const NodeId p = r.graph.value(nd.inputs[0]).producer;
+    pairs += p >= 0 && r.graph.nodes[static_cast<size_t>(p)].def->name == "BatchNormalization";
+  }
+  CHECK(pairs == 9);  // the stem's and each of the 8 blocks' first
+  for (bool blocked : {false, true}) {
+    if (blocked && !cpu::conv_dnnl_available()) continue;
+    CAPTURE(blocked);
+    TrainModel m(r.graph, detect_loss(r.graph), Precision::F32, blocked);
+    const Graph& g = m.training_graph().graph;
+    int64_t fused = 0, fused_grads = 0, relus = 0;
+    for (const Node& nd : g.nodes) {
+      const std::string_view op = nd.def->name;
+      if (op == "BatchNormalization" && nd.p<ops::BatchNormalizationParams>().relu) ++fused;
+      if (op == "BatchNormalizationGrad" && nd.p<ops::BatchNormalizationParams>().relu) {
+        ++fused_grads;
+        REQUIRE(nd.inputs.size() == 4);
+        CHECK(g.value(nd.inputs[3]).blocked == g.value(nd.inputs[1]).blocked);
+        const Node& fwd = g.nodes[static_cast<size_t>(g.value(nd.inputs[3]).producer)];
+        CHECK(fwd.def->name == "BatchNormalization");
+        CHECK(fwd.inputs[0] == nd.inputs[1]);
+      }
+      relus += op == "Relu" || op == "ReluGrad";
+    }
+    CHECK(fused == pairs);
+    CHECK(fused_grads == pairs);
+    CHECK(relus == 2 * (17 - pairs));  // the Relus after a residual Add stay
+    if (blocked) CHECK(check_layouts(g) > 20);
+  }
 }

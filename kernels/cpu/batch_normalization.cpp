@@ -1,6 +1,7 @@
 // BatchNormalization on the CPU (X f32/f64; scale, B, mean, var each f32 or f64).
 // X [N,C,S...] with per-channel [C] parameters; every channel reduces over N and the spatial dims.
 // Inference: y = scale * (x - mean) / sqrt(var + eps) + B with the given (running) statistics.
+// With the params' relu (fuse_batch_norm_relu), Y = max(y, 0).
 // Training (BatchNormalizationParams::training): normalise with the batch statistics (biased
 // variance), and write
 //   out 1, 2: running_mean = mean * momentum + batch_mean * (1 - momentum),
@@ -9,7 +10,8 @@
 //             (PyTorch's and TensorFlow's rule, what the trainer uses),
 //   out 3, 4 (opset <= 13): saved_mean = batch_mean, saved_var = batch_var (biased), as the
 //             ONNX spec names them.
-// Statistics are accumulated in double. Outputs 1..4 may alias inputs 3/4 (each channel is read
+// Statistics are accumulated in f32 runs whose totals are summed in double (plane_sum.h,
+// storage.h). Outputs 1..4 may alias inputs 3/4 (each channel is read
 // before it is written); Y may alias X. X and Y in oneDNN's blocked layout (TensorView::blocked,
 // [N, C/16, S, 16]; both alike, assign_blocked_layouts couples them) are normalised a block of 16
 // channels at a time, the lanes side by side.
@@ -30,7 +32,7 @@ namespace cb::cpu {
 namespace {
 
 // Batch mean and biased variance of channels [c0, c1) of x [N, C, S], two-pass (deviations from
-// the mean: no cancellation), in double.
+// the mean: no cancellation), f32 lanes with totals in double (plane_sum.h).
 template <typename T>
 CB_CPU_CLONES void channel_stats(const T* x, int64_t n, int64_t c, int64_t s, int64_t c0,
                                  int64_t c1, double* mean, double* var) {
@@ -46,15 +48,19 @@ CB_CPU_CLONES void channel_stats(const T* x, int64_t n, int64_t c, int64_t s, in
   }
 }
 
-// y = x * mul[ch] + add[ch] over planes [p0, p1) of [N*C, S].
-template <typename T>
+// y = x * mul[ch] + add[ch] over planes [p0, p1) of [N*C, S]; with Relu, max(y, 0) (ReluOp's rule:
+// NaN gives 0).
+template <bool Relu, typename T>
 CB_CPU_CLONES void scale_shift(const T* x, T* y, int64_t p0, int64_t p1, int64_t c, int64_t s,
                                const T* mul, const T* add) {
   for (int64_t pl = p0; pl < p1; ++pl) {
     const T* xp = x + pl * s;
     T* yp = y + pl * s;
     const T m = mul[pl % c], b = add[pl % c];
-    for (int64_t j = 0; j < s; ++j) yp[j] = xp[j] * m + b;
+    for (int64_t j = 0; j < s; ++j) {
+      const T v = xp[j] * m + b;
+      yp[j] = Relu ? (v > T(0) ? v : T(0)) : v;
+    }
   }
 }
 
@@ -65,24 +71,14 @@ CB_CPU_CLONES void channel_stats_blocked(const St* x, int64_t n, int64_t cb, int
                                          int64_t b1, double* mean, double* var) {
   const int64_t count = n * s;
   for (int64_t b = b0; b < b1; ++b) {
-    double sq[16] = {}, mu[16];
-    block_means(x, n, cb, s, b, mu);
-    for (int64_t i = 0; i < n; ++i) {
-      const St* p = x + (i * cb + b) * s * 16;
-      for (int64_t j = 0; j < s; ++j)
-        for (int l = 0; l < 16; ++l) {
-          const double d = load_s(p, j * 16 + l) - mu[l];
-          sq[l] += d * d;
-        }
-    }
-    for (int l = 0; l < 16; ++l) {
-      mean[b * 16 + l] = mu[l];
-      var[b * 16 + l] = count ? sq[l] / static_cast<double>(count) : 0;
-    }
+    double sq[16];
+    block_means(x, n, cb, s, b, mean + b * 16);
+    block_sq_devs(x, n, cb, s, b, mean + b * 16, sq);
+    for (int l = 0; l < 16; ++l) var[b * 16 + l] = count ? sq[l] / static_cast<double>(count) : 0;
   }
 }
 
-template <typename St>
+template <bool Relu, typename St>
 CB_CPU_CLONES void scale_shift_blocked(const St* x, St* y, int64_t p0, int64_t p1, int64_t cb,
                                        int64_t s, const float* mul, const float* add) {
   for (int64_t pl = p0; pl < p1; ++pl) {  // pl = i * cb + b: one block of one sample
@@ -90,7 +86,10 @@ CB_CPU_CLONES void scale_shift_blocked(const St* x, St* y, int64_t p0, int64_t p
     const float *m = mul + (pl % cb) * 16, *d = add + (pl % cb) * 16;
     St* yp = y + pl * s * 16;
     for (int64_t j = 0; j < s; ++j)
-      for (int l = 0; l < 16; ++l) store_s(yp, j * 16 + l, load_s(xp, j * 16 + l) * m[l] + d[l]);
+      for (int l = 0; l < 16; ++l) {
+        const float v = load_s(xp, j * 16 + l) * m[l] + d[l];
+        store_s(yp, j * 16 + l, Relu ? (v > 0.0f ? v : 0.0f) : v);
+      }
   }
 }
 
@@ -137,12 +136,16 @@ void batch_norm(const KernelArgs& a) {
       with_storage(X.bf16_storage, [&](auto* tag) {
         using St = std::remove_pointer_t<decltype(tag)>;
         parallel(n * c / 16, 16 * s, [&](int64_t p0, int64_t p1) {
-          scale_shift_blocked(static_cast<const St*>(X.data), static_cast<St*>(Y.data), p0, p1,
-                              c / 16, s, mul, add);
+          auto* f = p.relu ? scale_shift_blocked<true, St> : scale_shift_blocked<false, St>;
+          f(static_cast<const St*>(X.data), static_cast<St*>(Y.data), p0, p1, c / 16, s, mul, add);
         });
       });
-  } else
-    parallel(n * c, s, [&](int64_t p0, int64_t p1) { scale_shift(x, y, p0, p1, c, s, mul, add); });
+  } else {
+    parallel(n * c, s, [&](int64_t p0, int64_t p1) {
+      auto* f = p.relu ? scale_shift<true, T> : scale_shift<false, T>;
+      f(x, y, p0, p1, c, s, mul, add);
+    });
+  }
   if (!p.training) return;
   const double mom = p.momentum;
   const double unbias = p.unbiased_running_var && count > 1

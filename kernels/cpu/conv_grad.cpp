@@ -182,7 +182,7 @@ void bias_grad(const KernelArgs& a) {
   const int64_t vol = n * m != 0 ? dY.numel() / (n * m) : 0;
   const T* dy = dY.ptr<T>();
   T* db = dB.ptr<T>();
-  if (dY.blocked) {  // [N, M/16, vol, 16]: a block of 16 channels at a time, in double
+  if (dY.blocked) {  // [N, M/16, vol, 16]: a block of 16 channels at a time (storage.h)
     with_storage(dY.bf16_storage, [&](auto* tag) {
       using St = std::remove_pointer_t<decltype(tag)>;
       const auto* d = static_cast<const St*>(dY.data);

@@ -1,9 +1,10 @@
 // Normalization backward on the CPU (X f32/f64). Statistics are recomputed from X (the vjps save
-// none), in double, exactly as the forwards compute them (batch_normalization.cpp,
-// layer_normalization.cpp); every output present is assigned.
+// none), as the forwards compute them (batch_normalization.cpp, layer_normalization.cpp);
+// every output present is assigned.
 //
 // BatchNormalizationGrad(dY [N,C,S...], X [N,C,S...], scale [C]) -> dX [N,C,S...], dscale [C],
 //                                                                   dB [C]     (training mode)
+//   with the params' relu, a fourth input Z (the fused forward's output): dy is 0 where Z <= 0.
 //   per channel over M = N * S values: mean, biased var, invstd = 1/sqrt(var + eps),
 //   xhat = (x - mean) * invstd, dB = sum(dy), dscale = sum(dy * xhat),
 //   dX = scale * invstd / M * (M * dy - dB - xhat * dscale).
@@ -39,17 +40,18 @@ const TensorView* out_at(const KernelArgs& a, size_t i) {
 // Channels [c0, c1) of x, dy, dx [N, C, S]: the statistics, the sums (plane_sum.h) and dx; writes
 // dB and dscale per channel into sdy_out / sdyx_out (double [C]).
 template <typename T>
-CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, T* dx, const TensorView* scale,
-                                    int64_t n, int64_t c, int64_t s, int64_t c0, int64_t c1,
-                                    double eps, double* sdy_out, double* sdyx_out) {
+CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, const T* z, T* dx,
+                                    const TensorView* scale, int64_t n, int64_t c, int64_t s,
+                                    int64_t c0, int64_t c1, double eps, double* sdy_out,
+                                    double* sdyx_out) {
   const int64_t count = n * s;
   for (int64_t ch = c0; ch < c1; ++ch) {
     double sum = 0, sq = 0, sdy = 0, sdyx = 0;
     for (int64_t i = 0; i < n; ++i) sum += plane_sum(x + (i * c + ch) * s, s);
     const double mean = count ? sum / static_cast<double>(count) : 0;
     for (int64_t i = 0; i < n; ++i)  // two-pass variance and the two gradient sums
-      plane_sums(x + (i * c + ch) * s, dy + (i * c + ch) * s, s, static_cast<T>(mean), sq, sdy,
-                 sdyx);
+      plane_sums(x + (i * c + ch) * s, dy + (i * c + ch) * s, z ? z + (i * c + ch) * s : nullptr, s,
+                 static_cast<T>(mean), sq, sdy, sdyx);
     const double var = count ? sq / static_cast<double>(count) : 0;
     const double invstd = 1.0 / std::sqrt(var + eps);
     sdyx *= invstd;  // sum(dy * xhat)
@@ -64,31 +66,30 @@ CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, T* dx, const Tensor
     for (int64_t i = 0; i < n; ++i) {
       const T *xp = x + (i * c + ch) * s, *dyp = dy + (i * c + ch) * s;
       T* dxp = dx + (i * c + ch) * s;
-      for (int64_t j = 0; j < s; ++j) dxp[j] = k * (dyp[j] - b - (xp[j] - mu) * q);
+      if (z) {
+        const T* zp = z + (i * c + ch) * s;
+        for (int64_t j = 0; j < s; ++j)
+          dxp[j] = k * ((zp[j] > T(0) ? dyp[j] : T(0)) - b - (xp[j] - mu) * q);
+      } else {
+        for (int64_t j = 0; j < s; ++j) dxp[j] = k * (dyp[j] - b - (xp[j] - mu) * q);
+      }
     }
   }
 }
 
 // The same for blocks [b0, b1) of 16 channels of x, dy, dx in the blocked layout [N, C/16, S, 16]
 // (TensorView::blocked) stored as St (float or bf16 bits, storage.h), the 16 lanes side by side.
-template <typename St>
-CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, St* dx, const TensorView* scale,
-                                   int64_t n, int64_t cb, int64_t s, int64_t b0, int64_t b1,
-                                   double eps, double* sdy_out, double* sdyx_out) {
+// Masked: dy counts where z (a fused Relu's output) > 0.
+template <bool Masked, typename St>
+CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, const St* z, St* dx,
+                                   const TensorView* scale, int64_t n, int64_t cb, int64_t s,
+                                   int64_t b0, int64_t b1, double eps, double* sdy_out,
+                                   double* sdyx_out) {
   const int64_t count = n * s;
   for (int64_t b = b0; b < b1; ++b) {
-    double mean[16], sq[16] = {}, sdy[16] = {}, sdyx[16] = {}, invstd[16];
+    double mean[16], sq[16], sdy[16], sdyx[16], invstd[16];
     block_means(x, n, cb, s, b, mean);
-    for (int64_t i = 0; i < n; ++i) {
-      const St *xp = x + (i * cb + b) * s * 16, *dyp = dy + (i * cb + b) * s * 16;
-      for (int64_t j = 0; j < s; ++j)
-        for (int l = 0; l < 16; ++l) {
-          const double d = load_s(xp, j * 16 + l) - mean[l], g = load_s(dyp, j * 16 + l);
-          sq[l] += d * d;
-          sdy[l] += g;
-          sdyx[l] += g * d;
-        }
-    }
+    block_grad_sums<Masked>(x, dy, z, n, cb, s, b, mean, sq, sdy, sdyx);
     float k[16], bb[16], q[16], mu[16];
     const double inv_m = count ? 1.0 / static_cast<double>(count) : 0;
     for (int l = 0; l < 16; ++l) {
@@ -105,12 +106,14 @@ CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, St* dx, const Tens
     if (!dx || count == 0) continue;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t at = (i * cb + b) * s * 16;
-      const St *xp = x + at, *dyp = dy + at;
+      const St *xp = x + at, *dyp = dy + at, *zp = Masked ? z + at : nullptr;
       St* dxp = dx + at;
       for (int64_t j = 0; j < s; ++j)
         for (int l = 0; l < 16; ++l) {
           const int64_t e = j * 16 + l;
-          store_s(dxp, e, k[l] * (load_s(dyp, e) - bb[l] - (load_s(xp, e) - mu[l]) * q[l]));
+          float g = load_s(dyp, e);
+          if constexpr (Masked) g = load_s(zp, e) > 0.0f ? g : 0.0f;
+          store_s(dxp, e, k[l] * (g - bb[l] - (load_s(xp, e) - mu[l]) * q[l]));
         }
     }
   }
@@ -125,6 +128,10 @@ void batch_norm_grad(const KernelArgs& a) {
   const int64_t s = n * c != 0 ? X.numel() / (n * c) : 0;
   const T *x = X.ptr<T>(), *dy = dY.ptr<T>();
   T* dx = dX ? dX->ptr<T>() : nullptr;
+  // A fused Relu's output (fuse_batch_norm_relu): dY counts where it is > 0. Laid out as X.
+  const TensorView* Z = p.relu ? &a.in.at(3) : nullptr;
+  CB_CHECK(!Z || (Z->blocked == X.blocked && Z->bf16_storage == X.bf16_storage));
+  const T* z = Z ? Z->ptr<T>() : nullptr;
   double* sdy = scratch<double, 0>(c);
   double* sdyx = scratch<double, 1>(c);
   const double eps = static_cast<double>(p.epsilon);
@@ -135,15 +142,17 @@ void batch_norm_grad(const KernelArgs& a) {
       with_storage(X.bf16_storage, [&](auto* tag) {
         using St = std::remove_pointer_t<decltype(tag)>;
         parallel(c / 16, 64 * n * s, [&](int64_t b0, int64_t b1) {
-          bn_grad_blocked(static_cast<const St*>(X.data), static_cast<const St*>(dY.data),
-                          dX ? static_cast<St*>(dX->data) : nullptr, &scale, n, c / 16, s, b0, b1,
-                          eps, sdy, sdyx);
+          auto* f = Z ? bn_grad_blocked<true, St> : bn_grad_blocked<false, St>;
+          f(static_cast<const St*>(X.data), static_cast<const St*>(dY.data),
+            Z ? static_cast<const St*>(Z->data) : nullptr,
+            dX ? static_cast<St*>(dX->data) : nullptr, &scale, n, c / 16, s, b0, b1, eps, sdy,
+            sdyx);
         });
       });
   } else {
     // One channel is N strided planes of S values; channels run across the pool.
     parallel(c, 4 * n * s, [&](int64_t c0, int64_t c1) {
-      bn_grad_channels(x, dy, dx, &scale, n, c, s, c0, c1, eps, sdy, sdyx);
+      bn_grad_channels(x, dy, z, dx, &scale, n, c, s, c0, c1, eps, sdy, sdyx);
     });
   }
   for (int64_t ch = 0; ch < c; ++ch) {

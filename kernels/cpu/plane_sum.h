@@ -8,6 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+
+// Forces inlining into the CB_CPU_CLONES caller (lambdas too): a copy GCC keeps out of line is
+// built for the baseline ISA (SSE2), not the caller's.
+#define CB_STAT_INLINE __attribute__((always_inline))
 
 namespace cb::cpu {
 
@@ -67,37 +72,54 @@ inline double plane_sum_sq_dev(const T* x, int64_t n, T mu) {
   return total;
 }
 
-// With d = x - mu over [0, n): sq += sum(d^2), sdy += sum(dy), sdyx += sum(dy * d).
+// With d = x - mu over [0, n): sq += sum(d^2), sdy += sum(dy), sdyx += sum(dy * d); with z (a
+// fused Relu's output), dy counts only where z > 0, as ReluGrad masks.
 template <typename T>
-inline void plane_sums(const T* x, const T* dy, int64_t n, T mu, double& sq, double& sdy,
-                       double& sdyx) {
+CB_STAT_INLINE inline void plane_sums(const T* x, const T* dy, const T* z, int64_t n, T mu,
+                                      double& sq, double& sdy, double& sdyx) {
   using V = typename Lanes<T>::V;
   constexpr int64_t L = Lanes<T>::kCount;
-  V a0 = {}, a1 = {}, b0 = {}, b1 = {}, e0 = {}, e1 = {};
-  int64_t j = 0;
-  for (; j + 2 * L <= n; j += 2 * L) {
-    V d0, d1, g0, g1;
-    load_lanes(d0, x + j);
-    load_lanes(d1, x + j + L);
-    load_lanes(g0, dy + j);
-    load_lanes(g1, dy + j + L);
-    d0 -= mu;
-    d1 -= mu;
-    a0 += d0 * d0;
-    a1 += d1 * d1;
-    b0 += g0;
-    b1 += g1;
-    e0 += g0 * d0;
-    e1 += g1 * d1;
-  }
-  for (; j < n; ++j) {
-    const double d = static_cast<double>(x[j]) - mu;
-    sq += d * d;
-    sdy += dy[j];
-    sdyx += dy[j] * d;
-  }
-  for (int64_t l = 0; l < L; ++l) sq += a0[l], sdy += b0[l], sdyx += e0[l];
-  for (int64_t l = 0; l < L; ++l) sq += a1[l], sdy += b1[l], sdyx += e1[l];
+  auto sums = [&](auto masked) CB_STAT_INLINE {
+    constexpr bool kMasked = decltype(masked)::value;
+    V a0 = {}, a1 = {}, b0 = {}, b1 = {}, e0 = {}, e1 = {};
+    int64_t j = 0;
+    for (; j + 2 * L <= n; j += 2 * L) {
+      V d0, d1, g0, g1;
+      load_lanes(d0, x + j);
+      load_lanes(d1, x + j + L);
+      load_lanes(g0, dy + j);
+      load_lanes(g1, dy + j + L);
+      if constexpr (kMasked) {
+        const V zero = {};
+        V z0, z1;
+        load_lanes(z0, z + j);
+        load_lanes(z1, z + j + L);
+        g0 = z0 > zero ? g0 : zero;
+        g1 = z1 > zero ? g1 : zero;
+      }
+      d0 -= mu;
+      d1 -= mu;
+      a0 += d0 * d0;
+      a1 += d1 * d1;
+      b0 += g0;
+      b1 += g1;
+      e0 += g0 * d0;
+      e1 += g1 * d1;
+    }
+    for (; j < n; ++j) {
+      const double d = static_cast<double>(x[j]) - mu;
+      const T g = !kMasked || z[j] > T(0) ? dy[j] : T(0);
+      sq += d * d;
+      sdy += g;
+      sdyx += g * d;
+    }
+    for (int64_t l = 0; l < L; ++l) sq += a0[l], sdy += b0[l], sdyx += e0[l];
+    for (int64_t l = 0; l < L; ++l) sq += a1[l], sdy += b1[l], sdyx += e1[l];
+  };
+  if (z)
+    sums(std::true_type{});
+  else
+    sums(std::false_type{});
 }
 
 }  // namespace cb::cpu

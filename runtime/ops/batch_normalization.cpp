@@ -47,6 +47,7 @@ void set_training(Node& n, bool training) {
 }
 // Training mode: BatchNormalizationGrad(dY, X, scale) -> (dX, dscale, dB), recomputing the batch
 // statistics from X (cheaper in memory than saving them; opset 14+ BN has no saved outputs).
+// fuse_batch_norm_relu gives it a fourth input, the fused forward's Y, with the params' relu.
 void vjp(VjpCtx& c) {
   const auto& p = c.p<BatchNormalizationParams>();
   if (!p.training)
@@ -78,7 +79,7 @@ const OpDef kBatchNormalization{.kind = OpKind::BatchNormalization,
 const OpDef kBatchNormalizationGrad{.kind = OpKind::BatchNormalizationGrad,
                                     .name = "BatchNormalizationGrad",
                                     .inputs_min = 3,
-                                    .inputs_max = 3,
+                                    .inputs_max = 4,
                                     .outputs_min = 3,
                                     .outputs_max = 3,
                                     .infer = infer_grad,

@@ -34,6 +34,9 @@ struct BatchNormalizationParams {
   // the unbiased one PyTorch and TensorFlow use (true; set with training by set_training(), which
   // the trainer calls, so that training matches the frameworks the models come from).
   bool unbiased_running_var = false;
+  // Y = max(Y, 0): a Relu fused in (fuse_batch_norm_relu, runtime/passes.h); its gradient then
+  // reads that Y as a fourth input and masks dY where Y <= 0, as ReluGrad does.
+  bool relu = false;
 };
 
 // cast.cpp
