@@ -246,9 +246,12 @@ TEST_CASE(
   for (const auto& [name, info] : zoo["models"].items()) {
     for (int opset : {13, 17}) {
       const std::string path = fmt::format("{}/models/{}_op{}.onnx", CB_SOURCE_DIR, name, opset);
-      // The big ones (vgg11_bn alone takes 80 s here) at opset 17 only: the small ones cover the
-      // opset 13 forms (BN with five outputs, Dropout without training_mode).
+      // The big ones at opset 17 only: the small ones cover the opset 13 forms (BN with five
+      // outputs, Dropout without training_mode). vgg11_bn not at all: it took 80 of this test's
+      // 110 s, and its ops (Conv, BN, Relu, MaxPool, Flatten, Gemm, Dropout) are all in
+      // ResNet-50's and MobileNetV2's exports.
       if (opset == 13 && info["num_params"].get<int64_t>() > 1000000) continue;
+      if (name == "vgg11_bn") continue;
 #if defined(__SANITIZE_THREAD__)
       // Under ThreadSanitizer only the small ones: its shadow memory took training the big ones
       // past 23 GB (the OOM killer ended the suite); the asan and Release runs cover them.
