@@ -33,11 +33,12 @@ decltype(auto) with_storage(bool bf16, F&& f) {
 
 // Statistics over a blocked value x [N, C/16, S, 16] (the blocked layout) stored as St, one block
 // b of 16 channels at a time, the lanes side by side as two 8-float vectors (plane_sum.h's
-// Lanes): each lane sums kStatChunk positions in f32 (two accumulators taking alternate
-// positions, so the adds' latency overlaps), and each chunk's total goes into a double. f32
-// vectors of 8 do twice the work of double ones per instruction and need no conversions; runs of
-// 16 f32 adds keep the sums about as accurate as the double ones were (with runs of 64, ResNet-20
-// trained 3 steps blocked moved 2.5e-5 from the plain layout, past test_layouts' bound of 1e-5).
+// Lanes): each lane sums kStatChunk positions in f32 (the one-quantity sums in two accumulators
+// taking alternate positions, so the adds' latency overlaps; the gradient's three sums in one
+// each), and each chunk's total goes into a double. f32 vectors of 8 do twice the work of double
+// ones per instruction and need no conversions; runs of 16-32 f32 adds keep the sums about as
+// accurate as the double ones were (with runs of 64, ResNet-20 trained 3 steps blocked moved
+// 2.5e-5 from the plain layout, past test_layouts' bound of 1e-5).
 // Inline: called from CB_CPU_CLONES functions (BatchNorm forward and backward, ConvGrad's bias
 // gradient), forced (CB_STAT_INLINE).
 inline constexpr int64_t kStatChunk = 32;
