@@ -8,6 +8,7 @@
 // BatchNorm + Relu fused (fuse_batch_norm_relu) against the two ops, and where the trainer fuses.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -709,7 +710,10 @@ TEST_CASE("layouts: BatchNorm with a fused Relu gives BatchNorm then Relu's bits
       CHECK(rm[0] == rm[1]);
       CHECK(rv[0] == rv[1]);
       int zeros = 0;  // the mask has both sides
-      for (size_t i = 0; i < z.size(); i += es) zeros += z[i] == 0 && z[i + 1] == 0;
+      for (size_t i = 0; i < z.size(); i += es)
+        zeros +=
+            std::all_of(z.begin() + static_cast<long>(i), z.begin() + static_cast<long>(i + es),
+                        [](uint8_t byte) { return byte == 0; });
       CHECK(zeros > count / 4);
       CHECK(zeros < 3 * count / 4);
       // Backward: ReluGrad, BatchNormalizationGrad; and the fused gradient.
