@@ -25,6 +25,19 @@ std::vector<int64_t> readers(const Graph& g) {
   return uses;
 }
 
+// Removes the nodes k with drop[k] (their outputs already without readers), keeping the others'
+// order, and sets every output's producer to its node's new index.
+void remove_nodes(Graph& g, const std::vector<bool>& drop) {
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
+  g.nodes = std::move(kept);
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (ValueId o : g.nodes[k].outputs)
+      if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(k);
+}
+
 // Whether Transpose node t swaps the last two dims of its input and keeps the others.
 bool swaps_last_two(const Graph& g, const Node& t) {
   const size_t r = g.value(t.inputs.at(0)).shape.size();
@@ -215,14 +228,7 @@ int64_t fold_matmul_transposes(Graph& g, bool permuted) {
     for (ValueId in : n.inputs)
       if (in != kNoValue) --uses[static_cast<size_t>(in)];
   }
-  std::vector<Node> kept;
-  kept.reserve(g.nodes.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    if (!dead[k]) kept.push_back(std::move(g.nodes[k]));
-  g.nodes = std::move(kept);
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (ValueId o : g.nodes[k].outputs)
-      if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(k);
+  remove_nodes(g, dead);
   return folded;
 }
 
@@ -419,7 +425,7 @@ int64_t fuse_gelu(Graph& g) {
 
 int64_t fuse_batch_norm_relu(Graph& g) {
   const std::vector<int64_t> uses = readers(g);
-  std::vector<char> drop(g.nodes.size(), 0);
+  std::vector<bool> drop(g.nodes.size(), false);
   int64_t fused = 0;
   // Forward: BatchNormalization whose Y only a Relu reads writes the Relu's output itself.
   for (Node& r : g.nodes) {
@@ -432,7 +438,7 @@ int64_t fuse_batch_norm_relu(Graph& g) {
     bn->outputs[0] = r.outputs[0];
     g.value(r.outputs[0]).producer = g.value(r.inputs[0]).producer;
     g.value(r.inputs[0]).producer = -1;
-    drop[static_cast<size_t>(&r - g.nodes.data())] = 1;
+    drop[static_cast<size_t>(&r - g.nodes.data())] = true;
     ++fused;
   }
   // Backward: ReluGrad(dZ, Z) of such a Z, read only by the BatchNormalizationGrad of the same
@@ -457,17 +463,10 @@ int64_t fuse_batch_norm_relu(Graph& g) {
     std::any_cast<ops::BatchNormalizationParams&>(reader->params).relu = true;
     reader->inputs = {rg.inputs[0], reader->inputs[1], reader->inputs[2], zv};
     g.value(dy).producer = -1;
-    drop[static_cast<size_t>(&rg - g.nodes.data())] = 1;
+    drop[static_cast<size_t>(&rg - g.nodes.data())] = true;
   }
   if (fused == 0) return 0;
-  std::vector<Node> kept;
-  kept.reserve(g.nodes.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    if (!drop[k]) kept.push_back(std::move(g.nodes[k]));
-  g.nodes = std::move(kept);
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (ValueId o : g.nodes[k].outputs)
-      if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(k);
+  remove_nodes(g, drop);
   return fused;
 }
 

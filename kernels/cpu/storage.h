@@ -79,22 +79,32 @@ CB_STAT_INLINE inline void for_block_chunks(int64_t n, int64_t cb, int64_t s, in
   }
 }
 
-// sum[l] = the sum of channel l of block b over N and S.
-template <class St>
-CB_STAT_INLINE inline void block_sums(const St* x, int64_t n, int64_t cb, int64_t s, int64_t b,
-                                      double* sum) {
-  for (int l = 0; l < 16; ++l) sum[l] = 0;
+// out[l] = the sum over channel l of block b (N and S) of term(v, m): v 8 lanes of x, m those
+// lanes of mean (mean16; zero without one).
+template <class St, class Term>
+CB_STAT_INLINE inline void block_term_sums(const St* x, int64_t n, int64_t cb, int64_t s, int64_t b,
+                                           const double* mean, Term term, double* out) {
+  F8 m0 = {}, m1 = {};
+  if (mean) mean16(mean, m0, m1);
+  for (int l = 0; l < 16; ++l) out[l] = 0;
   for_block_chunks(n, cb, s, b, [&](int64_t at, int64_t j, int64_t j1) CB_STAT_INLINE {
     const St* p = x + at;
     F8 a0 = {}, a1 = {}, c0 = {}, c1 = {}, v0, v1, w0, w1;
     for (; j + 1 < j1; j += 2) {
       load16(p + j * 16, v0, v1);
       load16(p + (j + 1) * 16, w0, w1);
-      a0 += v0, a1 += v1, c0 += w0, c1 += w1;
+      a0 += term(v0, m0), a1 += term(v1, m1), c0 += term(w0, m0), c1 += term(w1, m1);
     }
-    if (j < j1) load16(p + j * 16, v0, v1), a0 += v0, a1 += v1;
-    add_lanes(sum, a0 + c0, a1 + c1);
+    if (j < j1) load16(p + j * 16, v0, v1), a0 += term(v0, m0), a1 += term(v1, m1);
+    add_lanes(out, a0 + c0, a1 + c1);
   });
+}
+// sum[l] = the sum of channel l of block b over N and S.
+template <class St>
+CB_STAT_INLINE inline void block_sums(const St* x, int64_t n, int64_t cb, int64_t s, int64_t b,
+                                      double* sum) {
+  block_term_sums(
+      x, n, cb, s, b, nullptr, [](const F8& v, const F8&) CB_STAT_INLINE { return v; }, sum);
 }
 // Their means: the first pass of BatchNorm's statistics, forward and backward.
 template <class St>
@@ -109,25 +119,13 @@ CB_STAT_INLINE inline void block_means(const St* x, int64_t n, int64_t cb, int64
 template <class St>
 CB_STAT_INLINE inline void block_sq_devs(const St* x, int64_t n, int64_t cb, int64_t s, int64_t b,
                                          const double* mean, double* sq) {
-  F8 m0, m1;
-  mean16(mean, m0, m1);
-  for (int l = 0; l < 16; ++l) sq[l] = 0;
-  for_block_chunks(n, cb, s, b, [&](int64_t at, int64_t j, int64_t j1) CB_STAT_INLINE {
-    const St* p = x + at;
-    F8 a0 = {}, a1 = {}, c0 = {}, c1 = {}, v0, v1, w0, w1;
-    for (; j + 1 < j1; j += 2) {
-      load16(p + j * 16, v0, v1);
-      load16(p + (j + 1) * 16, w0, w1);
-      v0 -= m0, v1 -= m1, w0 -= m0, w1 -= m1;
-      a0 += v0 * v0, a1 += v1 * v1, c0 += w0 * w0, c1 += w1 * w1;
-    }
-    if (j < j1) {
-      load16(p + j * 16, v0, v1);
-      v0 -= m0, v1 -= m1;
-      a0 += v0 * v0, a1 += v1 * v1;
-    }
-    add_lanes(sq, a0 + c0, a1 + c1);
-  });
+  block_term_sums(
+      x, n, cb, s, b, mean,
+      [](const F8& v, const F8& m) CB_STAT_INLINE {
+        const F8 d = v - m;
+        return d * d;
+      },
+      sq);
 }
 // With d = x - mean[l] (f32) over channel l of x and dy (alike): sq[l] = sum(d^2),
 // sdy[l] = sum(dy), sdyx[l] = sum(dy * d): BatchNormalizationGrad's sums. Masked, with z (a fused
