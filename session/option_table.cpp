@@ -354,10 +354,10 @@ std::vector<OptionSpec> make_table() {
   t.add(
       "precision", Kind::Value,
       "f32, or bf16: mixed precision (the convolutions and matrix products (Gemm, MatMul), "
-      "forward and backward, multiply in bf16 with f32 accumulation, and the activations "
-      "between convolutions are stored as bf16; weights, "
+      "forward and backward, multiply in bf16 with f32 accumulation, and on the CPU the "
+      "activations between convolutions are stored as bf16; weights, "
       "optimizer, SMA state, BatchNorm statistics, softmax and losses stay f32; checkpoints and "
-      "exports are f32). CPU: needs AVX-512 BF16 cores",
+      "exports are f32). CPU: needs AVX-512 BF16 cores; GPU: compute capability 8.0 or newer",
       [](SessionOptions& o, const std::string& s) { o.trainer.precision = parse_precision(s); },
       [](const SessionOptions& o) { return std::string(precision_name(o.trainer.precision)); });
   t.flag_at("plain-layout", CB_FIELD(trainer.blocked_layouts),

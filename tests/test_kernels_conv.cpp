@@ -10,8 +10,11 @@
 
 #include <any>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/common/scalar_math.h"
@@ -544,106 +547,115 @@ TEST_CASE("batchnorm: training-mode statistics and running updates by hand") {
     CHECK(yf[i] == doctest::Approx(2 * (xf[i] - 2) / std::sqrt(4 + 1e-3) + 1).epsilon(1e-6));
 }
 
-// GemmParams::bf16 / MatMulParams (--precision bf16): where oneDNN has bf16 kernels for these
-// cores, a product large enough for the bf16 path is the exact product of the bf16-rounded
-// operands summed in f32: it matches an f64 computation on rounded inputs to f32 accuracy and
-// differs from the unrounded one by the rounding (so the bf16 kernel really ran). Without bf16
-// cores the f32 path runs (within f32 accuracy of the unrounded product).
+// GemmParams::bf16 / MatMulParams (--precision bf16): a product large enough for the bf16 path
+// is the exact product of the bf16-rounded operands summed in f32 (or better): it matches an f64
+// computation on rounded inputs to f32 accuracy and differs from the unrounded one by the
+// rounding (so the bf16 path really ran). On the CPU where oneDNN has no bf16 kernels for these
+// cores the f32 path runs (within f32 accuracy of the unrounded product). The CUDA backend rounds
+// always: on the host (cuda-host) its naive kernel runs on the rounded operands; on a GPU,
+// cuBLASLt with bf16 operands and f32 results.
 TEST_CASE("gemm and matmul in bf16: bf16-rounded operands, f32 accumulation") {
-  auto two = make_cpu_device(2);
-  const bool bf16_cores = cpu::dnnl_bf16_available();
-  auto round16 = [](std::vector<float> v) {
-    for (float& x : v) x = math::bf16_to_f32(math::f32_to_bf16(x));
-    return v;
-  };
-  // Y[i][j] = sum_q op(A)[i][q] op(B)[q][j] (+ C[j]), in f64, for A, B stored as given.
-  auto reference = [](const std::vector<float>& A, const std::vector<float>& B,
-                      const std::vector<float>* C, bool ta, bool tb, int64_t M, int64_t N,
-                      int64_t K) {
-    std::vector<double> y(size_t(M * N));
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        double acc = C ? (*C)[size_t(j)] : 0.0;
-        for (int64_t q = 0; q < K; ++q)
-          acc +=
-              double(A[size_t(ta ? q * M + i : i * K + q)]) * B[size_t(tb ? j * K + q : q * N + j)];
-        y[size_t(i * N + j)] = acc;
-      }
-    return y;
-  };
-  auto check = [&](const std::vector<float>& got, const std::vector<double>& rounded,
-                   const std::vector<double>& exact) {
-    double scale = 0, e_r = 0, e_x = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      scale = std::max(scale, std::abs(rounded[i]));
-      e_r = std::max(e_r, std::abs(got[i] - rounded[i]));
-      e_x = std::max(e_x, std::abs(got[i] - exact[i]));
-    }
-    CHECK(scale > 0);
-    if (bf16_cores) {
-      CHECK(e_r <= 1e-5 * scale);
-      CHECK(e_x > 1e-4 * scale);  // the rounding shows
-    } else {
-      CHECK(e_x <= 1e-5 * scale);
-    }
-  };
-  // 737,280 multiply-adds, split over the two threads by rows of C (taller than wide) and by
-  // columns (wider): each operand rounded once into buffers both threads read. A long K read
-  // transposed (a weight's gradient) goes in K slices accumulated into C (gemm.cpp).
-  struct Mnk {
-    int64_t m, n, k;
-  };
-  for (const auto [M, N, K] : {Mnk{192, 80, 48}, Mnk{48, 192, 80}, Mnk{64, 40, 1100}})
-    for (bool ta : {false, true})
-      for (bool tb : {false, true})
-        for (bool with_c : {false, true}) {
-          CAPTURE(M);
-          CAPTURE(ta);
-          CAPTURE(tb);
-          CAPTURE(with_c);
-          ops::GemmParams p;
-          p.trans_a = ta;
-          p.trans_b = tb;
-          p.beta = with_c ? 1.0f : 0.0f;
-          p.bf16 = true;
-          std::any params = p;
-          auto A = random_vec<float>(M * K, 7), B = random_vec<float>(K * N, 8),
-               C = random_vec<float>(N, 9);
-          std::vector<float> Y(size_t(M * N), -99);
-          KernelArgs a;
-          a.in = {view(A, ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}),
-                  view(B, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N})};
-          if (with_c) a.in.push_back(view(C, {N}));
-          a.out = {view(Y, {M, N})};
-          launch(OpKind::Gemm, a, *two, &params);
-          check(Y, reference(round16(A), round16(B), with_c ? &C : nullptr, ta, tb, M, N, K),
-                reference(A, B, with_c ? &C : nullptr, ta, tb, M, N, K));
+  std::vector<std::pair<std::unique_ptr<Device>, bool>> devices;  // (device, rounds)
+  devices.emplace_back(make_cpu_device(2), cpu::dnnl_bf16_available());
+  devices.emplace_back(make_cuda_host_run_device(), true);
+  std::string why;
+  if (cuda_device_count(&why) > 0) devices.emplace_back(make_cuda_device(0), true);
+  for (auto& [two, bf16_cores] : devices) {
+    CAPTURE(two->caps().name);
+    auto round16 = [](std::vector<float> v) {
+      for (float& x : v) x = math::bf16_to_f32(math::f32_to_bf16(x));
+      return v;
+    };
+    // Y[i][j] = sum_q op(A)[i][q] op(B)[q][j] (+ C[j]), in f64, for A, B stored as given.
+    auto reference = [](const std::vector<float>& A, const std::vector<float>& B,
+                        const std::vector<float>* C, bool ta, bool tb, int64_t M, int64_t N,
+                        int64_t K) {
+      std::vector<double> y(size_t(M * N));
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double acc = C ? (*C)[size_t(j)] : 0.0;
+          for (int64_t q = 0; q < K; ++q)
+            acc += double(A[size_t(ta ? q * M + i : i * K + q)]) *
+                   B[size_t(tb ? j * K + q : q * N + j)];
+          y[size_t(i * N + j)] = acc;
         }
-  // MatMul: a shared right matrix (the batch folded into rows) and one product per batch index.
-  for (const bool shared : {true, false}) {
-    CAPTURE(shared);
-    const int64_t batch = 3, m = 64, k = 72, n = 64;
-    std::any params = ops::MatMulParams{true};
-    auto A = random_vec<float>(batch * m * k, 10),
-         B = random_vec<float>((shared ? 1 : batch) * k * n, 11);
-    std::vector<float> Y(size_t(batch * m * n), -99);
-    KernelArgs a;
-    a.in = {view(A, {batch, m, k}), shared ? view(B, {k, n}) : view(B, {batch, k, n})};
-    a.out = {view(Y, {batch, m, n})};
-    launch(OpKind::MatMul, a, *two, &params);
-    const std::vector<float> Ar = round16(A), Br = round16(B);
-    std::vector<double> rounded, exact;
-    for (int64_t b = 0; b < batch; ++b) {
-      auto slice = [&](const std::vector<float>& v, int64_t len, int64_t i) {
-        return std::vector<float>(v.begin() + i * len, v.begin() + (i + 1) * len);
-      };
-      const int64_t bb = shared ? 0 : b;
-      auto r = reference(slice(Ar, m * k, b), slice(Br, k * n, bb), nullptr, false, false, m, n, k);
-      auto x = reference(slice(A, m * k, b), slice(B, k * n, bb), nullptr, false, false, m, n, k);
-      rounded.insert(rounded.end(), r.begin(), r.end());
-      exact.insert(exact.end(), x.begin(), x.end());
+      return y;
+    };
+    auto check = [&](const std::vector<float>& got, const std::vector<double>& rounded,
+                     const std::vector<double>& exact) {
+      double scale = 0, e_r = 0, e_x = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        scale = std::max(scale, std::abs(rounded[i]));
+        e_r = std::max(e_r, std::abs(got[i] - rounded[i]));
+        e_x = std::max(e_x, std::abs(got[i] - exact[i]));
+      }
+      CHECK(scale > 0);
+      if (bf16_cores) {
+        CHECK(e_r <= 1e-5 * scale);
+        CHECK(e_x > 1e-4 * scale);  // the rounding shows
+      } else {
+        CHECK(e_x <= 1e-5 * scale);
+      }
+    };
+    // 737,280 multiply-adds, split over the two threads by rows of C (taller than wide) and by
+    // columns (wider): each operand rounded once into buffers both threads read. A long K read
+    // transposed (a weight's gradient) goes in K slices accumulated into C (gemm.cpp).
+    struct Mnk {
+      int64_t m, n, k;
+    };
+    for (const auto [M, N, K] : {Mnk{192, 80, 48}, Mnk{48, 192, 80}, Mnk{64, 40, 1100}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (bool with_c : {false, true}) {
+            CAPTURE(M);
+            CAPTURE(ta);
+            CAPTURE(tb);
+            CAPTURE(with_c);
+            ops::GemmParams p;
+            p.trans_a = ta;
+            p.trans_b = tb;
+            p.beta = with_c ? 1.0f : 0.0f;
+            p.bf16 = true;
+            std::any params = p;
+            auto A = random_vec<float>(M * K, 7), B = random_vec<float>(K * N, 8),
+                 C = random_vec<float>(N, 9);
+            std::vector<float> Y(size_t(M * N), -99);
+            KernelArgs a;
+            a.in = {view(A, ta ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K}),
+                    view(B, tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N})};
+            if (with_c) a.in.push_back(view(C, {N}));
+            a.out = {view(Y, {M, N})};
+            launch(OpKind::Gemm, a, *two, &params);
+            check(Y, reference(round16(A), round16(B), with_c ? &C : nullptr, ta, tb, M, N, K),
+                  reference(A, B, with_c ? &C : nullptr, ta, tb, M, N, K));
+          }
+    // MatMul: a shared right matrix (the batch folded into rows) and one product per batch index.
+    for (const bool shared : {true, false}) {
+      CAPTURE(shared);
+      const int64_t batch = 3, m = 64, k = 72, n = 64;
+      std::any params = ops::MatMulParams{true};
+      auto A = random_vec<float>(batch * m * k, 10),
+           B = random_vec<float>((shared ? 1 : batch) * k * n, 11);
+      std::vector<float> Y(size_t(batch * m * n), -99);
+      KernelArgs a;
+      a.in = {view(A, {batch, m, k}), shared ? view(B, {k, n}) : view(B, {batch, k, n})};
+      a.out = {view(Y, {batch, m, n})};
+      launch(OpKind::MatMul, a, *two, &params);
+      const std::vector<float> Ar = round16(A), Br = round16(B);
+      std::vector<double> rounded, exact;
+      for (int64_t b = 0; b < batch; ++b) {
+        auto slice = [&](const std::vector<float>& v, int64_t len, int64_t i) {
+          return std::vector<float>(v.begin() + i * len, v.begin() + (i + 1) * len);
+        };
+        const int64_t bb = shared ? 0 : b;
+        auto r =
+            reference(slice(Ar, m * k, b), slice(Br, k * n, bb), nullptr, false, false, m, n, k);
+        auto x = reference(slice(A, m * k, b), slice(B, k * n, bb), nullptr, false, false, m, n, k);
+        rounded.insert(rounded.end(), r.begin(), r.end());
+        exact.insert(exact.end(), x.begin(), x.end());
+      }
+      check(Y, rounded, exact);
     }
-    check(Y, rounded, exact);
   }
 }
 

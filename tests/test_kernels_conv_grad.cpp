@@ -12,6 +12,7 @@
 #include <any>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/cuda/cuda_device.h"
 #include "runtime/device.h"
 #include "runtime/ops/params.h"
 #include "tests/device_util.h"
@@ -60,13 +62,14 @@ std::vector<std::vector<double>> run_grad(const GradCase& gc, const std::vector<
         (gc.in[i] + gc.pads[i] + gc.pads[i + r] - (gc.d[i] * (gc.k[i] - 1) + 1)) / gc.s[i] + 1);
   }
   REQUIRE(static_cast<int64_t>(dy.size()) == numel(yd));
-  if (fwd) {  // Conv(X, W) -> Y [N, M, D'...] into the first output; dy is unused
+  if (fwd) {  // Conv(X, W, B) -> Y [N, M, D'...] into the first output; dy is unused
     std::vector<T> tx(x.begin(), x.end()), tw(w.begin(), w.end()),
-        y(static_cast<size_t>(numel(yd)), T(-99));
+        y(static_cast<size_t>(numel(yd)), T(-99)), tb(static_cast<size_t>(gc.m));
+    for (size_t j = 0; j < tb.size(); ++j) tb[j] = T(0.25) * T(j % 7) - T(0.75);
     constexpr DType t = std::is_same_v<T, double> ? DType::F64 : DType::F32;
     KernelArgs a;
     a.params = &params;
-    a.in = {{tx.data(), t, xd}, {tw.data(), t, wd}, {}};
+    a.in = {{tx.data(), t, xd}, {tw.data(), t, wd}, {tb.data(), t, {gc.m}}};
     a.out = {{y.data(), t, yd}};
     test::launch_host(dev, OpKind::Conv, a);
     return {{y.begin(), y.end()}};
@@ -193,40 +196,67 @@ double max_abs(const std::vector<double>& a) {
 }
 }  // namespace
 
-// ConvParams::bf16 (--precision bf16): where oneDNN has bf16 kernels for these cores, Conv's Y and
-// ConvGrad's dX and dW are the exact products of the bf16-rounded operands summed in f32: they
-// match an f64 computation on rounded inputs to f32 accuracy, and differ from the f32 path by
-// the rounding (so the bf16 kernels really ran). Without bf16 cores the f32 path runs: equal to
-// it bit for bit.
+// ConvParams::bf16 (--precision bf16): Conv's Y and ConvGrad's dX and dW are the products of the
+// bf16-rounded operands summed in f32 or better; they match an f64 computation on rounded inputs
+// and differ from the f32 path by the rounding (so the bf16 path really ran). dB is not a product:
+// as in f32. Devices:
+//   - the CPU, where oneDNN has bf16 kernels for these cores; without them the f32 path runs, equal
+//     to it bit for bit;
+//   - the CUDA backend on the host (cuda-host): its bf16 fallback (the rounded operands on the
+//     direct kernels, f32 results), and with the host's stand-in for cuDNN's bf16 convolutions
+//     (CudaOptions::host_run_bf16_library) the GPU's path around cuDNN: results rounded to bf16
+//     once (tolerance 2^-8 of the largest), asymmetric pads through the shifted input and back;
+//   - the GPU where there is one (cuDNN: results rounded to bf16).
 TEST_CASE("Conv and ConvGrad in bf16: bf16-rounded operands, f32 accumulation") {
-  auto dev = make_cpu_device(2);
   const bool bf16_cores = cpu::dnnl_bf16_available();
-  if (!bf16_cores) MESSAGE("no bf16 kernels on these cores: checking the f32 fallback");
+  if (!bf16_cores) MESSAGE("no bf16 kernels on these cores: checking the CPU's f32 fallback");
+  struct Bf16Device {
+    std::string name;
+    std::unique_ptr<Device> dev;
+    bool rounds;  // the bf16 path runs here
+    double tol;   // of |got - rounded reference|, times the largest magnitude
+  };
+  std::vector<Bf16Device> devices;
+  devices.push_back({"cpu", make_cpu_device(2), bf16_cores, 1e-4});
+  devices.push_back({"cuda-host", make_cuda_host_run_device(), true, 1e-5});
+  CudaOptions lib;
+  lib.host_run_bf16_library = true;
+  devices.push_back({"cuda-host with a bf16 library", make_cuda_host_run_device(lib), true, 4e-3});
+  std::string why;
+  if (cuda_device_count(&why) > 0) devices.push_back({"cuda", make_cuda_device(0), true, 4e-3});
   const GradCase cases[] = {
       {"resnet20 16x32x32 -> 32 k3 s2", 4, 16, 32, 1, {32, 32}, k3, s2, d1, p1},
       {"resnet50 64x14x14 -> 256 k1", 4, 64, 256, 1, {14, 14}, k1, s1, d1, p0},
       {"grouped dilated asymmetric pads", 3, 8, 12, 4, {11, 9}, k3, {2, 1}, {2, 1}, {1, 0, 2, 1}},
+      {"begin pads larger than the end's", 2, 6, 5, 1, {9, 8}, k3, s1, d1, {2, 1, 0, 1}},
       {"depthwise stride 2", 4, 16, 16, 16, {15, 15}, k3, s2, d1, p1},
   };
-  for (const GradCase& gc : cases) {
-    std::string name = gc.name;
-    CAPTURE(name);
-    const auto [dy, x, w] = random_operands(gc);
-    for (bool fwd : {true, false}) {
-      CAPTURE(fwd);
-      auto rounded =
-          run_grad<double>(gc, to_bf16(dy), to_bf16(x), to_bf16(w), *dev, -1, false, fwd);
-      auto f32 = run_grad<float>(gc, dy, x, w, *dev, -1, false, fwd);
-      auto got = run_grad<float>(gc, dy, x, w, *dev, -1, true, fwd);
-      for (size_t o = 0; o < (fwd ? 1u : 2u); ++o) {  // Y; or dX, dW (dB is not a product)
-        CAPTURE(o);
-        const double scale = max_abs(rounded[o]);
-        CHECK(scale > 0);
-        if (bf16_cores) {
-          CHECK(max_err(got[o], rounded[o]) <= 1e-4 * scale);
-          CHECK(max_err(got[o], f32[o]) > 1e-4 * scale);  // the rounding shows
-        } else {
-          CHECK(got[o] == f32[o]);
+  for (auto& [dev_name, dev, rounds, tol] : devices) {
+    CAPTURE(dev_name);
+    for (const GradCase& gc : cases) {
+      std::string name = gc.name;
+      CAPTURE(name);
+      const auto [dy, x, w] = random_operands(gc);
+      for (int omit : {-2, -1, 0, 1}) {  // -2: Conv; -1: ConvGrad, all outputs; else without one
+        const bool fwd = omit == -2;
+        CAPTURE(omit);
+        auto rounded =
+            run_grad<double>(gc, to_bf16(dy), to_bf16(x), to_bf16(w), *dev, omit, false, fwd);
+        auto f32 = run_grad<float>(gc, dy, x, w, *dev, omit, false, fwd);
+        auto got = run_grad<float>(gc, dy, x, w, *dev, omit, true, fwd);
+        for (size_t o = 0; o < (fwd ? 1u : 3u); ++o) {  // Y; or dX, dW, dB
+          if (static_cast<int>(o) == omit) continue;
+          CAPTURE(o);
+          const double scale = max_abs(rounded[o]);
+          CHECK(scale > 0);
+          if (!fwd && o == 2) {  // dB: a sum of the f32 dY, as without bf16
+            CHECK(max_err(got[o], f32[o]) <= 1e-6 * max_abs(f32[o]));
+          } else if (rounds) {
+            CHECK(max_err(got[o], rounded[o]) <= tol * scale);
+            CHECK(max_err(got[o], f32[o]) > 1e-4 * scale);  // the rounding shows
+          } else {
+            CHECK(got[o] == f32[o]);
+          }
         }
       }
     }

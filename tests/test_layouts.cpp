@@ -6,6 +6,7 @@
 // BatchNorm's sums differs). Under bf16, blocked activations are stored as bf16: the
 // elementwise ops and LayoutReorder on them against float, and training against f32 activations.
 // BatchNorm + Relu fused (fuse_batch_norm_relu) against the two ops, and where the trainer fuses.
+// --precision bf16 on the CUDA kernels run on the host, through the trainer, against the CPU's.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -636,6 +637,66 @@ TEST_CASE("layouts: ResNet-18's MaxPool and its gradient stay blocked") {
   }
   CHECK(pools == 2);
   CHECK(check_layouts(g) > 20);
+}
+
+// --precision bf16 on the CUDA backend, through the trainer: LeNet-5, 3 SGD steps on random
+// images, on the CUDA kernels run on the host, once on their bf16 fallback and once with the
+// host's stand-in for cuDNN's bf16 convolutions (the GPU's path: results rounded to bf16). The
+// yardstick is the distance between the CPU's f32 and bf16 runs: the CUDA backend's bf16 run may
+// be about that far from the CPU's bf16 run (the CPU runs small products in f32 and accumulates in
+// another order), not much further (a broken kernel moves a weight by 100%), and it is not the
+// f32 run (its products were rounded).
+TEST_CASE("precision: LeNet-5 in bf16 on the CUDA kernels (host-run) trains as the CPU's bf16") {
+  if (!cpu::dnnl_bf16_available()) {
+    MESSAGE("no bf16 kernels on these cores: the CPU's bf16 reference is refused here");
+    return;
+  }
+  const std::string lenet = CB_SOURCE_DIR "/models/lenet5_op17.onnx";
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<Batch> steps(3);
+  for (Batch& b : steps) {
+    Tensor img, lab;
+    img.dims = {16, 1, 28, 28};
+    img.bytes.resize(static_cast<size_t>(img.numel()) * sizeof(float));
+    for (int64_t i = 0; i < img.numel(); ++i) img.data<float>()[i] = u(rng);
+    lab.dtype = DType::I64;
+    lab.dims = {16};
+    lab.bytes.resize(16 * sizeof(int64_t));
+    for (int64_t i = 0; i < 16; ++i) lab.data<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
+    b.inputs = {img};
+    b.target = lab;
+  }
+  auto train_on = [&](Device& dev, Precision precision) {
+    ImportResult r = import_model(lenet);
+    TrainerOptions o = TrainerOptions::plain();
+    o.batch = 16;
+    o.precision = precision;
+    o.blocked_layouts = false;
+    test::CpuTrainer t(r.graph, detect_loss(r.graph), o, dev);
+    for (const Batch& b : steps) t.step({b}, 0.05);
+    return t.trained_tensors();
+  };
+  auto cpu = make_cpu_device(2);
+  const auto cpu_f32 = train_on(*cpu, Precision::F32), cpu_bf16 = train_on(*cpu, Precision::BF16);
+  std::string at;
+  const double arithmetic = distance(cpu_f32, cpu_bf16, 0.1, &at);
+  MESSAGE("cpu f32 vs cpu bf16: " << arithmetic << " (" << at << ")");
+  CHECK(arithmetic > 0);
+  CudaOptions lib;
+  lib.host_run_bf16_library = true;
+  for (const bool with_library : {false, true}) {
+    CAPTURE(with_library);
+    auto host = make_cuda_host_run_device(with_library ? lib : CudaOptions{});
+    const auto bf16 = train_on(*host, Precision::BF16);
+    const double to_cpu = distance(cpu_bf16, bf16, 0.1, &at);
+    const std::string name = with_library ? "cuda-host with a bf16 library" : "cuda-host";
+    MESSAGE(name << " bf16 vs cpu bf16: " << to_cpu << " (" << at << ")");
+    const double to_f32 = distance(cpu_f32, bf16, 0.1, &at);
+    MESSAGE(name << " bf16 vs cpu f32: " << to_f32 << " (" << at << ")");
+    CHECK(to_cpu <= 2 * arithmetic);
+    CHECK(to_f32 > arithmetic / 4);
+  }
 }
 
 // BatchNormalization with a fused Relu (fuse_batch_norm_relu) against BatchNormalization then

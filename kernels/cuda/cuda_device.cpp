@@ -127,6 +127,8 @@ class CudaDevice final : public Device {
     check_cuda(cudaGetDeviceProperties(&prop, ordinal_), "cudaGetDeviceProperties");
     gpu_name_ = prop.name;
     sm_count_ = prop.multiProcessorCount;
+    cc_major_ = prop.major;
+    cc_minor_ = prop.minor;
     int pools = 0;
     if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal_) != cudaSuccess)
       pools = 0;
@@ -164,7 +166,12 @@ class CudaDevice final : public Device {
       c.memory_free = static_cast<int64_t>(free);
     }
     c.cores = sm_count_;
-    c.bf16_why = "the CUDA kernels have no bf16 path yet (cuDNN's bf16 convolutions are not wired)";
+    // bf16 tensor cores (cuDNN's bf16 convolutions, cuBLASLt's bf16 GEMMs) from Ampere on.
+    c.bf16 = cc_major_ >= 8;
+    if (!c.bf16)
+      c.bf16_why = fmt::format(
+          "{} (sm_{}{}) has no bf16 tensor cores (they start with compute capability 8.0)",
+          gpu_name_, cc_major_, cc_minor_);
     return c;
   }
 
@@ -421,6 +428,7 @@ class CudaDevice final : public Device {
   const int ordinal_;
   const CudaOptions opt_;
   std::string gpu_name_;
+  int cc_major_ = 0, cc_minor_ = 0;
   int sm_count_ = 1;
   bool pools_ = false;  // cudaMallocAsync from the default pool (else cudaMalloc)
   std::mutex mu_;       // streams_

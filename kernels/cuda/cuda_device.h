@@ -23,6 +23,11 @@ struct CudaOptions {
   // make_cuda_host_run_device only: run each kernel's threads (parallel_for's indices) last to
   // first, a different order from the default, for tests of order-dependent results.
   bool host_run_reverse = false;
+  // make_cuda_host_run_device only: the host's stand-in library accepts bf16 convolutions as
+  // cuDNN runs them (bf16 tensors, f32-or-better accumulation, bf16 result) on the direct kernels,
+  // so that the GPU's bf16 path around cuDNN (library_bf16.h) runs on the host; without it the
+  // library declines and the bf16 fallback runs.
+  bool host_run_bf16_library = false;
 };
 
 // True when this binary has the CUDA backend (built with the toolkit).

@@ -20,6 +20,7 @@ class HostRunDevice final : public Device {
     ctx_.allow_tf32 = opt.tf32;
     ctx_.deterministic = opt.deterministic;
     ctx_.host_reverse = opt.host_run_reverse;
+    ctx_.host_bf16_library = opt.host_run_bf16_library;
     ctx_.error = {&claim_, &record_};
   }
   // Memory is the host's (runtime/host_memory.h), copies are memcpy, one core runs the kernels
@@ -33,7 +34,7 @@ class HostRunDevice final : public Device {
     c.memory_free = m.free;  // the container's cgroup limit when that is smaller than the host's
     c.memory_source = m.describe();
     c.cores = 1;
-    c.bf16_why = "the CUDA kernels have no bf16 path yet (cuDNN's bf16 convolutions are not wired)";
+    c.bf16 = true;  // the bf16 products' rounding, on the fallback kernels (library_bf16.h)
     return c;
   }
   void* allocate(size_t bytes) override { return allocate_host_memory(bytes, "cuda-host"); }

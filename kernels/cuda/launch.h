@@ -58,6 +58,8 @@ struct GpuCtx {
   // Host-run build only: parallel_for runs its indices last to first, as a GPU's threads may run
   // in any order (the tests' way to see whether a kernel's result depends on that order).
   bool host_reverse = false;
+  // Host-run build only: CudaOptions::host_run_bf16_library (library_host_run.cpp).
+  bool host_bf16_library = false;
 };
 
 using GpuKernelFn = void (*)(const KernelArgs&, const GpuCtx&);

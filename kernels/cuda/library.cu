@@ -1,5 +1,6 @@
 // The library ops of the CUDA backend: Conv, ConvGrad, ConvTranspose through cuDNN's graph API,
-// Gemm and MatMul through cuBLASLt, F32 and F64 (the CPU backend's masks). nvcc build only (the
+// Gemm and MatMul through cuBLASLt, F32 and F64 (the CPU backend's masks), and F32 ops marked bf16
+// (--precision bf16) on bf16 operands with f32 accumulation (library_bf16.h). nvcc build only (the
 // host-run build runs these ops on the fallback kernels: library_host_run.cpp); the logic around
 // the library calls (geometry, shifted input for asymmetric pads, bias, dB, Gemm's C, MatMul's
 // batch decomposition, the fallback kernels) is kernels/cuda/library_ops.h, instantiated here with
@@ -246,7 +247,11 @@ struct ConvGraph {
 bool make_conv_graph(ConvGraph& G, ConvDir dir, const ConvShape& g, DType t,
                      const std::array<int64_t, 3>& align, const std::string& what,
                      std::string* why) {
-  const cudnnDataType_t dt = t == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  // BF16: bf16 tensors, f32 compute (library_bf16.h).
+  const cudnnDataType_t dt = t == DType::F64    ? CUDNN_DATA_DOUBLE
+                             : t == DType::BF16 ? CUDNN_DATA_BFLOAT16
+                                                : CUDNN_DATA_FLOAT;
+  const cudnnDataType_t ct = t == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   const int64_t nsd = nsd_of(g);
   auto tensor = [&](Desc& d, int64_t uid, int64_t d0, int64_t d1, const int64_t* sp, int64_t al) {
     std::vector<int64_t> dims{d0, d1};
@@ -283,7 +288,7 @@ bool make_conv_graph(ConvGraph& G, ConvDir dir, const ConvShape& g, DType t,
   }
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   G.conv = Desc(CB_DNN_DESC(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR), what);
-  G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_COMP_TYPE), CUDNN_TYPE_DATA_TYPE, 1, &dt, what);
+  G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_COMP_TYPE), CUDNN_TYPE_DATA_TYPE, 1, &ct, what);
   G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_CONV_MODE), CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode,
              what);
   G.conv.set(CB_DNN_ATTR(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS), CUDNN_TYPE_INT64, 1, &nsd, what);

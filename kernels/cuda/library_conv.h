@@ -119,8 +119,10 @@ struct ShiftGeom {
   int64_t dst[3] = {1, 1, 1}, src[3] = {1, 1, 1}, delta[3] = {0, 0, 0};
 };
 
-template <class T>
-void shift_copy(const GpuCtx& c, const ShiftGeom& sg, const T* src, T* dst) {
+// S -> D converts (math::cast_store: bf16 rounds to nearest even), so that bf16 operands are
+// rounded and shifted in one pass (library_bf16.h).
+template <class S, class D>
+void shift_copy(const GpuCtx& c, const ShiftGeom& sg, const S* src, D* dst) {
   const int64_t vol = sg.dst[0] * sg.dst[1] * sg.dst[2];
   const int64_t svol = sg.src[0] * sg.src[1] * sg.src[2];
   parallel_for(c, sg.nc * vol, [=] CB_HOST_DEVICE(int64_t i) {
@@ -134,13 +136,15 @@ void shift_copy(const GpuCtx& c, const ShiftGeom& sg, const T* src, T* dst) {
     const int64_t i0 = j0 + sg.delta[0], i1 = j1 + sg.delta[1], i2 = j2 + sg.delta[2];
     const bool in =
         i0 >= 0 && i0 < sg.src[0] && i1 >= 0 && i1 < sg.src[1] && i2 >= 0 && i2 < sg.src[2];
-    dst[i] = in ? src[nc * svol + (i0 * sg.src[1] + i1) * sg.src[2] + i2] : T(0);
+    dst[i] = in ? math::cast_store<D>(
+                      math::cast_load(src[nc * svol + (i0 * sg.src[1] + i1) * sg.src[2] + i2]))
+                : D{};
   });
 }
 
 // X [N,C,D...] -> X' of the library problem.
-template <class T>
-void shift_in(const GpuCtx& c, const LibConv& L, const ConvShape& s, const T* x, T* xp) {
+template <class S, class D>
+void shift_in(const GpuCtx& c, const LibConv& L, const ConvShape& s, const S* x, D* xp) {
   ShiftGeom sg;
   sg.nc = s.n * s.c;
   for (int j = 0; j < 3; ++j) {
@@ -152,8 +156,8 @@ void shift_in(const GpuCtx& c, const LibConv& L, const ConvShape& s, const T* x,
 }
 
 // dX' of the library problem -> dX [N,C,D...] (positions of X outside X' get 0).
-template <class T>
-void shift_out(const GpuCtx& c, const LibConv& L, const ConvShape& s, const T* dxp, T* dx) {
+template <class S, class D>
+void shift_out(const GpuCtx& c, const LibConv& L, const ConvShape& s, const S* dxp, D* dx) {
   ShiftGeom sg;
   sg.nc = s.n * s.c;
   for (int j = 0; j < 3; ++j) {
@@ -164,9 +168,17 @@ void shift_out(const GpuCtx& c, const LibConv& L, const ConvShape& s, const T* d
   shift_copy(c, sg, dxp, dx);
 }
 
-// Y = X (*) W (+ bias), one thread per element of Y.
+// The direct kernels read operands of type TI (f32, f64, or math::BF16Bits: bf16-rounded operands,
+// library_bf16.h) and write TO, accumulating in f64.
 template <class T>
-void direct_fwd(const GpuCtx& c, const ConvShape& g, const T* x, const T* w, const T* bias, T* y) {
+CB_HOST_DEVICE inline double ld(T v) {
+  return double(math::cast_load(v));
+}
+
+// Y = X (*) W (+ bias), one thread per element of Y.
+template <class TI, class TO>
+void direct_fwd(const GpuCtx& c, const ConvShape& g, const TI* x, const TI* w, const TO* bias,
+                TO* y) {
   parallel_for(c, g.n * g.m * g.out_vol, [=] CB_HOST_DEVICE(int64_t i) {
     int64_t t = i;
     const int64_t o2 = t % g.out[2];
@@ -176,8 +188,8 @@ void direct_fwd(const GpuCtx& c, const ConvShape& g, const T* x, const T* w, con
     const int64_t o0 = t % g.out[0];
     t /= g.out[0];
     const int64_t m = t % g.m, n = t / g.m;
-    const T* xb = x + (n * g.c + (m / g.mg) * g.cg) * g.in_vol;
-    const T* wb = w + m * g.cg * g.k_vol;
+    const TI* xb = x + (n * g.c + (m / g.mg) * g.cg) * g.in_vol;
+    const TI* wb = w + m * g.cg * g.k_vol;
     double acc = 0;
     for (int64_t cl = 0; cl < g.cg; ++cl)
       for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
@@ -189,19 +201,19 @@ void direct_fwd(const GpuCtx& c, const ConvShape& g, const T* x, const T* w, con
           for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
             const int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
             if (i2 < 0 || i2 >= g.in[2]) continue;
-            acc += double(xb[cl * g.in_vol + (i0 * g.in[1] + i1) * g.in[2] + i2]) *
-                   double(wb[cl * g.k_vol + (k0 * g.k[1] + k1) * g.k[2] + k2]);
+            acc += ld(xb[cl * g.in_vol + (i0 * g.in[1] + i1) * g.in[2] + i2]) *
+                   ld(wb[cl * g.k_vol + (k0 * g.k[1] + k1) * g.k[2] + k2]);
           }
         }
       }
-    if (bias) acc += double(bias[m]);
-    y[i] = T(acc);
+    if (bias) acc += ld(bias[m]);
+    y[i] = math::cast_store<TO>(acc);
   });
 }
 
 // dX = the adjoint of X -> X (*) W applied to dY, one thread per element of dX.
-template <class T>
-void direct_bwd_data(const GpuCtx& c, const ConvShape& g, const T* dy, const T* w, T* dx) {
+template <class TI, class TO>
+void direct_bwd_data(const GpuCtx& c, const ConvShape& g, const TI* dy, const TI* w, TO* dx) {
   parallel_for(c, g.n * g.c * g.in_vol, [=] CB_HOST_DEVICE(int64_t i) {
     int64_t t = i;
     const int64_t i2 = t % g.in[2];
@@ -215,8 +227,8 @@ void direct_bwd_data(const GpuCtx& c, const ConvShape& g, const T* dy, const T* 
     double acc = 0;
     for (int64_t ml = 0; ml < g.mg; ++ml) {
       const int64_t m = gi * g.mg + ml;
-      const T* dyb = dy + (n * g.m + m) * g.out_vol;
-      const T* wb = w + (m * g.cg + cl) * g.k_vol;
+      const TI* dyb = dy + (n * g.m + m) * g.out_vol;
+      const TI* wb = w + (m * g.cg + cl) * g.k_vol;
       for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
         const int64_t t0 = i0 + g.p[0] - k0 * g.d[0];
         if (t0 < 0 || t0 % g.s[0] != 0 || t0 / g.s[0] >= g.out[0]) continue;
@@ -226,19 +238,19 @@ void direct_bwd_data(const GpuCtx& c, const ConvShape& g, const T* dy, const T* 
           for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
             const int64_t t2 = i2 + g.p[2] - k2 * g.d[2];
             if (t2 < 0 || t2 % g.s[2] != 0 || t2 / g.s[2] >= g.out[2]) continue;
-            acc += double(dyb[((t0 / g.s[0]) * g.out[1] + t1 / g.s[1]) * g.out[2] + t2 / g.s[2]]) *
-                   double(wb[(k0 * g.k[1] + k1) * g.k[2] + k2]);
+            acc += ld(dyb[((t0 / g.s[0]) * g.out[1] + t1 / g.s[1]) * g.out[2] + t2 / g.s[2]]) *
+                   ld(wb[(k0 * g.k[1] + k1) * g.k[2] + k2]);
           }
         }
       }
     }
-    dx[i] = T(acc);
+    dx[i] = math::cast_store<TO>(acc);
   });
 }
 
 // dW[m, cl, k...] = sum over n and the output positions of X * dY: a reduction per weight.
-template <class T>
-void direct_bwd_filter(const GpuCtx& c, const ConvShape& g, const T* x, const T* dy, T* dw) {
+template <class TI, class TO>
+void direct_bwd_filter(const GpuCtx& c, const ConvShape& g, const TI* x, const TI* dy, TO* dw) {
   segmented_reduce(
       c, g.m * g.cg * g.k_vol, g.n * g.out_vol, 0.0,
       [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> double {
@@ -260,11 +272,11 @@ void direct_bwd_filter(const GpuCtx& c, const ConvShape& g, const T* x, const T*
         if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 || i2 >= g.in[2])
           return 0.0;
         const int64_t ch = (m / g.mg) * g.cg + cl;
-        return double(x[(n * g.c + ch) * g.in_vol + (i0 * g.in[1] + i1) * g.in[2] + i2]) *
-               double(dy[(n * g.m + m) * g.out_vol + (o0 * g.out[1] + o1) * g.out[2] + o2]);
+        return ld(x[(n * g.c + ch) * g.in_vol + (i0 * g.in[1] + i1) * g.in[2] + i2]) *
+               ld(dy[(n * g.m + m) * g.out_vol + (o0 * g.out[1] + o1) * g.out[2] + o2]);
       },
       [=] CB_HOST_DEVICE(double a, double b) -> double { return a + b; },
-      [=] CB_HOST_DEVICE(int64_t o, double acc) { dw[o] = T(acc); });
+      [=] CB_HOST_DEVICE(int64_t o, double acc) { dw[o] = math::cast_store<TO>(acc); });
 }
 
 // dB[m] = sum over n and the spatial positions of dY [N, M, vol], in f64 (as the CPU).

@@ -63,7 +63,10 @@ inline void note_each(const std::string& msg) {
   std::fprintf(stderr, "crossbow: %s\n", msg.c_str());
 }
 
-inline const char* dtype_str(DType t) { return t == DType::F64 ? "f64" : "f32"; }
+// A library call's type: BF16 is library_bf16.h's (bf16 operands, f32 accumulation).
+inline const char* dtype_str(DType t) {
+  return t == DType::F64 ? "f64" : t == DType::BF16 ? "bf16 (f32 accumulation)" : "f32";
+}
 
 // cuBLASLt (library_lt.cu), as a `Lib`'s gemm_workspace and gemm (library_util.h): the workspace
 // the preferred algorithm wants, and the product run (false: declined, nothing was enqueued).

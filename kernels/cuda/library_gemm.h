@@ -61,20 +61,21 @@ struct LtCall {
 };
 
 // The library's problem, when it cannot run it: one thread per element of D, f64 accumulation.
-// beta == 0: D is not read.
-template <class T>
-void naive_gemm(const GpuCtx& c, const LtProblem& p, double alpha, double beta, const T* A,
-                const T* B, T* D) {
+// beta == 0: D is not read. A and B are TI (f32, f64, or math::BF16Bits: a bf16 product's rounded
+// operands, library_bf16.h), D is TD.
+template <class TI, class TD = TI>
+void naive_gemm(const GpuCtx& c, const LtProblem& p, double alpha, double beta, const TI* A,
+                const TI* B, TD* D) {
   parallel_for(c, p.batch * p.m * p.n, [=] CB_HOST_DEVICE(int64_t t) {
     const int64_t i = t % p.m, j = (t / p.m) % p.n, b = t / (p.m * p.n);
-    const T* a = A + b * p.sa;
-    const T* bb = B + b * p.sb;
-    T* d = D + b * p.sd + i + j * p.ldd;
+    const TI* a = A + b * p.sa;
+    const TI* bb = B + b * p.sb;
+    TD* d = D + b * p.sd + i + j * p.ldd;
     double acc = 0;
     for (int64_t l = 0; l < p.k; ++l)
-      acc += double(p.ta ? a[l + i * p.lda] : a[i + l * p.lda]) *
-             double(p.tb ? bb[j + l * p.ldb] : bb[l + j * p.ldb]);
-    *d = beta == 0 ? T(alpha * acc) : T(alpha * acc + beta * double(*d));
+      acc += double(math::cast_load(p.ta ? a[l + i * p.lda] : a[i + l * p.lda])) *
+             double(math::cast_load(p.tb ? bb[j + l * p.ldb] : bb[l + j * p.ldb]));
+    *d = beta == 0 ? TD(alpha * acc) : TD(alpha * acc + beta * double(*d));
   });
 }
 
@@ -181,6 +182,16 @@ void gemm_call(const KernelArgs& a, const GpuCtx& c, const LtProblem& p, double 
     naive_gemm(c, p, alpha, beta, A, B, D);
 }
 
+// Y [M,N] = beta * C broadcast to [M,N], as the CPU does (the product then accumulates onto it).
+template <class T>
+void gemm_c_into(const GpuCtx& c, const TensorView& C, T beta, int64_t m, int64_t n, T* y) {
+  const T* cp = C.ptr<T>();
+  const geom::GemmC cs = geom::gemm_c(C.dims);
+  parallel_for(c, m * n, [=] CB_HOST_DEVICE(int64_t i) {
+    y[i] = beta * cp[(i / n) * cs.sm + (i % n) * cs.sn];
+  });
+}
+
 // Gemm: Y [M,N] = alpha * op(A) op(B) + beta * C (C broadcast to [M,N]).
 template <class Lib, class T>
 void gemm_run(const KernelArgs& a, const GpuCtx& c) {
@@ -192,13 +203,7 @@ void gemm_run(const KernelArgs& a, const GpuCtx& c) {
   T* y = Y.ptr<T>();
   const T beta = static_cast<T>(p.beta);
   const bool has_c = a.in.size() > 2 && a.in[2].present() && beta != T(0);
-  if (has_c) {  // Y = beta * C broadcast to [M,N], as the CPU does
-    const T* cp = a.in[2].ptr<T>();
-    const geom::GemmC cs = geom::gemm_c(a.in[2].dims);
-    parallel_for(c, m * n, [=] CB_HOST_DEVICE(int64_t i) {
-      y[i] = beta * cp[(i / n) * cs.sm + (i % n) * cs.sn];
-    });
-  }
+  if (has_c) gemm_c_into(c, a.in[2], beta, m, n, y);
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!has_c) fill_zero(c, y, Y.bytes());

@@ -1,7 +1,8 @@
 // Gemm and MatMul's library calls on the CUDA backend: cuBLASLt (nvcc build only). Heuristic
 // results (up to kLtAlgos) are cached per (device, dtype, TF32, transposes, m, n, k, leading dims,
 // batch and strides, alignments); descriptors are created per launch; compute type 32F,
-// 32F_FAST_TF32 (GpuCtx::allow_tf32) or 64F. No cuBLASLt failure throws: a descriptor or
+// 32F_FAST_TF32 (GpuCtx::allow_tf32) or 64F; a BF16 call (library_bf16.h) has bf16 A and B, f32 C
+// and D, compute 32F. No cuBLASLt failure throws: a descriptor or
 // heuristic call that fails counts as "no algorithm", a cublasLtMatmul that fails passes to the
 // next algorithm; a strided batch cuBLASLt has nothing for runs matrix by matrix, and a problem
 // with no working algorithm at all runs in the naive kernel (library_gemm.h). Each such fallback
@@ -59,21 +60,28 @@ struct LtDescs {
   }
 };
 
+// The type of D (and C) of a call of type t: BF16 products write f32.
+DType out_type(DType t) { return t == DType::BF16 ? DType::F32 : t; }
+
 void make_lt(LtDescs& L, const LtProblem& p, DType t, bool tf32) {
-  const cudaDataType_t dt = t == DType::F64 ? CUDA_R_64F : CUDA_R_32F;
-  const cublasComputeType_t ct = t == DType::F64 ? CUBLAS_COMPUTE_64F
-                                 : tf32          ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                 : CUBLAS_COMPUTE_32F;
-  lt_check(cublasLtMatmulDescCreate(&L.op, ct, dt), "cublasLtMatmulDescCreate", p, t);
+  // BF16: A and B bf16, C and D f32, compute and scale 32F (library_bf16.h).
+  const cudaDataType_t dt = t == DType::F64    ? CUDA_R_64F
+                            : t == DType::BF16 ? CUDA_R_16BF
+                                               : CUDA_R_32F;
+  const cudaDataType_t dd = t == DType::F64 ? CUDA_R_64F : CUDA_R_32F;
+  const cublasComputeType_t ct = t == DType::F64           ? CUBLAS_COMPUTE_64F
+                                 : tf32 && t == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                           : CUBLAS_COMPUTE_32F;
+  lt_check(cublasLtMatmulDescCreate(&L.op, ct, dd), "cublasLtMatmulDescCreate", p, t);
   const int32_t ta = p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb = p.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
            "cublasLtMatmulDescSetAttribute(TRANSA)", p, t);
   lt_check(cublasLtMatmulDescSetAttribute(L.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
            "cublasLtMatmulDescSetAttribute(TRANSB)", p, t);
   // Stored (before op) A is m x k, or k x m when transposed; B k x n, or n x k.
-  auto layout = [&](cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t ld,
-                    int64_t stride) {
-    lt_check(cublasLtMatrixLayoutCreate(l, dt, static_cast<uint64_t>(rows),
+  auto layout = [&](cublasLtMatrixLayout_t* l, cudaDataType_t type, int64_t rows, int64_t cols,
+                    int64_t ld, int64_t stride) {
+    lt_check(cublasLtMatrixLayoutCreate(l, type, static_cast<uint64_t>(rows),
                                         static_cast<uint64_t>(cols), ld),
              "cublasLtMatrixLayoutCreate", p, t);
     if (p.batch > 1) {
@@ -86,9 +94,9 @@ void make_lt(LtDescs& L, const LtProblem& p, DType t, bool tf32) {
                "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)", p, t);
     }
   };
-  layout(&L.a, p.ta ? p.k : p.m, p.ta ? p.m : p.k, p.lda, p.sa);
-  layout(&L.b, p.tb ? p.n : p.k, p.tb ? p.k : p.n, p.ldb, p.sb);
-  layout(&L.d, p.m, p.n, p.ldd, p.sd);
+  layout(&L.a, dt, p.ta ? p.k : p.m, p.ta ? p.m : p.k, p.lda, p.sa);
+  layout(&L.b, dt, p.tb ? p.n : p.k, p.tb ? p.k : p.n, p.ldb, p.sb);
+  layout(&L.d, dd, p.m, p.n, p.ldd, p.sd);
 }
 
 using LtKey = std::array<int64_t, 20>;
@@ -118,7 +126,7 @@ static_assert(sizeof(cublasLtMatmulAlgo_t) == sizeof(LtAlgo::data), "cublasLtMat
 std::vector<LtAlgo> lt_algos(const GpuCtx& c, const LtProblem& p, DType t, const void* A,
                              const void* B, const void* D, const LtDescs& L) {
   const int64_t aa = lt_align(A, p.sa, p.batch, t), ab = lt_align(B, p.sb, p.batch, t),
-                ad = lt_align(D, p.sd, p.batch, t);
+                ad = lt_align(D, p.sd, p.batch, out_type(t));
   const LtKey key{c.device,
                   static_cast<int64_t>(t),
                   c.allow_tf32 ? 1 : 0,
@@ -235,6 +243,9 @@ void naive_any(const GpuCtx& c, const LtProblem& p, DType t, double alpha, doubl
   if (t == DType::F64)
     lib::naive_gemm(c, p, alpha, beta, static_cast<const double*>(A), static_cast<const double*>(B),
                     static_cast<double*>(D));
+  else if (t == DType::BF16)
+    lib::naive_gemm(c, p, alpha, beta, static_cast<const math::BF16Bits*>(A),
+                    static_cast<const math::BF16Bits*>(B), static_cast<float*>(D));
   else
     lib::naive_gemm(c, p, alpha, beta, static_cast<const float*>(A), static_cast<const float*>(B),
                     static_cast<float*>(D));
@@ -252,7 +263,7 @@ size_t lt_gemm_workspace(const GpuCtx& c, const LtProblem& p, DType t, const voi
 bool lt_gemm(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double beta, const void* A,
              const void* B, void* D, void* ws, size_t ws_bytes) {
   if (lt_try(c, p, t, alpha, beta, A, B, D, ws, ws_bytes)) return true;
-  const size_t es = dtype_size(t);
+  const size_t es = dtype_size(t), ed = dtype_size(out_type(t));
   if (p.batch > 1) {  // a strided batch cuBLASLt has nothing for: matrix by matrix
     LtProblem q = p;
     q.batch = 1;
@@ -260,7 +271,7 @@ bool lt_gemm(const GpuCtx& c, const LtProblem& p, DType t, double alpha, double 
     for (int64_t i = 0; i < p.batch; ++i) {
       const void* a = static_cast<const char*>(A) + static_cast<size_t>(i * p.sa) * es;
       const void* b = static_cast<const char*>(B) + static_cast<size_t>(i * p.sb) * es;
-      void* d = static_cast<char*>(D) + static_cast<size_t>(i * p.sd) * es;
+      void* d = static_cast<char*>(D) + static_cast<size_t>(i * p.sd) * ed;
       if (!lt_try(c, q, t, alpha, beta, a, b, d, ws, ws_bytes)) {
         note_each("cuBLASLt has no working algorithm for " + lt_what(q, t) +
                   " within the workspace; a naive kernel runs it (slower)");

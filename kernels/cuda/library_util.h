@@ -31,7 +31,10 @@ namespace cb::CB_GPU_NS::lib {
 //   bool gemm(const GpuCtx&, const LtProblem&, DType, double alpha, double beta, const void* a,
 //             const void* b, void* d, void* ws, size_t ws_bytes);
 // The ConvShape handed to conv() is always a LibConv's (symmetric pads, g.in the X' extents).
-// Pointers given to the workspace functions may be null (not yet known): assume them aligned.
+// Pointers given to the workspace functions may be null (not yet known): assume them aligned;
+// they are read only for their alignment (library_bf16.h passes stand-in addresses).
+// DType::BF16 (library_bf16.h): conv's X, W and Y are all bf16; a GEMM's A and B are bf16 and
+// its D f32; the products accumulate in f32.
 
 inline const void* ws_at(const KernelArgs& a, size_t off) {
   return static_cast<const char*>(a.workspace) + off;

@@ -18,8 +18,8 @@ struct Index {
   std::array<const GpuKernel*, static_cast<size_t>(OpKind::Count)> by_op{};
   Index() {
     for (auto table : {elementwise_kernels(), data_movement_kernels(), data_movement_grad_kernels(),
-                       resize_kernels(), reduce_kernels(), masked_softmax_kernels(), norm_kernels(), pool_kernels(),
-                       optimizer_kernels(), dropout_kernels(), library_kernels()})
+                       resize_kernels(), reduce_kernels(), masked_softmax_kernels(), norm_kernels(),
+                       pool_kernels(), optimizer_kernels(), dropout_kernels(), library_kernels()})
       for (const GpuKernel& k : table) {
         CB_CHECK(!by_op[static_cast<size_t>(k.op)]);  // one entry per op
         by_op[static_cast<size_t>(k.op)] = &k;

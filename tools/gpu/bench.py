@@ -15,8 +15,10 @@ run for cb-train. On a machine without a GPU (--device cpu) the same runs happen
 short lengths: that checks the script, not the speed. --time-limit S stops starting new runs
 (and stops a cb-train run) when S seconds have passed; the table then holds the finished rows.
 
+--precision bf16 compares cb-train --precision bf16 with PyTorch's bf16 autocast.
+
   bench.py --cb-bin DIR --work DIR [--logs DIR] [--device cuda|cpu] [--full] [--tf32 on|off]
-           [--configs resnet20:32,resnet50:32] [--time-limit S]
+           [--precision f32|bf16] [--configs resnet20:32,resnet50:32] [--time-limit S]
 """
 import inspect
 import argparse
@@ -176,7 +178,7 @@ def set_torch_tf32(on):
     return torch.backends.cudnn.allow_tf32 == on and torch.backends.cuda.matmul.allow_tf32 == on
 
 
-def torch_images_per_s(name, batch, device, steps, warmup):
+def torch_images_per_s(name, batch, device, steps, warmup, bf16=False):
     size, classes = MODELS[name][1], MODELS[name][2]
     if device == "cuda":
         torch.backends.cudnn.benchmark = True  # autotuned convolution algorithms, as promised
@@ -195,7 +197,10 @@ def torch_images_per_s(name, batch, device, steps, warmup):
             torch.cuda.reset_peak_memory_stats()
         def step(i):
             opt.zero_grad(set_to_none=True)
-            lossf(m(xs[i % 4]), ys[i % 4]).backward()
+            # bf16: PyTorch's mixed precision, autocast (bf16 convolutions and matmuls, f32 weights).
+            with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
+                loss = lossf(m(xs[i % 4]), ys[i % 4])
+            loss.backward()
             opt.step()
         for i in range(warmup):
             step(i)
@@ -295,6 +300,8 @@ def main():
     ap.add_argument("--learners", help="cb-train --learners (short: 2; --full: auto)")
     ap.add_argument("--tf32", choices=["on", "off"], default="off",
                     help="TF32 on both sides (PyTorch's switches and cb-train --tf32) or neither")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="bf16: cb-train --precision bf16 against PyTorch's bf16 autocast")
     ap.add_argument("--time-limit", type=float, default=0, help="seconds (0: none)")
     ap.add_argument("--extra", default="", help="more cb-train options")
     a = ap.parse_args()
@@ -322,7 +329,8 @@ def main():
                  f"{torch.backends.cudnn.allow_tf32}, cuda.matmul.allow_tf32="
                  f"{torch.backends.cuda.matmul.allow_tf32}; cb-train "
                  f"{'--tf32' if tf32 else 'without --tf32'}); cudnn.benchmark "
-                 f"{'on' if a.device == 'cuda' else 'n/a (CPU)'}; torch "
+                 f"{'on' if a.device == 'cuda' else 'n/a (CPU)'}; precision "
+                 f"{'bf16 (cb-train --precision bf16, PyTorch autocast bf16)' if a.precision == 'bf16' else 'f32'}; torch "
                  f"{torch.__version__}, exporter {'dynamo=False' if 'dynamo' in export_kwargs() else 'legacy (default)'}")
     print(tf32_line, flush=True)
     rows, skipped = [], []
@@ -345,10 +353,12 @@ def main():
             extra += ["--learners", learners]
         if tf32:
             extra += ["--tf32"]
+        if a.precision == "bf16":
+            extra += ["--precision", "bf16"]
         if name == "resnet50":
             extra += ["--cache", os.path.join(a.work, "folder224.pack"), "--image-size", "224x224"]
         t_ips, t_mem, t_fmt = torch_images_per_s(name, batch, a.device, torch_steps,
-                                                 max(5, torch_steps // 10))
+                                                 max(5, torch_steps // 10), a.precision == "bf16")
         res = cb_images_per_s(a.cb_bin, model, data, batch, devices, steps[name], extra,
                               os.path.join(logs, f"cb-{name}-{batch}.log"),
                               None if left() is None else max(1.0, left() - 5))

@@ -8,11 +8,13 @@
 #      loader's --library-path replaces LD_LIBRARY_PATH); prints the GPU and the driver, CUDA
 #      runtime, cuDNN, cuBLASLt and NCCL versions (the line cuda:0 prints at creation), and stops
 #      with one line when no GPU is seen;
-#   2. tests: the op harness, every (op, dtype), CUDA against the CPU, and the CUDA device tests
-#      (tests/test_backend_ops.cpp, tests/test_cuda.cpp); passes only when the harness's summary
+#   2. tests: the op harness, every (op, dtype), CUDA against the CPU, the CUDA device tests and
+#      the convolution and product kernel tests with their bf16 cases (tests/test_backend_ops.cpp,
+#      tests/test_cuda.cpp, tests/test_kernels_conv*.cpp); passes only when the harness's summary
 #      says the `cuda` backend ran N > 0 (op, dtype) pairs with 0 failures;
 #   3. sma: ResNet-20 with SMA on one GPU, 2 learners, CB_CUDA_STRICT=1 (a convolution cuDNN
 #      declines is an error), against the same run on the CPU: the loss must fall and end close;
+#      on a GPU the same run with --precision bf16 must end close to the CPU's too;
 #   4. bench: tools/gpu/bench.py's short profile, cb-train against PyTorch (images/s, peak memory).
 # Every step runs under `timeout` with its own limit, cut to what is left of the whole run's
 # budget; its full output goes to a file, which is then grepped. The table at the end (also when
@@ -247,7 +249,10 @@ want=cuda
 [ "$mode" = cpu ] && want=cuda-host
 if selected tests; then
   tlog="$logs/tests.log"
-  run_step tests "$tlog" "$bin/cb-tests" --source-file='*test_backend_ops.cpp,*test_cuda.cpp' \
+  # With the kernel tests of the convolutions and products: their bf16 cases (--precision bf16)
+  # run on the GPU where there is one.
+  run_step tests "$tlog" "$bin/cb-tests" \
+    --source-file='*test_backend_ops.cpp,*test_cuda.cpp,*test_kernels_conv.cpp,*test_kernels_conv_grad.cpp' \
     --reporters=console
   grep -E "backend [a-z-]+: ([0-9]+ \(op, dtype\) pairs|skipped)|skipped: |test cases:|assertions:" \
     "$tlog"
@@ -308,6 +313,16 @@ PY
         { echo "sma: cb-train on $d failed: $(grep -m1 -iE 'error|crossbow:' "$logs/sma-$d.log")"; return 2; }
       grep -E "^sma|^done" "$logs/sma-$d.log"
     done
+    [ "$devices" = cpu ] && return 0
+    # The same run in bf16 (cuDNN's bf16 convolutions, cuBLASLt's bf16 GEMMs).
+    rm -f "$logs/sma-bf16.jsonl"
+    echo "sma: cb-train on $devices --precision bf16"
+    CB_CUDA_STRICT=1 "$bin/cb-train" "$work/resnet20.onnx" --data "$work/cifar" --devices "$devices" \
+      --learners 2 --batch-size 16 --steps $sma_steps --evals-per-epoch 20 --test-limit 256 \
+      --seed 1 --augment none --precision bf16 --metrics "$logs/sma-bf16.jsonl" \
+      >"$logs/sma-bf16.log" 2>&1 ||
+      { echo "sma: cb-train on $devices --precision bf16 failed: $(grep -m1 -iE 'error|crossbow:' "$logs/sma-bf16.log")"; return 2; }
+    grep -E "^sma|^done" "$logs/sma-bf16.log"
   }
   export -f sma
   export work logs devices bin py sma_steps
@@ -322,9 +337,14 @@ PY
       read -r last acc < <(loss_of "$logs/sma-$devices.jsonl")
       read -r cpu_last cpu_acc < <(loss_of "$logs/sma-cpu.jsonl")
       note="loss on $devices $first -> $last (accuracy $acc); CPU -> $cpu_last (accuracy $cpu_acc)"
+      bf16_last=$last
+      if [ -f "$logs/sma-bf16.jsonl" ]; then
+        read -r bf16_last bf16_acc < <(loss_of "$logs/sma-bf16.jsonl")
+        note="$note; bf16 on $devices -> $bf16_last (accuracy $bf16_acc)"
+      fi
       echo "$note"
-      if "$py" -c "import sys; f,l,c=map(float,sys.argv[1:]); sys.exit(0 if l < 0.8*f and abs(l-c) <= 0.25*max(c,0.1) else 1)" \
-        "$first" "$last" "$cpu_last"; then
+      if "$py" -c "import sys; f,l,c,b=map(float,sys.argv[1:]); sys.exit(0 if l < 0.8*f and abs(l-c) <= 0.25*max(c,0.1) and abs(b-c) <= 0.25*max(c,0.1) else 1)" \
+        "$first" "$last" "$cpu_last" "$bf16_last"; then
         row sma passed "$step_s" "$note"
       else
         fail sma "the loss did not fall as on the CPU: $note"
