@@ -116,8 +116,8 @@ void announce_run(const RunStart& s, RunRecorder& rec) {
     const int64_t n = trainer.model().bf16_nodes(), s = trainer.model().bf16_operands();
     fmt::print(
         "precision bf16: {} convolution{} and matrix product{} (forward and backward) multiply "
-        "in bf16 with f32 accumulation where oneDNN runs them; weights, optimizer state and "
-        "every other op f32{}{}\n",
+        "in bf16 with f32 accumulation (on CPUs where oneDNN runs them, on GPUs through cuDNN "
+        "and cuBLASLt); weights, optimizer state and every other op f32{}{}\n",
         n, n == 1 ? "" : "s", n == 1 ? "" : "s",
         n == 0 ? " (this model has no f32 convolution or matrix product: bf16 changes nothing)"
                : "",
