@@ -686,3 +686,47 @@ TEST_CASE("reduce sum to: a bias gradient's column runs keep each column's row o
     }
   }
 }
+
+// Gelu and GeluGrad (f32, and Gelu stored as bf16) give the same bits on any number of threads:
+// every element goes through the same vector erff / expf / tanhf wherever the pool's split puts
+// it (a scalar remainder would differ in the last bit for some inputs). Sizes of no round split.
+TEST_CASE("gelu and its gradient: the same bits on 1, 2 and 3 threads") {
+  for (const bool tanh : {false, true})
+    for (const int64_t n : {int64_t{70001}, int64_t{131075}}) {
+      CAPTURE(tanh);
+      CAPTURE(n);
+      std::vector<float> x = random_floats(static_cast<size_t>(n), 8, -5, 5),
+                         dy = random_floats(static_cast<size_t>(n), 9);
+      std::any p = ops::GeluParams{tanh};
+      std::vector<std::vector<float>> ys, dxs;
+      std::vector<std::vector<uint16_t>> y16s;
+      for (int threads : {1, 2, 3}) {
+        auto dev = make_cpu_device(threads);
+        std::vector<float> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n));
+        std::vector<uint16_t> y16(static_cast<size_t>(n));
+        KernelArgs f;
+        f.in = {view(x, {n})};
+        f.out = {view(y, {n})};
+        launch(OpKind::Gelu, f, *dev, &p);
+        f.out = {TensorView{y16.data(), DType::F32, {n}, false, true}};
+        launch(OpKind::Gelu, f, *dev, &p);
+        KernelArgs g;
+        g.in = {view(dy, {n}), view(x, {n})};
+        g.out = {view(dx, {n})};
+        launch(OpKind::GeluGrad, g, *dev, &p);
+        ys.push_back(y);
+        dxs.push_back(dx);
+        y16s.push_back(y16);
+      }
+      for (size_t k = 1; k < ys.size(); ++k) {
+        CAPTURE(k);
+        CHECK(std::memcmp(ys[k].data(), ys[0].data(), ys[0].size() * 4) == 0);
+        CHECK(std::memcmp(dxs[k].data(), dxs[0].data(), dxs[0].size() * 4) == 0);
+        CHECK(y16s[k] == y16s[0]);
+      }
+      int64_t rounded = 0;  // the bf16 Y is the f32 Y rounded
+      for (size_t i = 0; i < ys[0].size(); ++i)
+        rounded += y16s[0][i] == math::f32_to_bf16(ys[0][i]);
+      CHECK(rounded == n);
+    }
+}
