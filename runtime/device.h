@@ -40,8 +40,9 @@ struct DeviceCaps {
   std::string memory_source;  // where memory_free comes from, for messages ("cgroup v2 memory.max
                               // 2.0 GiB, 1.0 GiB in use", "host: MemAvailable"); may be empty
   int cores = 1;              // worker threads (CPU) or SMs (GPU)
-  // Conv / ConvGrad marked bf16 (set_compute_precision) run bf16 arithmetic at speed here; where
-  // not, `bf16_why` says why (no AVX-512 BF16 on these cores, not built, not implemented).
+  // Conv / ConvGrad, Gemm and MatMul marked bf16 (set_compute_precision) run bf16 arithmetic at
+  // speed here; where not, `bf16_why` says why (no AVX-512 BF16 on these cores, built without
+  // oneDNN, a GPU older than compute capability 8.0).
   bool bf16 = false;
   std::string bf16_why;
   // Kernels read and write activations in oneDNN's blocked layout (Value::blocked) where
