@@ -92,8 +92,7 @@ inline const ConvShape& rounded_geom(const LibConv& L, const ConvShape& s) {
 // Workspace: X' (bf16), W (bf16), Y (bf16), then the library's.
 template <class Lib>
 size_t conv_bf16_ws(const KernelArgs& a, const GpuCtx& c) {
-  const ConvShape s = conv_shape("Conv", a.p<ops::ConvParams>(), a.in[0].dims, a.out[0].dims);
-  const LibConv L = lib_conv(s);
+  const auto [s, L, bias] = conv_fwd_args<float>(a);
   const ConvShape& g = rounded_geom(L, s);
   Carve w;
   w.take<B16>(g.n * g.c * g.in_vol);
@@ -106,12 +105,9 @@ size_t conv_bf16_ws(const KernelArgs& a, const GpuCtx& c) {
 
 template <class Lib>
 void conv_bf16_run(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::ConvParams>();
   const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
-  const float* bias = a.in.size() > 2 && a.in[2].present() ? a.in[2].ptr<float>() : nullptr;
-  const ConvShape s = conv_shape("Conv", p, X.dims, Y.dims);
+  const auto [s, L, bias] = conv_fwd_args<float>(a);
   if (Y.numel() == 0) return;
-  const LibConv L = lib_conv(s);
   const ConvShape& g = rounded_geom(L, s);
   Carve w(a.workspace);
   B16* xb = w.take<B16>(g.n * g.c * g.in_vol);
@@ -124,8 +120,9 @@ void conv_bf16_run(const KernelArgs& a, const GpuCtx& c) {
   if (L.ok && Lib::conv(c, ConvDir::Fwd, L.g, DType::BF16, xb, wb, yb, w.rest(),
                         w.left(a.workspace_bytes))) {
     const int64_t m = s.m, vol = s.out_vol;
+    const float* b = bias;
     parallel_for(c, Y.numel(), [=] CB_HOST_DEVICE(int64_t i) {
-      y[i] = math::bf16_to_f32(yb[i].bits) + (bias ? bias[(i / vol) % m] : 0.0f);
+      y[i] = math::bf16_to_f32(yb[i].bits) + (b ? b[(i / vol) % m] : 0.0f);
     });
     return;
   }
@@ -151,13 +148,10 @@ inline ConvGradBufs carve_conv_grad(Carve& w, const ConvShape& g, int64_t dy_n, 
 
 template <class Lib>
 size_t conv_grad_bf16_ws(const KernelArgs& a, const GpuCtx& c) {
-  const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
-  const bool dx = a.out[0].present(), dw = a.out.size() > 1 && a.out[1].present();
+  const auto [dx, dw, db, s, L] = conv_grad_args<char>(a);
   if (!dx && !dw) return 0;
-  const ConvShape s = conv_shape("ConvGrad", a.p<ops::ConvParams>(), X.dims, dY.dims);
-  const LibConv L = lib_conv(s);
   Carve w;
-  carve_conv_grad(w, rounded_geom(L, s), dY.numel(), W.numel(), dx, dw);
+  carve_conv_grad(w, rounded_geom(L, s), a.in[0].numel(), a.in[2].numel(), dx, dw);
   size_t lib = 0;
   if (L.ok && dw)
     lib = Lib::conv_workspace(c, ConvDir::BwdFilter, L.g, DType::BF16, nullptr, nullptr, nullptr);
@@ -169,14 +163,9 @@ size_t conv_grad_bf16_ws(const KernelArgs& a, const GpuCtx& c) {
 
 template <class Lib>
 void conv_grad_bf16_run(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::ConvParams>();
   const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
-  float* dx = a.out[0].present() ? a.out[0].ptr<float>() : nullptr;
-  float* dw = a.out.size() > 1 && a.out[1].present() ? a.out[1].ptr<float>() : nullptr;
-  float* db = a.out.size() > 2 && a.out[2].present() ? a.out[2].ptr<float>() : nullptr;
+  const auto [dx, dw, db, s, L] = conv_grad_args<float>(a);
   if (!dx && !dw) return conv_grad_run<Lib, float>(a, c);  // dB alone: no product
-  const ConvShape s = conv_shape("ConvGrad", p, X.dims, dY.dims);
-  const LibConv L = lib_conv(s);
   const ConvShape& g = rounded_geom(L, s);
   Carve w(a.workspace);
   const ConvGradBufs b = carve_conv_grad(w, g, dY.numel(), W.numel(), dx != nullptr, dw != nullptr);
@@ -229,36 +218,27 @@ void gemm_bf16_call(const GpuCtx& c, const LtProblem& p, double alpha, double be
 
 template <class Lib>
 size_t gemm_bf16_ws(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::GemmParams>();
-  const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
-  if (A.rank() != 2 || B.rank() != 2 || Y.rank() != 2) return 0;
-  const int64_t m = Y.dims[0], n = Y.dims[1], k = p.trans_a ? A.dims[0] : A.dims[1];
-  if (m == 0 || n == 0 || k == 0) return 0;
+  const GemmProblem g = gemm_problem(a);
+  if (g.empty()) return 0;
   Carve w;
-  carve_operands(w, A, B);
-  const LtProblem lp = row_major_product(p.trans_a, p.trans_b, m, n, k, A.dims[1], B.dims[1]);
-  return w.used() + Lib::gemm_workspace(c, lp, DType::BF16, nullptr, nullptr, Y.data);
+  carve_operands(w, a.in[0], a.in[1]);
+  return w.used() + Lib::gemm_workspace(c, g.lp, DType::BF16, nullptr, nullptr, a.out[0].data);
 }
 
 template <class Lib>
 void gemm_bf16_run(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::GemmParams>();
   const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
-  if (A.rank() != 2 || B.rank() != 2 || Y.rank() != 2) return gemm_run<Lib, float>(a, c);
-  const int64_t m = Y.dims[0], n = Y.dims[1], k = p.trans_a ? A.dims[0] : A.dims[1];
+  const GemmProblem g = gemm_problem(a);
   Carve w(a.workspace);
   const RoundedOperands r = carve_operands(w, A, B);
-  if (m == 0 || n == 0 || k == 0 || !a.workspace || w.used() > a.workspace_bytes)
+  if (g.empty() || !a.workspace || w.used() > a.workspace_bytes)
     return gemm_run<Lib, float>(a, c);  // no product, or no room for the rounded operands
   float* y = Y.ptr<float>();
-  const float beta = p.beta;
-  const bool has_c = a.in.size() > 2 && a.in[2].present() && beta != 0.0f;
-  if (has_c) gemm_c_into(c, a.in[2], beta, m, n, y);
+  const bool has_c = gemm_c_term(a, c, g, y);
   convert(c, A.numel(), A.ptr<float>(), r.a);
   convert(c, B.numel(), B.ptr<float>(), r.b);
-  const LtProblem lp = row_major_product(p.trans_a, p.trans_b, m, n, k, A.dims[1], B.dims[1]);
-  gemm_bf16_call<Lib>(c, lp, static_cast<double>(p.alpha), has_c ? 1.0 : 0.0, r.b, r.a, y, w.rest(),
-                      w.left(a.workspace_bytes));
+  gemm_bf16_call<Lib>(c, g.lp, static_cast<double>(a.p<ops::GemmParams>().alpha), has_c ? 1.0 : 0.0,
+                      r.b, r.a, y, w.rest(), w.left(a.workspace_bytes));
 }
 
 template <class Lib>

@@ -298,14 +298,26 @@ void add_bias(const GpuCtx& c, int64_t n, int64_t m, int64_t vol, const T* b, T*
 }
 
 // ---- the ops ----------------------------------------------------------------------------------
+// Conv(X, W, B?) -> Y: the op's geometry, its library problem and the bias (null when absent).
+template <class T>
+struct ConvFwdArgs {
+  ConvShape s;
+  LibConv L;
+  const T* bias;
+};
+
+template <class T>
+ConvFwdArgs<T> conv_fwd_args(const KernelArgs& a) {
+  const ConvShape s = conv_shape("Conv", a.p<ops::ConvParams>(), a.in[0].dims, a.out[0].dims);
+  const T* bias = a.in.size() > 2 && a.in[2].present() ? a.in[2].ptr<T>() : nullptr;
+  return {s, lib_conv(s), bias};
+}
+
 template <class Lib, class T>
 void conv_run(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::ConvParams>();
   const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
-  const T* bias = a.in.size() > 2 && a.in[2].present() ? a.in[2].ptr<T>() : nullptr;
-  const ConvShape s = conv_shape("Conv", p, X.dims, Y.dims);
+  const auto [s, L, bias] = conv_fwd_args<T>(a);
   if (Y.numel() == 0) return;
-  const LibConv L = lib_conv(s);
   const size_t scratch = shift_bytes(L, X.dtype);
   if (L.ok && (scratch == 0 || ws_left(a, 0) >= scratch)) {
     T* xp = const_cast<T*>(X.ptr<T>());
@@ -324,8 +336,7 @@ void conv_run(const KernelArgs& a, const GpuCtx& c) {
 
 template <class Lib>
 size_t conv_ws(const KernelArgs& a, const GpuCtx& c) {
-  const ConvShape s = conv_shape("Conv", a.p<ops::ConvParams>(), a.in[0].dims, a.out[0].dims);
-  const LibConv L = lib_conv(s);
+  const LibConv L = conv_fwd_args<float>(a).L;
   if (!L.ok) return 0;
   const size_t scratch = shift_bytes(L, a.in[0].dtype);
   return scratch + Lib::conv_workspace(c, ConvDir::Fwd, L.g, a.in[0].dtype,
@@ -333,18 +344,30 @@ size_t conv_ws(const KernelArgs& a, const GpuCtx& c) {
                                        a.out[0].data);
 }
 
-// ConvGrad(dY, X, W) -> dX?, dW?, dB?
+// ConvGrad(dY, X, W) -> dX?, dW?, dB?: the outputs asked for (null when not), the op's geometry
+// and its library problem.
+template <class T>
+struct ConvGradArgs {
+  T *dx, *dw, *db;
+  ConvShape s;
+  LibConv L;
+};
+
+template <class T>
+ConvGradArgs<T> conv_grad_args(const KernelArgs& a) {
+  auto out = [&](size_t i) -> T* {
+    return a.out.size() > i && a.out[i].present() ? a.out[i].ptr<T>() : nullptr;
+  };
+  const ConvShape s = conv_shape("ConvGrad", a.p<ops::ConvParams>(), a.in[1].dims, a.in[0].dims);
+  return {out(0), out(1), out(2), s, lib_conv(s)};
+}
+
 template <class Lib, class T>
 void conv_grad_run(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::ConvParams>();
   const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
-  T* dx = a.out[0].present() ? a.out[0].ptr<T>() : nullptr;
-  T* dw = a.out.size() > 1 && a.out[1].present() ? a.out[1].ptr<T>() : nullptr;
-  T* db = a.out.size() > 2 && a.out[2].present() ? a.out[2].ptr<T>() : nullptr;
-  const ConvShape s = conv_shape("ConvGrad", p, X.dims, dY.dims);
+  const auto [dx, dw, db, s, L] = conv_grad_args<T>(a);
   if (db) bias_grad(c, s.n, s.m, s.out_vol, dY.ptr<T>(), db);
   if (!dx && !dw) return;
-  const LibConv L = lib_conv(s);
   const size_t scratch = shift_bytes(L, X.dtype);
   const bool lib = L.ok && (scratch == 0 || ws_left(a, 0) >= scratch);
   void* ws = const_cast<void*>(ws_at(a, scratch));
@@ -376,18 +399,16 @@ void conv_grad_run(const KernelArgs& a, const GpuCtx& c) {
 template <class Lib>
 size_t conv_grad_ws(const KernelArgs& a, const GpuCtx& c) {
   const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
-  const bool dx = a.out[0].present(), dw = a.out.size() > 1 && a.out[1].present();
-  if (!dx && !dw) return 0;
-  const LibConv L = lib_conv(conv_shape("ConvGrad", a.p<ops::ConvParams>(), X.dims, dY.dims));
-  if (!L.ok) return 0;
+  const auto [dx, dw, db, s, L] = conv_grad_args<char>(a);
+  if ((!dx && !dw) || !L.ok) return 0;
   const size_t scratch = shift_bytes(L, X.dtype);
   size_t lib = 0;
   if (dw)
-    lib = Lib::conv_workspace(c, ConvDir::BwdFilter, L.g, X.dtype, L.shifted ? nullptr : X.data,
-                              a.out[1].data, dY.data);
+    lib = Lib::conv_workspace(c, ConvDir::BwdFilter, L.g, X.dtype, L.shifted ? nullptr : X.data, dw,
+                              dY.data);
   if (dx)
     lib = std::max(lib, Lib::conv_workspace(c, ConvDir::BwdData, L.g, X.dtype,
-                                            L.shifted ? nullptr : a.out[0].data, W.data, dY.data));
+                                            L.shifted ? nullptr : dx, W.data, dY.data));
   return scratch + lib;
 }
 

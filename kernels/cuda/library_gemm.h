@@ -192,37 +192,59 @@ void gemm_c_into(const GpuCtx& c, const TensorView& C, T beta, int64_t m, int64_
   });
 }
 
-// Gemm: Y [M,N] = alpha * op(A) op(B) + beta * C (C broadcast to [M,N]).
-template <class Lib, class T>
-void gemm_run(const KernelArgs& a, const GpuCtx& c) {
+// Gemm's product op(A) op(B) -> Y [M,N], K deep, and its library problem (set when no size is
+// zero).
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  LtProblem lp;
+  bool empty() const { return m == 0 || n == 0 || k == 0; }
+};
+
+inline GemmProblem gemm_problem(const KernelArgs& a) {
   const auto& p = a.p<ops::GemmParams>();
   const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
   if (A.rank() != 2 || B.rank() != 2 || Y.rank() != 2)
     fail("Gemm: A, B and Y must be 2-D (got ranks {}, {}, {})", A.rank(), B.rank(), Y.rank());
-  const int64_t m = Y.dims[0], n = Y.dims[1], k = p.trans_a ? A.dims[0] : A.dims[1];
-  T* y = Y.ptr<T>();
-  const T beta = static_cast<T>(p.beta);
+  GemmProblem g;
+  g.m = Y.dims[0];
+  g.n = Y.dims[1];
+  g.k = p.trans_a ? A.dims[0] : A.dims[1];
+  if (!g.empty())
+    g.lp = row_major_product(p.trans_a, p.trans_b, g.m, g.n, g.k, A.dims[1], B.dims[1]);
+  return g;
+}
+
+// Y = beta * C (C broadcast to [M,N]) when Gemm has a C and a nonzero beta; whether it did.
+template <class T>
+bool gemm_c_term(const KernelArgs& a, const GpuCtx& c, const GemmProblem& g, T* y) {
+  const T beta = static_cast<T>(a.p<ops::GemmParams>().beta);
   const bool has_c = a.in.size() > 2 && a.in[2].present() && beta != T(0);
-  if (has_c) gemm_c_into(c, a.in[2], beta, m, n, y);
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
+  if (has_c) gemm_c_into(c, a.in[2], beta, g.m, g.n, y);
+  return has_c;
+}
+
+// Gemm: Y [M,N] = alpha * op(A) op(B) + beta * C (C broadcast to [M,N]).
+template <class Lib, class T>
+void gemm_run(const KernelArgs& a, const GpuCtx& c) {
+  const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
+  const GemmProblem g = gemm_problem(a);
+  T* y = Y.ptr<T>();
+  const bool has_c = gemm_c_term(a, c, g, y);
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) {
     if (!has_c) fill_zero(c, y, Y.bytes());
     return;
   }
-  const LtProblem lp = row_major_product(p.trans_a, p.trans_b, m, n, k, A.dims[1], B.dims[1]);
-  gemm_call<Lib, T>(a, c, lp, static_cast<double>(static_cast<T>(p.alpha)), has_c ? 1.0 : 0.0,
-                    B.ptr<T>(), A.ptr<T>(), y);
+  const T alpha = static_cast<T>(a.p<ops::GemmParams>().alpha);
+  gemm_call<Lib, T>(a, c, g.lp, static_cast<double>(alpha), has_c ? 1.0 : 0.0, B.ptr<T>(),
+                    A.ptr<T>(), y);
 }
 
 template <class Lib>
 size_t gemm_ws(const KernelArgs& a, const GpuCtx& c) {
-  const auto& p = a.p<ops::GemmParams>();
-  const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
-  if (A.rank() != 2 || B.rank() != 2 || Y.rank() != 2) return 0;
-  const int64_t m = Y.dims[0], n = Y.dims[1], k = p.trans_a ? A.dims[0] : A.dims[1];
-  if (m == 0 || n == 0 || k == 0) return 0;
-  const LtProblem lp = row_major_product(p.trans_a, p.trans_b, m, n, k, A.dims[1], B.dims[1]);
-  return Lib::gemm_workspace(c, lp, A.dtype, B.data, A.data, Y.data);
+  const GemmProblem g = gemm_problem(a);
+  if (g.empty()) return 0;
+  return Lib::gemm_workspace(c, g.lp, a.in[0].dtype, a.in[1].data, a.in[0].data, a.out[0].data);
 }
 
 template <class Lib, class T>
