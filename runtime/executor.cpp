@@ -130,7 +130,7 @@ std::vector<ValueId> keys(const std::unordered_map<ValueId, void*>& m) {
 }  // namespace
 
 Executor::Executor(const Graph& g, Device& dev, int64_t batch,
-                   const std::unordered_map<ValueId, void*>& bound, Stream stream)
+                   const std::unordered_map<ValueId, void*>& bound, Stream stream, ArenaLoan loan)
     : g_(g),
       dev_(dev),
       batch_(batch),
@@ -144,8 +144,14 @@ Executor::Executor(const Graph& g, Device& dev, int64_t batch,
     fail("{} node{} cannot run on {}:{}", gaps.size(), gaps.size() == 1 ? "" : "s", dev.caps().name,
          list);
   }
-  arena_ = DeviceBuffer(dev, static_cast<size_t>(std::max<int64_t>(plan_.bytes_peak, 64)));
-  auto* base = static_cast<std::byte*>(arena_.get());
+  const auto arena_bytes = static_cast<size_t>(std::max<int64_t>(plan_.bytes_peak, 64));
+  if (loan.data && loan.bytes >= arena_bytes) {
+    arena_loan_ = loan;
+  } else {
+    arena_ = DeviceBuffer(dev, arena_bytes);
+    arena_loan_ = {arena_.get(), arena_.size()};
+  }
+  auto* base = static_cast<std::byte*>(arena_loan_.data);
   views_.resize(g.values.size());
   const bool blocked_ok = dev.caps().blocked_layouts;
   for (size_t v = 0; v < g.values.size(); ++v) {

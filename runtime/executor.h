@@ -14,6 +14,15 @@
 
 namespace cb {
 
+// Device memory an executor may run in instead of allocating its own arena: another executor's
+// arena, lent while that one is idle. The lender guarantees that nothing else uses it while the
+// borrower runs; the borrower keeps nothing in it from one run() to the next (an arena holds only
+// what one run computes: inputs are set before each run, outputs read after it).
+struct ArenaLoan {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 class Executor {
  public:
   // Throws cb::Error listing every node without a kernel on `dev` (all gaps at once).
@@ -21,8 +30,10 @@ class Executor {
   // and state in flat per-replica buffers); the caller keeps it alive and initialised.
   // Kernels run on `stream` of `dev` (a learner's stream, or the synchronisation stream); each
   // node gets the workspace its kernel asks for (Device::workspace_bytes) in one buffer.
+  // With a loan of at least the plan's peak, the arena is the loan (no allocation of its own).
   Executor(const Graph& g, Device& dev, int64_t batch,
-           const std::unordered_map<ValueId, void*>& bound = {}, Stream stream = kSyncStream);
+           const std::unordered_map<ValueId, void*>& bound = {}, Stream stream = kSyncStream,
+           ArenaLoan loan = {});
 
   const Graph& graph() const { return g_; }
   const MemoryPlan& plan() const { return plan_; }
@@ -43,6 +54,10 @@ class Executor {
     step_ = step;
   }
   Tensor output(size_t i) const;  // copies graph output i to the host
+  // The arena, to lend while this executor is idle (see ArenaLoan).
+  ArenaLoan arena() const { return arena_loan_; }
+  // Bytes of the arena allocated for this executor alone (0 when it runs in a loan).
+  size_t own_arena_bytes() const { return arena_.size(); }
   const TensorView& view(ValueId v) const { return views_[static_cast<size_t>(v)]; }
 
  private:
@@ -51,7 +66,8 @@ class Executor {
   int64_t batch_;
   MemoryPlan plan_;
   Stream stream_id_;
-  DeviceBuffer arena_, workspace_;
+  DeviceBuffer arena_, workspace_;  // arena_ empty when the arena is a loan
+  ArenaLoan arena_loan_;
   std::vector<DeviceBuffer> constants_;
   std::vector<TensorView> views_;  // per value
   std::vector<KernelArgs> args_;   // per node

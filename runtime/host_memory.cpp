@@ -5,6 +5,9 @@
 #include "runtime/host_memory.h"
 
 #include <sys/sysinfo.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <charconv>
@@ -33,6 +36,12 @@ void* allocate_host_memory(size_t bytes, std::string_view device) {
 }
 
 void release_host_memory(void* p) noexcept { std::free(p); }
+
+void return_free_host_memory() noexcept {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
 namespace {
 

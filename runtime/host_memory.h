@@ -17,6 +17,10 @@ namespace cb {
 void* allocate_host_memory(size_t bytes, std::string_view device);
 // Frees memory from allocate_host_memory(); nullptr is a no-op.
 void release_host_memory(void* p) noexcept;
+// Hands the pages of freed heap memory back to the system (glibc keeps freed blocks, even large
+// ones once its mmap threshold has risen, for reuse): call after freeing a lot of memory that
+// will not be allocated again, such as a loaded model's copies.
+void return_free_host_memory() noexcept;
 
 // Which figure bounds HostMemoryInfo::free.
 enum class MemorySource {

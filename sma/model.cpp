@@ -190,6 +190,8 @@ size_t TrainModel::buffer_bytes(int64_t elems) {
 }
 
 void TrainModel::upload_initial(Device& dev, void* params, void* state) const {
+  if (initial_released_)
+    throw InternalError("the model's initial values were released: copy them from a flat buffer");
   const Graph& g = tg_.graph;
   for (const FlatSlot& s : params_)
     dev.upload(static_cast<float*>(params) + s.offset, g.value(s.value).data->bytes.data(),
@@ -197,6 +199,24 @@ void TrainModel::upload_initial(Device& dev, void* params, void* state) const {
   for (const FlatSlot& s : state_)
     dev.upload(static_cast<float*>(state) + s.offset, g.value(s.value).data->bytes.data(),
                static_cast<size_t>(s.numel) * 4);
+}
+
+void TrainModel::release_initial() {
+  // The evaluation graph is a copy of the forward graph's values at the same ids (autodiff only
+  // appends), sharing the tensors: both copies go.
+  for (const std::vector<FlatSlot>* slots : {&params_, &state_})
+    for (const FlatSlot& s : *slots)
+      for (Graph* g : {&tg_.graph, &eval_graph_}) {
+        CB_CHECK(static_cast<size_t>(s.value) < g->values.size());
+        g->values[static_cast<size_t>(s.value)].data.reset();
+      }
+  initial_released_ = true;
+}
+
+std::vector<int64_t> TrainModel::slot_dims(const FlatSlot& s) const {
+  const Value& v = tg_.graph.value(s.value);
+  CB_CHECK(shape_is_static(v.shape));
+  return resolve(v.shape, 1);
 }
 
 std::unordered_map<ValueId, void*> TrainModel::train_bindings(void* params, void* grads,
@@ -346,7 +366,7 @@ std::map<std::string, Tensor> TrainModel::copy_slots(Device& dev,
     const Value& v = tg_.graph.value(s.value);
     Tensor t;
     t.dtype = DType::F32;
-    t.dims = v.data->dims;
+    t.dims = slot_dims(s);
     t.bytes.resize(static_cast<size_t>(s.numel) * sizeof(float));
     dev.download(t.bytes.data(), static_cast<const float*>(base) + s.offset, t.bytes.size());
     m.emplace(v.name, std::move(t));
@@ -357,16 +377,22 @@ std::map<std::string, Tensor> TrainModel::copy_slots(Device& dev,
 // ---- evaluation --------------------------------------------------------------------------------
 
 Evaluator::Evaluator(const TrainModel& m, Device& dev, const void* params, const void* state,
-                     int64_t batch)
-    : m_(m), dev_(dev), params_(params), state_(state), batch_(batch) {
+                     int64_t batch, ArenaLoan loan)
+    : m_(m), dev_(dev), params_(params), state_(state), batch_(batch), loan_(loan) {
   CB_CHECK(batch > 0);
+}
+
+size_t Evaluator::own_arena_bytes() const {
+  size_t b = 0;
+  for (const auto& [n, ex] : ex_) b += ex->own_arena_bytes();
+  return b;
 }
 
 Executor& Evaluator::executor(int64_t batch) {
   auto it = ex_.find(batch);
   if (it != ex_.end()) return *it->second;
-  auto ex =
-      std::make_unique<Executor>(m_.eval_graph_, dev_, batch, m_.eval_bindings(params_, state_));
+  auto ex = std::make_unique<Executor>(m_.eval_graph_, dev_, batch,
+                                       m_.eval_bindings(params_, state_), kSyncStream, loan_);
   return *ex_.emplace(batch, std::move(ex)).first->second;
 }
 

@@ -96,6 +96,11 @@ class TrainModel {
   static size_t buffer_bytes(int64_t elems);
   // The model's initial parameters into a [P] row and BN statistics into a [S] row.
   void upload_initial(Device& dev, void* params, void* state) const;
+  // Drops the graphs' copies of the initial parameters and BN statistics (a model's size of
+  // host memory) once flat buffers hold them; upload_initial() cannot run after this.
+  void release_initial();
+  // A slot's tensor dims (its value's static shape).
+  std::vector<int64_t> slot_dims(const FlatSlot& s) const;
   // Device memory of the values bound outside the executor's arena.
   std::unordered_map<ValueId, void*> train_bindings(void* params, void* grads, void* state) const;
   std::unordered_map<ValueId, void*> eval_bindings(const void* params, const void* state) const;
@@ -132,6 +137,7 @@ class TrainModel {
   int64_t eval_output_ = -1;        // eval graph output scored (the loss's output); -1: none
   int64_t eval_loss_output_ = -1;   // eval graph output holding the loss
   std::vector<FlatSlot> params_, state_;
+  bool initial_released_ = false;
   int64_t flat_elems_ = 0, state_elems_ = 0, param_elems_ = 0;
 
   friend class Evaluator;
@@ -160,13 +166,18 @@ struct EvalScore {
 
 class Evaluator {
  public:
-  Evaluator(const TrainModel& m, Device& dev, const void* params, const void* state, int64_t batch);
+  // With a loan (a training executor's arena, lent between steps), every executor whose plan fits
+  // it runs there instead of in an arena of its own.
+  Evaluator(const TrainModel& m, Device& dev, const void* params, const void* state, int64_t batch,
+            ArenaLoan loan = {});
   // Scores the batches `next` gives (a pass, or this process's part of one); result() turns a
   // score (merged over processes, or not) into the metrics.
   EvalScore score(const NextBatch& next);
   EvalResult result(const EvalScore& s) const;
   // The model's outputs for one batch (the forward graph's, not the loss).
   std::vector<Tensor> outputs(const Batch& b);
+  // Bytes of the arenas its executors allocated for themselves (those the loan did not fit).
+  size_t own_arena_bytes() const;
 
  private:
   Executor& executor(int64_t batch);
@@ -174,6 +185,7 @@ class Evaluator {
   Device& dev_;
   const void *params_, *state_;
   int64_t batch_;
+  ArenaLoan loan_;
   std::map<int64_t, std::unique_ptr<Executor>> ex_;
   InputStaging staging_;
 };

@@ -66,7 +66,7 @@ std::map<std::string, Tensor> model_tensors(const TrainModel& m, const ModelStat
       const Value& v = m.training_graph().graph.value(slot.value);
       Tensor t;
       t.dtype = DType::F32;
-      t.dims = v.data->dims;
+      t.dims = m.slot_dims(slot);
       t.bytes.resize(static_cast<size_t>(slot.numel) * sizeof(float));
       copy_bytes(t.bytes.data(), flat.data() + slot.offset, t.bytes.size());
       out.emplace(v.name, std::move(t));

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "runtime/error.h"
+#include "runtime/host_memory.h"
 #include "runtime/memory_plan.h"
 #include "sma/device_replicas.h"
 
@@ -146,6 +147,11 @@ Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOption
   // the part is the whole.
   const bool ema_parts = alpha_for(opts_.learners) == 0 && ranks > 1;
   on_drivers([&](Group& g) { g.init(model_, opts_, g.coll->rank() == 0, ema_parts); });
+  // Every device's z holds the initial model from here on (learners start from z): the graphs'
+  // copy goes, and with it what loading and compiling the model left freed, before the learners'
+  // buffers are allocated and touched.
+  model_.release_initial();
+  return_free_host_memory();
   set_learners(opts_.learners);
 }
 
@@ -178,6 +184,7 @@ void Trainer::set_learners(int k) {
         k, k == 1 ? "" : "s", mib(need(k)), mib(mem_.per_replica), mib(mem_.arena),
         mib(shared_bytes(k)), mib(mem_.budget));
   if (k_ > 0) average_for_eval();  // new learners take the averaged BN statistics
+  evaluators_.clear();             // bound to buffers resize() may replace, in learner 0's arena
   learners_.clear();
   const int old = k_;
   // From alpha 0 (one learner by default) to a pull: z never moved, so it starts as the learners'
@@ -189,7 +196,6 @@ void Trainer::set_learners(int k) {
   k_ = k;
   alpha_ = alpha_for(k_);
   mem_.fixed = shared_bytes(k_);
-  evaluators_.clear();  // bound to buffers resize() may have replaced
   start_learners();
 }
 
@@ -502,9 +508,19 @@ Evaluator& Trainer::evaluator(EvalWeights w) {
   std::unique_ptr<Evaluator>& e = evaluators_[key];
   if (!e) {
     const int64_t eb = opts_.eval_batch > 0 ? opts_.eval_batch : opts_.batch;
-    e = std::make_unique<Evaluator>(model_, *groups_[0]->dev, key.first, key.second, eb);
+    // Learner 0 of device 0 is idle whenever the caller evaluates (between steps, its stream
+    // synchronised at the end of phase A), so its arena is lent to evaluation.
+    CB_CHECK(!learners_.empty() && learners_[0]->device == 0);
+    e = std::make_unique<Evaluator>(model_, *groups_[0]->dev, key.first, key.second, eb,
+                                    learners_[0]->ex->arena());
   }
   return *e;
+}
+
+size_t Trainer::eval_own_arena_bytes() const {
+  size_t b = 0;
+  for (const auto& [key, e] : evaluators_) b += e->own_arena_bytes();
+  return b;
 }
 
 EvalResult Trainer::evaluate(const NextBatch& next, EvalWeights w, bool part) {

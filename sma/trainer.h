@@ -84,7 +84,9 @@
 //     step counts zeroed; z and z_prev kept. With alpha 0 there is nothing to reset to.
 //   - New learners (set_learners) start from z with zero optimizer state and the averaged BN
 //     statistics. Coming from alpha 0 (one learner), z is first set to the learners' average.
-//   - Evaluation runs on device 0's synchronisation stream.
+//   - Evaluation runs on device 0's synchronisation stream, in learner 0's arena (idle between
+//     steps) when its forward-only plan fits there (an evaluation batch far above the training
+//     batch gets an arena of its own).
 //   - The weight average (--ema d, timm's ModelEma): e <- d e + (1 - d) m after every update of
 //     the model m that evaluation uses, BatchNorm statistics included (as timm averages every
 //     float tensor of the state): with a pull, e follows z, updated inside SmaCentralStep (no
@@ -260,6 +262,9 @@ class Trainer {
   }
   int64_t steps_done() const { return steps_; }
   const TrainMemory& memory() const { return mem_; }
+  // Bytes of the evaluation arenas allocated apart from the learners' (0 while every evaluation
+  // plan fits learner 0's arena).
+  size_t eval_own_arena_bytes() const;
   const StepTiming& timing() const { return timing_; }
   // Bytes one device holds with `per_device` learners: theirs and what they share.
   int64_t need(int per_device) const {

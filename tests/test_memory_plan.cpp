@@ -82,6 +82,51 @@ TEST_CASE("memory plan: graph inputs survive the run, so run() can repeat withou
     CHECK(p.last[static_cast<size_t>(i)] == static_cast<int>(r.graph.nodes.size()));
 }
 
+TEST_CASE("executor: runs in a lent arena that fits its plan, in its own otherwise") {
+  ImportResult r = import_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");
+  auto d = make_cpu_device(1);
+  Device& dev = *d;
+  Executor own(r.graph, dev, 4);
+  REQUIRE(own.own_arena_bytes() >= static_cast<size_t>(own.plan().bytes_peak));
+  Executor lent(r.graph, dev, 4, {}, kSyncStream, own.arena());
+  CHECK(lent.own_arena_bytes() == 0);
+  CHECK(lent.arena().data == own.arena().data);
+  for (ValueId v = 0; v < static_cast<ValueId>(r.graph.values.size()); ++v)
+    if (lent.plan().offset[static_cast<size_t>(v)] != MemoryPlan::kNotInArena)
+      CHECK(lent.view(v).data ==
+            static_cast<std::byte*>(own.arena().data) + lent.plan().offset[static_cast<size_t>(v)]);
+  // The two take turns in one arena: each run computes its outputs from its own inputs.
+  auto image = [](float seed) {
+    Tensor t;
+    t.dtype = DType::F32;
+    t.dims = {4, 1, 28, 28};
+    t.bytes.resize(static_cast<size_t>(t.numel()) * sizeof(float));
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(seed * (i + 1));
+    return t;
+  };
+  const Tensor x1 = image(1), x2 = image(2);
+  own.set_input(0, x1);
+  own.run();
+  const Tensor y1 = own.output(0);
+  lent.set_input(0, x2);
+  lent.run();
+  const Tensor y2 = lent.output(0);
+  CHECK(y1.bytes != y2.bytes);
+  own.set_input(0, x2);
+  own.run();
+  CHECK(own.output(0).bytes == y2.bytes);
+  lent.set_input(0, x1);
+  lent.run();
+  CHECK(lent.output(0).bytes == y1.bytes);
+  // A loan smaller than the plan is not used.
+  Executor small(r.graph, dev, 4, {}, kSyncStream, {own.arena().data, 64});
+  CHECK(small.own_arena_bytes() > 0);
+  CHECK(small.arena().data != own.arena().data);
+  // A larger batch does not fit a smaller batch's arena.
+  Executor big(r.graph, dev, 64, {}, kSyncStream, own.arena());
+  CHECK(big.own_arena_bytes() > 0);
+}
+
 TEST_CASE("memory plan: a batch size whose buffers overflow is an error naming the value") {
   // Fuzzing: --batch-size 2305843009213693952 wrapped the sizes and crashed.
   ImportResult r = import_model(CB_SOURCE_DIR "/models/lenet5_op17.onnx");

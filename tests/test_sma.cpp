@@ -525,6 +525,69 @@ TEST_CASE("sma: overlapping the z update with the next step is bit-identical to 
     }
 }
 
+TEST_CASE(
+    "sma: evaluation runs in learner 0's arena between steps and changes nothing of training") {
+  if (!test::need(fs::path(kFashion) / "train-images-idx3-ubyte.gz",
+                  "Fashion-MNIST, Debian's dataset-fashion-mnist (./setup.sh installs it)"))
+    return;
+  Dataset data = load_idx_dataset(kFashion);
+  data.train = std::make_shared<ImageSet>(test::mem(data.train).head(192));
+  ImportResult r = import_model(kLenet);
+  const LossSpec loss = detect_loss(r.graph);
+  for (const OptimizerKind opt : {OptimizerKind::Sgd, OptimizerKind::AdamW}) {
+    CAPTURE(optimizer_name(opt));
+    std::vector<std::vector<float>> reps;
+    std::vector<std::vector<double>> losses;
+    std::vector<EvalResult> evals;
+    for (const int64_t every : {0, 2}) {
+      CpuSetup s = lenet_options({0, 1}, 1, 2);
+      s.opts.optimizer = opt;
+      CpuTrainer t(r.graph, loss, s);
+      // The graphs' copies of the initial weights are gone once z holds them.
+      for (const FlatSlot& p : t.model().param_slots())
+        CHECK(!t.model().training_graph().graph.value(p.value).data);
+      for (const FlatSlot& p : t.model().param_slots())
+        CHECK(!t.model().eval_graph().value(p.value).data);
+      RunOptions ro;
+      ro.steps = 8;
+      ro.seed = 4;
+      ro.eval_every = every;  // evaluations write learner 0's arena between its steps
+      ro.test_limit = 200;
+      RunSummary sum = train(t, data, ro);
+      CHECK(t.eval_own_arena_bytes() == 0);
+      std::vector<float> all;
+      for (int l = 0; l < t.local_learners(); ++l) {
+        std::vector<float> v = t.replica(l), m = t.velocity(l);
+        all.insert(all.end(), v.begin(), v.end());
+        all.insert(all.end(), m.begin(), m.end());
+      }
+      reps.push_back(all);
+      losses.push_back(sum.losses);
+      evals.push_back(sum.test);
+    }
+    CHECK(reps[0] == reps[1]);
+    CHECK(losses[0] == losses[1]);
+    CHECK(evals[0].loss == evals[1].loss);
+    CHECK(evals[0].correct == evals[1].correct);
+    CHECK(evals[0].count == 200);
+
+    // An evaluation batch whose plan does not fit the learner's arena gets its own, and scores
+    // the same examples alike.
+    CpuSetup s = lenet_options({0, 1}, 1, 2);
+    s.opts.optimizer = opt;
+    s.opts.eval_batch = 200;
+    CpuTrainer t(r.graph, loss, s);
+    RunOptions ro;
+    ro.steps = 8;
+    ro.seed = 4;
+    ro.test_limit = 200;
+    RunSummary sum = train(t, data, ro);
+    CHECK(t.eval_own_arena_bytes() > 0);
+    CHECK(sum.test.correct == evals[0].correct);
+    CHECK(sum.test.loss == doctest::Approx(evals[0].loss).epsilon(1e-6));
+  }
+}
+
 // ---- divergence ---------------------------------------------------------------------------------
 
 TEST_CASE("sma: divergence stops naming the step and the learner; nothing is updated") {
