@@ -42,6 +42,16 @@ std::pair<double, double> max_diff(const std::vector<float>& a, const std::vecto
   }
   return {diff, scale};
 }
+// Every local learner's replica, then its velocity (first moment), one after another.
+std::vector<float> learner_rows(const Trainer& t) {
+  std::vector<float> all;
+  for (int l = 0; l < t.local_learners(); ++l) {
+    std::vector<float> v = t.replica(l), m = t.velocity(l);
+    all.insert(all.end(), v.begin(), v.end());
+    all.insert(all.end(), m.begin(), m.end());
+  }
+  return all;
+}
 }  // namespace
 
 // ---- the algorithm -----------------------------------------------------------------------------
@@ -506,13 +516,7 @@ TEST_CASE("sma: overlapping the z update with the next step is bit-identical to 
         ro.schedule.milestones = {1};
         RunSummary sum = train(t, data, ro);
         z.push_back(t.central(c.devices - 1));
-        std::vector<float> all;
-        for (int l = 0; l < t.local_learners(); ++l) {
-          std::vector<float> v = t.replica(l), m = t.velocity(l);
-          all.insert(all.end(), v.begin(), v.end());
-          all.insert(all.end(), m.begin(), m.end());
-        }
-        reps.push_back(all);
+        reps.push_back(learner_rows(t));
         losses.push_back(sum.losses);
         accuracy.push_back(sum.test.accuracy);
         CHECK(t.timing().steps == 12);
@@ -555,13 +559,7 @@ TEST_CASE(
       ro.test_limit = 200;
       RunSummary sum = train(t, data, ro);
       CHECK(t.eval_own_arena_bytes() == 0);
-      std::vector<float> all;
-      for (int l = 0; l < t.local_learners(); ++l) {
-        std::vector<float> v = t.replica(l), m = t.velocity(l);
-        all.insert(all.end(), v.begin(), v.end());
-        all.insert(all.end(), m.begin(), m.end());
-      }
-      reps.push_back(all);
+      reps.push_back(learner_rows(t));
       losses.push_back(sum.losses);
       evals.push_back(sum.test);
     }
