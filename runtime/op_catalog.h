@@ -110,6 +110,7 @@ namespace cb {
 // exporters spell out: runtime/passes.h); OpDef::internal, never read from a file.
 #define CB_INTERNAL_OPS(X)       \
   X(AdamWStep)                   \
+  X(AttentionHeads)              \
   X(AveragePoolGrad)             \
   X(BatchNormalizationGrad)      \
   X(ClipGrad)                    \

@@ -112,4 +112,18 @@ LayoutStats assign_blocked_layouts(Graph& g, bool bf16_storage = false);
 // of values so stored (views included).
 int64_t assign_bf16_operands(Graph& g);
 
+// For the CPU (whose MatMul reads heads through permutations): each chain of MatMul,
+// MaskedSoftmax and MaskedSoftmaxGrad nodes over the same batch dims joined by [..., T, T] values
+// they read and write block by block becomes one AttentionHeads node
+// (runtime/ops/attention_heads.cpp) that runs the chain one batch index at a time: attention's
+// forward S = Q K^T -> P -> P V, and its backward dP = dO V^T -> dS -> dS K, dS^T Q with
+// dV = P^T dO beside it. A value only the chain's nodes read, within kNear nodes of its writer
+// (S, dP, dS), lives a [T, T] block at a time in cache and is never a tensor; one read later or
+// by other nodes (P, which the backward pass reads) stays one. The same arithmetic on the same
+// data, so the same bits. The node runs where the chain's last node ran; nodes in between that
+// read what the chain writes (a gradient's reshape) move after it, and a chain one of whose
+// nodes reads what such a node writes stays as it is. Run last, after assign_bf16_operands;
+// returns the number of chains fused.
+int64_t fuse_attention_heads(Graph& g);
+
 }  // namespace cb

@@ -117,6 +117,7 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision pre
   const bool bf16 = precision == Precision::BF16;
   if (blocked_layouts) layouts_ = assign_blocked_layouts(tg_.graph, bf16);
   if (blocked_layouts && bf16) bf16_operands_ = assign_bf16_operands(tg_.graph);
+  if (blocked_layouts) fuse_attention_heads(tg_.graph);
   LossNodes nodes;
   eval_graph_ = build_eval_graph(forward, loss, &nodes);
   feeds_ = feeds_of(forward, loss, eval_graph_, nodes);  // what feed_spec() gives without tg_
@@ -126,6 +127,7 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision pre
   set_compute_precision(eval_graph_, precision);
   if (blocked_layouts) assign_blocked_layouts(eval_graph_, bf16);
   if (blocked_layouts && bf16) assign_bf16_operands(eval_graph_);
+  if (blocked_layouts) fuse_attention_heads(eval_graph_);
   forward_outputs_ = forward.outputs.size();
   const Graph& g = tg_.graph;
   const Value& out = g.value(tg_.output);

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "tests/backend_ops/attention.h"
 #include "tests/backend_ops/case.h"
 #include "tests/backend_ops/conv_gemm.h"
 #include "tests/backend_ops/data_movement.h"
@@ -27,6 +28,7 @@ inline const std::vector<OpCases>& case_table() {
       {OpKind::Abs, unary},
       {OpKind::Add, binary},
       {OpKind::And, logical},
+      {OpKind::AttentionHeads, attention_heads},
       {OpKind::AveragePool, average_pool},
       {OpKind::BatchNormalization, batch_norm},
       {OpKind::Cast, cast},

@@ -737,9 +737,14 @@ TEST_CASE("backend ops: the CUDA backend has a kernel for every (op, dtype) the 
   auto host = make_cuda_host_run_device();
   std::vector<std::string> missing_host, missing_cuda;
   int pairs = 0;
+  // Ops only graphs made for the CPU hold: fuse_attention_heads runs where MatMul reads its
+  // operands through permutations (the CPU); a CUDA trainer's graphs keep the MatMul and
+  // MaskedSoftmax nodes such a node joins, and the CUDA kernels for those.
+  const std::vector<OpKind> cpu_only = {OpKind::AttentionHeads};
   for (const OpDef* def : all_ops())
     for (DType t : kDTypes) {
       if (!cpu->supports(def->kind, t)) continue;
+      if (std::find(cpu_only.begin(), cpu_only.end(), def->kind) != cpu_only.end()) continue;
       ++pairs;
       const std::string pair = fmt::format("({}, {})", def->name, dtype_name(t));
       if (!host->supports(def->kind, t)) missing_host.push_back(pair);

@@ -206,9 +206,9 @@ TEST_CASE("transformers: MatMul reads swapped operands in place (fold_matmul_tra
 
 // The CPU's own forms of a training graph (TrainModel with blocked_layouts, as cb-train builds
 // it for the CPU): MatMul reading the heads through permutations instead of Transposes
-// (fold_matmul_transposes), and under bf16 the products' operands stored as bf16
-// (assign_bf16_operands). Both only move where bytes live: one step gives the same bits as the
-// portable graph.
+// (fold_matmul_transposes), under bf16 the products' operands stored as bf16
+// (assign_bf16_operands), and attention's chains run a head at a time (fuse_attention_heads).
+// Each only moves where bytes live: one step gives the same bits as the portable graph.
 TEST_CASE("transformers: permuted MatMul operands and bf16 operands leave every result's bits") {
   const std::string model = CB_SOURCE_DIR "/models/gpt_small.onnx";
   if (!test::need(model, "models/gpt_small.onnx, made by ./setup.sh (models/transformers.py)"))
@@ -233,12 +233,23 @@ TEST_CASE("transformers: permuted MatMul operands and bf16 operands leave every 
         return c;
       };
       int64_t permuted = 0;
-      for (const Node& n : g.nodes)
-        if (const auto* p = std::any_cast<ops::MatMulParams>(&n.params))
-          permuted += !p->a_perm.empty() + !p->b_perm.empty() + !p->y_perm.empty();
+      auto count_perms = [&](const ops::MatMulParams& p) {
+        permuted += !p.a_perm.empty() + !p.b_perm.empty() + !p.y_perm.empty();
+      };
+      for (const Node& n : g.nodes) {
+        if (const auto* p = std::any_cast<ops::MatMulParams>(&n.params)) count_perms(*p);
+        if (const auto* h = std::any_cast<ops::AttentionHeadsParams>(&n.params))
+          for (const auto& st : h->steps)
+            if (st.kind == ops::AttentionHeadsParams::Kind::MatMul) count_perms(st.matmul);
+      }
       // Per block: Q, K^T and V read, the heads joined again; and the backward's.
       CHECK(permuted >= (training ? 2 * 6 : 2 * 4));
       CHECK(count(ref, "Transpose") > count(g, "Transpose"));
+      // fuse_attention_heads: per block the forward's Q K^T -> MaskedSoftmax -> P V, and in
+      // training the backward's dO V^T -> MaskedSoftmaxGrad -> dS K, dS^T Q, each one node.
+      CHECK(count(g, "AttentionHeads") == (training ? 2 * 2 : 2));
+      CHECK(count(g, "MaskedSoftmax") + count(g, "MaskedSoftmaxGrad") == 0);
+      CHECK(count(ref, "AttentionHeads") == 0);
       const auto readers = g.consumers();
       for (const Node& t : g.nodes) {  // what Transposes remain (the loss's) no product reads
         if (!t.def || t.def->name != std::string_view("Transpose")) continue;

@@ -19,6 +19,7 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/current_pool.h"
+#include "kernels/cpu/matmul_plan.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"
 #include "runtime/thread_pool.h"
@@ -244,8 +245,8 @@ void gemm_typed(const KernelArgs& a) {
 }
 
 // ---- MatMul -------------------------------------------------------------------------------------
-constexpr size_t kMaxBatchDims = 16;
-using Dims = std::array<int64_t, kMaxBatchDims>;
+constexpr size_t kMaxBatchDims = MatMulPlan::kMaxBatchDims;
+using Dims = MatMulPlan::Dims;
 
 // An operand's or the result's dims as the product sees them, and each one's element stride in
 // the row-major tensor that holds it.
@@ -303,78 +304,42 @@ bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool& trans
 
 // MatMul through permuted operands or result (MatMulParams::a_perm / b_perm / y_perm): one product
 // per batch index of the result, each reading its matrices in place through their strides; where
-// the result's rows are not contiguous, Y^T = B^T A^T instead.
+// the result's rows are not contiguous, Y^T = B^T A^T instead (plan_matmul).
+template <typename T>
+void matmul_index(const MatMulPlan& p, const T* pa, const uint16_t* pa16, const T* pb,
+                  const uint16_t* pb16, T* py) {
+  if (p.swapped) {
+    std::swap(pa, pb);
+    std::swap(pa16, pb16);
+  }
+  if (p.k == 0) {
+    for (int64_t r = 0; r < p.m; ++r) std::fill(py + r * p.ldc, py + r * p.ldc + p.n, T(0));
+    return;
+  }
+  gemm_one(p.bf16, p.ta, p.tb, p.m, p.n, p.k, T(1), pa, p.lda, pb, p.ldb, T(0), py, p.ldc, pa16,
+           pb16);
+}
+
 template <typename T>
 void matmul_permuted(const KernelArgs& a, const ops::MatMulParams& mp, const T* pa,
                      const uint16_t* pa16, const T* pb, const uint16_t* pb16, T* py) {
-  const TensorView &A = a.in[0], &B = a.in[1], &Y = a.out[0];
-  CB_CHECK(A.rank() >= 2 && B.rank() >= 2);
-  Strided va = operand_view(A.dims, mp.a_perm, mp.trans_a);
-  Strided vb = operand_view(B.dims, mp.b_perm, mp.trans_b);
-  const Strided vy = result_view(Y.dims, mp.y_perm);
-  const size_t ra = va.dims.size(), rb = vb.dims.size(), ry = vy.dims.size();
-  int64_t m = va.dims[ra - 2], k = va.dims[ra - 1], n = vb.dims[rb - 1];
-  CB_CHECK(vb.dims[rb - 2] == k && vy.dims[ry - 2] == m && vy.dims[ry - 1] == n);
-  // The matrices' strides: A [m,k], B [k,n], Y [m,n].
-  int64_t am = va.strides[ra - 2], ak = va.strides[ra - 1], bk = vb.strides[rb - 2],
-          bn = vb.strides[rb - 1], ym = vy.strides[ry - 2], yn = vy.strides[ry - 1];
-  bool ty = false;
-  int64_t ldc = 0;
-  CB_CHECK(blas_layout(m, n, ym, yn, ty, ldc));
-  const bool swapped = ty;  // Y^T [n,m] is row-major: Y^T = B^T A^T
-  if (swapped) {
-    std::swap(m, n);
-    std::swap(pa, pb);
-    std::swap(pa16, pb16);
-    std::swap(va, vb);
-    // B^T [n,k] is the left operand now, A^T [k,m] the right one.
-    const int64_t am2 = bn, ak2 = bk, bk2 = ak, bn2 = am;
-    am = am2, ak = ak2, bk = bk2, bn = bn2;
-  }
-  bool ta = false, tb = false;
-  int64_t lda = 0, ldb = 0;
-  CB_CHECK(blas_layout(m, k, am, ak, ta, lda) && blas_layout(k, n, bk, bn, tb, ldb));
-  // Batch dims, right-aligned and broadcast; each operand's stride per result batch dim.
-  const size_t nbatch = ry - 2, na = va.dims.size() - 2, nb = vb.dims.size() - 2;
-  CB_CHECK(nbatch <= kMaxBatchDims && na <= nbatch && nb <= nbatch);
-  Dims out{}, sa{}, sb{}, sy{};
-  int64_t count = 1;
-  for (size_t i = 0; i < nbatch; ++i) {  // i counts from the innermost batch dim
-    const size_t o = nbatch - 1 - i;
-    out[o] = vy.dims[o];
-    sy[o] = vy.strides[o];
-    const int64_t da = i < na ? va.dims[na - 1 - i] : 1, db = i < nb ? vb.dims[nb - 1 - i] : 1;
-    sa[o] = da == 1 ? 0 : va.strides[na - 1 - i];
-    sb[o] = db == 1 ? 0 : vb.strides[nb - 1 - i];
-    count *= out[o];
-  }
-  if (count == 0 || m == 0 || n == 0) return;
+  const MatMulPlan p = plan_matmul(a.in[0].dims, a.in[1].dims, a.out[0].dims, mp);
+  if (p.count == 0 || p.m == 0 || p.n == 0) return;
   auto body = [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      int64_t rem = i, oa = 0, ob = 0, oy = 0;
-      for (size_t d = nbatch; d-- > 0;) {
-        const int64_t idx = rem % out[d];
-        rem /= out[d];
-        oa += idx * sa[d];
-        ob += idx * sb[d];
-        oy += idx * sy[d];
-      }
-      if (k == 0) {
-        for (int64_t r = 0; r < m; ++r) std::fill(py + oy + r * ldc, py + oy + r * ldc + n, T(0));
-        continue;
-      }
-      gemm_one(mp.bf16, ta, tb, m, n, k, T(1), at(pa, oa), lda, at(pb, ob), ldb, T(0), py + oy, ldc,
-               at(pa16, oa), at(pb16, ob));
+      const MatMulPlan::Offsets o = p.offsets(i);
+      matmul_index(p, at(pa, o.a), at(pa16, o.a), at(pb, o.b), at(pb16, o.b), py + o.y);
     }
   };
-  if (count == 1) {
-    if (k == 0) return body(0, 1);
-    gemm_rows<T>(current_pool(), mp.bf16, ta, tb, m, n, k, T(1), pa, lda, pb, ldb, T(0), py, ldc,
-                 pa16, pb16);
-  } else if (current_pool() && m * n * k * count >= kSplitMacs) {
-    current_pool()->parallel_for(count, body);
+  if (p.count == 1) {
+    if (p.k == 0) return body(0, 1);
+    const bool sw = p.swapped;
+    gemm_rows<T>(current_pool(), p.bf16, p.ta, p.tb, p.m, p.n, p.k, T(1), sw ? pb : pa, p.lda,
+                 sw ? pa : pb, p.ldb, T(0), py, p.ldc, sw ? pb16 : pa16, sw ? pa16 : pb16);
+  } else if (current_pool() && p.m * p.n * p.k * p.count >= kSplitMacs) {
+    current_pool()->parallel_for(p.count, body);
   } else {
-    body(0, count);
+    body(0, p.count);
   }
 }
 
@@ -456,6 +421,68 @@ void matmul_typed(const KernelArgs& a) {
 }
 
 }  // namespace
+
+MatMulPlan plan_matmul(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
+                       const std::vector<int64_t>& y_dims, const ops::MatMulParams& mp) {
+  CB_CHECK(a_dims.size() >= 2 && b_dims.size() >= 2);
+  Strided va = operand_view(a_dims, mp.a_perm, mp.trans_a);
+  Strided vb = operand_view(b_dims, mp.b_perm, mp.trans_b);
+  const Strided vy = result_view(y_dims, mp.y_perm);
+  const size_t ra = va.dims.size(), rb = vb.dims.size(), ry = vy.dims.size();
+  MatMulPlan p;
+  p.bf16 = mp.bf16;
+  int64_t m = va.dims[ra - 2], k = va.dims[ra - 1], n = vb.dims[rb - 1];
+  CB_CHECK(vb.dims[rb - 2] == k && vy.dims[ry - 2] == m && vy.dims[ry - 1] == n);
+  // The matrices' strides: A [m,k], B [k,n], Y [m,n].
+  int64_t am = va.strides[ra - 2], ak = va.strides[ra - 1], bk = vb.strides[rb - 2],
+          bn = vb.strides[rb - 1];
+  const int64_t ym = vy.strides[ry - 2], yn = vy.strides[ry - 1];
+  CB_CHECK(blas_layout(m, n, ym, yn, p.swapped, p.ldc));
+  if (p.swapped) {  // Y^T [n,m] is row-major: Y^T = B^T A^T
+    std::swap(m, n);
+    // B^T [n,k] is the left operand now, A^T [k,m] the right one.
+    const int64_t am2 = bn, ak2 = bk, bk2 = ak, bn2 = am;
+    am = am2, ak = ak2, bk = bk2, bn = bn2;
+  }
+  p.m = m, p.n = n, p.k = k;
+  CB_CHECK(blas_layout(m, k, am, ak, p.ta, p.lda) && blas_layout(k, n, bk, bn, p.tb, p.ldb));
+  // Batch dims, right-aligned and broadcast; each operand's stride per result batch dim.
+  const size_t nbatch = ry - 2, na = ra - 2, nb = rb - 2;
+  CB_CHECK(nbatch <= MatMulPlan::kMaxBatchDims && na <= nbatch && nb <= nbatch);
+  p.nbatch = nbatch;
+  for (size_t i = 0; i < nbatch; ++i) {  // i counts from the innermost batch dim
+    const size_t o = nbatch - 1 - i;
+    p.out[o] = vy.dims[o];
+    p.sy[o] = vy.strides[o];
+    const int64_t da = i < na ? va.dims[na - 1 - i] : 1, db = i < nb ? vb.dims[nb - 1 - i] : 1;
+    p.sa[o] = da == 1 ? 0 : va.strides[na - 1 - i];
+    p.sb[o] = db == 1 ? 0 : vb.strides[nb - 1 - i];
+    p.count *= p.out[o];
+  }
+  return p;
+}
+
+std::vector<int64_t> matmul_result_dims(const std::vector<int64_t>& a_dims,
+                                        const std::vector<int64_t>& b_dims,
+                                        const ops::MatMulParams& mp) {
+  CB_CHECK(a_dims.size() >= 2 && b_dims.size() >= 2);
+  const Strided va = operand_view(a_dims, mp.a_perm, mp.trans_a);
+  const Strided vb = operand_view(b_dims, mp.b_perm, mp.trans_b);
+  const size_t na = va.dims.size() - 2, nb = vb.dims.size() - 2, nbatch = std::max(na, nb);
+  std::vector<int64_t> y(nbatch + 2);
+  for (size_t i = 0; i < nbatch; ++i) {  // from the innermost batch dim
+    const int64_t da = i < na ? va.dims[na - 1 - i] : 1, db = i < nb ? vb.dims[nb - 1 - i] : 1;
+    y[nbatch - 1 - i] = da == 1 ? db : da;
+  }
+  y[nbatch] = va.dims[na];
+  y[nbatch + 1] = vb.dims[nb + 1];
+  return y;
+}
+
+void matmul_one(const MatMulPlan& p, const float* a, const uint16_t* a16, const float* b,
+                const uint16_t* b16, float* y) {
+  matmul_index<float>(p, a, a16, b, b16, y);
+}
 
 void Gemm(const KernelArgs& a) {
   if (kernel_dtype(a) == DType::F64)

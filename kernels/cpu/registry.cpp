@@ -90,6 +90,7 @@ constexpr CpuKernel kKernels[] = {
     {OpKind::HardSwishGrad, &HardSwishGrad, kFloat},
     {OpKind::LeakyReluGrad, &LeakyReluGrad, kFloat},
     {OpKind::MaskedSoftmaxGrad, &MaskedSoftmaxGrad, kFloat},
+    {OpKind::AttentionHeads, &AttentionHeads, kF32},
     {OpKind::LogSoftmaxGrad, &LogSoftmaxGrad, kFloat},
     {OpKind::PadGrad, &PadGrad, kFloat},
     {OpKind::ReduceSumTo, &ReduceSumTo, kNumeric},

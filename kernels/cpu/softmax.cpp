@@ -16,6 +16,7 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/masked_softmax_rows.h"
 #include "kernels/cpu/storage.h"
 #include "kernels/cpu/vector_math.h"
 #include "runtime/ops/params.h"
@@ -293,7 +294,8 @@ std::vector<int64_t> kept_ends(const TensorView* mask, const geom::MaskPlan& pl,
   return ends;
 }
 
-// ends: kept_ends' (null where empty).
+// Rows [r0, r1) of X (rows of pl.n), x and y pointing at row r0; ends: kept_ends' (null where
+// empty).
 template <class T, class M>
 CB_CPU_CLONES void masked_rows(const T* x, const M* mask, const int64_t* ends, T* y,
                                const geom::MaskPlan& pl, int64_t r0, int64_t r1, T scale,
@@ -306,11 +308,11 @@ CB_CPU_CLONES void masked_rows(const T* x, const M* mask, const int64_t* ends, T
       // A row whose end the mask fills (causal attention): the filled end's logits are all
       // `fill`; row_f32 skips them where they come out 0.
       const int64_t live = ends ? round_up_to(ends[off / n], kExpChunk, n) : n;
-      masked_logits(x + r * n, m, pl.col_stride, y + r * n, live, scale, kind, fill);
-      row_f32(y + r * n, y + r * n, n, false, live, fill);  // in place: read before written
+      masked_logits(x + (r - r0) * n, m, pl.col_stride, y + (r - r0) * n, live, scale, kind, fill);
+      row_f32(y + (r - r0) * n, y + (r - r0) * n, n, false, live, fill);  // in place
     } else {
-      masked_logits(x + r * n, m, pl.col_stride, y + r * n, n, scale, kind, fill);
-      row<T, false>(y + r * n, y + r * n, n);
+      masked_logits(x + (r - r0) * n, m, pl.col_stride, y + (r - r0) * n, n, scale, kind, fill);
+      row<T, false>(y + (r - r0) * n, y + (r - r0) * n, n);
     }
   }
 }
@@ -319,7 +321,7 @@ CB_CPU_CLONES void masked_rows(const T* x, const M* mask, const int64_t* ends, T
 // Mul's gradients, in their order. A row whose end the mask fills and whose y is 0 there (the
 // forward's skipped end) sums its first elements only, a multiple of the 8 lanes (the rest
 // would add dy * 0 = 0 to them, but for a non-finite dy there), and its end's dX is 0. y is
-// MaskedSoftmax's output for the same mask.
+// MaskedSoftmax's output for the same mask. Rows [r0, r1), dy, y and dx pointing at row r0.
 // O = uint16_t: dX stored as bf16 (Value::bf16_storage), each row computed into `row` (n
 // elements) and then rounded.
 template <class T, class M, class O = T>
@@ -329,10 +331,10 @@ CB_CPU_CLONES void masked_grad_rows(const T* dy, const T* y, const M* mask, cons
   const int64_t n = pl.n, cs = pl.col_stride;
   const bool where = kind == MaskKind::FillWhereTrue || kind == MaskKind::FillWhereFalse;
   for (int64_t r = r0; r < r1; ++r) {
-    const T *g = dy + r * n, *v = y + r * n;
+    const T *g = dy + (r - r0) * n, *v = y + (r - r0) * n;
     T* o;
     if constexpr (std::is_same_v<O, T>)
-      o = dx + r * n;
+      o = dx + (r - r0) * n;
     else
       o = row;
     const int64_t off = where ? pl.row_offset(r) : 0;
@@ -362,7 +364,7 @@ CB_CPU_CLONES void masked_grad_rows(const T* dy, const T* y, const M* mask, cons
       }
     }
     if constexpr (!std::is_same_v<O, T>)
-      for (k = 0; k < n; ++k) store_s(dx + r * n, k, o[k]);
+      for (k = 0; k < n; ++k) store_s(dx + (r - r0) * n, k, o[k]);
   }
 }
 
@@ -390,8 +392,8 @@ void MaskedSoftmax(const KernelArgs& a) {
       const std::vector<int64_t> ends = kept_ends<M>(has ? &a.in[1] : nullptr, pl, p.mask);
       const int64_t* e_ = ends.empty() ? nullptr : ends.data();
       parallel(pl.rows, pl.n * 6, [&](int64_t b, int64_t e) {
-        masked_rows<T, M>(x.ptr<const T>(), m, e_, y.ptr<T>(), pl, b, e, static_cast<T>(p.scale),
-                          p.mask, static_cast<T>(p.fill));
+        masked_rows<T, M>(x.ptr<const T>() + b * pl.n, m, e_, y.ptr<T>() + b * pl.n, pl, b, e,
+                          static_cast<T>(p.scale), p.mask, static_cast<T>(p.fill));
       });
     });
   });
@@ -414,19 +416,55 @@ void MaskedSoftmaxGrad(const KernelArgs& a) {
           const int64_t n = pl.n;
           auto* dx16 = static_cast<uint16_t*>(dx.data);
           parallel(pl.rows, n * 4, [&](int64_t b, int64_t e) {
-            masked_grad_rows<T, M, uint16_t>(dy.ptr<const T>(), y.ptr<const T>(), m, e_, dx16, pl,
-                                             b, e, static_cast<T>(p.scale), p.mask,
-                                             scratch<float, 22>(n));
+            masked_grad_rows<T, M, uint16_t>(dy.ptr<const T>() + b * n, y.ptr<const T>() + b * n, m,
+                                             e_, dx16 + b * n, pl, b, e, static_cast<T>(p.scale),
+                                             p.mask, scratch<float, 22>(n));
           });
           return;
         }
       }
       CB_CHECK(!dx.bf16_storage);
       parallel(pl.rows, pl.n * 4, [&](int64_t b, int64_t e) {
-        masked_grad_rows<T, M>(dy.ptr<const T>(), y.ptr<const T>(), m, e_, dx.ptr<T>(), pl, b, e,
-                               static_cast<T>(p.scale), p.mask);
+        masked_grad_rows<T, M>(dy.ptr<const T>() + b * pl.n, y.ptr<const T>() + b * pl.n, m, e_,
+                               dx.ptr<T>() + b * pl.n, pl, b, e, static_cast<T>(p.scale), p.mask);
       });
     });
+  });
+}
+
+MaskedRowsPlan plan_masked_rows(const std::vector<int64_t>& x_dims, const TensorView* mask,
+                                const ops::MaskedSoftmaxParams& p) {
+  MaskedRowsPlan mp;
+  mp.p = p;
+  mp.pl = geom::mask_plan(x_dims, mask ? mask->dims : std::vector<int64_t>{}, mask != nullptr);
+  if (!mask) return mp;
+  mp.mask = mask->data;
+  if (p.mask == MaskKind::FillWhereTrue || p.mask == MaskKind::FillWhereFalse)
+    mp.ends = kept_ends<bool>(mask, mp.pl, p.mask);
+  else
+    CB_CHECK(mask->dtype == DType::F32);
+  return mp;
+}
+
+void masked_softmax_rows(const MaskedRowsPlan& mp, const float* x, float* y, int64_t r0,
+                         int64_t r1) {
+  with_mask_type<float>(mp.p, [&]<class M>(const M*) {
+    masked_rows<float, M>(x, static_cast<const M*>(mp.mask),
+                          mp.ends.empty() ? nullptr : mp.ends.data(), y, mp.pl, r0, r1, mp.p.scale,
+                          mp.p.mask, mp.p.fill);
+  });
+}
+
+void masked_softmax_grad_rows(const MaskedRowsPlan& mp, const float* dy, const float* y, float* dx,
+                              uint16_t* dx16, int64_t r0, int64_t r1) {
+  with_mask_type<float>(mp.p, [&]<class M>(const M*) {
+    const M* m = static_cast<const M*>(mp.mask);
+    const int64_t* e = mp.ends.empty() ? nullptr : mp.ends.data();
+    if (dx)
+      masked_grad_rows<float, M>(dy, y, m, e, dx, mp.pl, r0, r1, mp.p.scale, mp.p.mask);
+    else
+      masked_grad_rows<float, M, uint16_t>(dy, y, m, e, dx16, mp.pl, r0, r1, mp.p.scale, mp.p.mask,
+                                           scratch<float, 22>(mp.pl.n));
   });
 }
 

@@ -225,6 +225,28 @@ struct MaskedSoftmaxParams {
   float fill = 0;
 };
 
+// attention_heads.cpp: a chain of MatMul, MaskedSoftmax and MaskedSoftmaxGrad nodes over the same
+// batch of [T, T] blocks (attention's heads), run one batch index at a time (fuse_attention_heads).
+// Each step reads node inputs, outputs earlier steps wrote, or temporaries: values only the
+// chain reads, held one block at a time.
+struct AttentionHeadsParams {
+  enum class Kind : uint8_t { MatMul, MaskedSoftmax, MaskedSoftmaxGrad };
+  struct Ref {
+    enum class From : uint8_t { Input, Output, Temp } from = From::Input;
+    int32_t index = 0;  // into the node's inputs, its outputs, or the temporaries
+  };
+  struct Step {
+    Kind kind = Kind::MatMul;
+    std::string name;             // the node it replaced
+    MatMulParams matmul;          // Kind::MatMul
+    MaskedSoftmaxParams softmax;  // the softmax kinds
+    std::vector<Ref> in;          // the replaced node's inputs (an absent mask: no entry)
+    Ref out;
+  };
+  std::vector<Step> steps;
+  std::vector<char> temp_bf16;  // per temporary: stored rounded to bf16 (Value::bf16_storage)
+};
+
 // split.cpp
 struct SplitParams {
   int64_t axis = 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <any>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "runtime/ops/params.h"
@@ -245,6 +246,94 @@ void ref_sce_grad(const std::any& params, std::vector<Tensor>& in, std::vector<T
       out.at(0).data<double>()[at] = (std::exp(r.lp[static_cast<size_t>(at)]) - target) * g;
     }
   }
+}
+
+// AttentionHeads' chains (tests/backend_ops/attention.h) as attention, per example n and head h,
+// [N,T,H,d] inputs: forward P = softmax(masked(scale Q K^T)), O = P V; backward dP = dO V^T,
+// dV = P^T dO, dS = scale P (dP - rowsum(dP P)) (0 where masked), dQ = dS K, dK = dS^T Q.
+void ref_attention(const std::any& params, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+  const auto& hp = std::any_cast<const ops::AttentionHeadsParams&>(params);
+  const bool forward = hp.steps.size() == 3;
+  const auto& sp = hp.steps[forward ? 1 : 2].softmax;
+  using K = ops::MaskedSoftmaxParams::Mask;
+  const Tensor& x0 = in.at(0);
+  const int64_t N = x0.dims[0], T = x0.dims[1], H = x0.dims[2], D = x0.dims[3];
+  // The mask: forward Q, K, mask?, V; backward dO, V, P, Q, K, mask?.
+  const Tensor* mask =
+      forward ? (in.size() == 4 ? &in[2] : nullptr) : (in.size() == 6 ? &in[5] : nullptr);
+  // Whether (i, j) is masked out (a Where mask, [T,T]), and the additive mask of example n.
+  auto masked = [&](int64_t i, int64_t j) {
+    if (!mask || sp.mask == K::Add) return false;
+    const bool m = mask->real_at(i * T + j) != 0;  // the [T,T] causal mask
+    return m == (sp.mask == K::FillWhereTrue);
+  };
+  auto add = [&](int64_t n, int64_t j) {
+    return mask && sp.mask == K::Add ? mask->data<double>()[n * T + j] : 0.0;
+  };
+  auto at = [&](const Tensor& t, int64_t n, int64_t i, int64_t h, int64_t c) {
+    return t.data<double>()[((n * T + i) * H + h) * D + c];
+  };
+  auto put4 = [&](Tensor& t, int64_t n, int64_t i, int64_t h, int64_t c, double v) {
+    t.data<double>()[((n * T + i) * H + h) * D + c] = v;
+  };
+  std::vector<double> p(static_cast<size_t>(T * T)), g(static_cast<size_t>(T * T));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h) {
+      double* ph = p.data();
+      if (forward) {
+        const Tensor &q = in[0], &k = in[1], &v = in[mask ? 3 : 2];
+        for (int64_t i = 0; i < T; ++i) {
+          double mx = -std::numeric_limits<double>::infinity();
+          for (int64_t j = 0; j < T; ++j) {
+            double s = 0;
+            for (int64_t c = 0; c < D; ++c) s += at(q, n, i, h, c) * at(k, n, j, h, c);
+            ph[i * T + j] =
+                masked(i, j) ? -std::numeric_limits<double>::infinity() : s * sp.scale + add(n, j);
+            mx = std::max(mx, ph[i * T + j]);
+          }
+          double sum = 0;
+          for (int64_t j = 0; j < T; ++j) sum += ph[i * T + j] = std::exp(ph[i * T + j] - mx);
+          for (int64_t j = 0; j < T; ++j) {
+            ph[i * T + j] /= sum;
+            out[0].data<double>()[((n * H + h) * T + i) * T + j] = ph[i * T + j];
+          }
+        }
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t c = 0; c < D; ++c) {
+            double o = 0;
+            for (int64_t j = 0; j < T; ++j) o += ph[i * T + j] * at(v, n, j, h, c);
+            put4(out[1], n, i, h, c, o);
+          }
+        continue;
+      }
+      const Tensor &dO = in[0], &v = in[1], &pt = in[2], &q = in[3], &k = in[4];
+      for (int64_t i = 0; i < T * T; ++i) ph[i] = pt.data<double>()[(n * H + h) * T * T + i];
+      for (int64_t i = 0; i < T; ++i) {
+        double dot = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          double s = 0;
+          for (int64_t c = 0; c < D; ++c) s += at(dO, n, i, h, c) * at(v, n, j, h, c);
+          g[static_cast<size_t>(i * T + j)] = s;
+          dot += s * ph[i * T + j];
+        }
+        for (int64_t j = 0; j < T; ++j) {
+          double& gs = g[static_cast<size_t>(i * T + j)];
+          gs = masked(i, j) ? 0.0 : sp.scale * ph[i * T + j] * (gs - dot);
+        }
+      }
+      for (int64_t j = 0; j < T; ++j)
+        for (int64_t c = 0; c < D; ++c) {
+          double dv = 0, dq = 0, dk = 0;
+          for (int64_t i = 0; i < T; ++i) {
+            dv += ph[i * T + j] * at(dO, n, i, h, c);
+            dq += g[static_cast<size_t>(j * T + i)] * at(k, n, i, h, c);
+            dk += g[static_cast<size_t>(i * T + j)] * at(q, n, i, h, c);
+          }
+          put4(out[0], n, j, h, c, dv);
+          put4(out[1], n, j, h, c, dq);
+          put4(out[2], n, j, h, c, dk);
+        }
+    }
 }
 
 }  // namespace cb::test::bops

@@ -1,0 +1,143 @@
+// AttentionHeads, the node fuse_attention_heads makes of attention's per-head chains: under
+// --precision bf16 (products in bf16, heads stored as bf16, dS a bf16 temporary) the chain run a
+// head at a time gives the bits of the unfused kernels run over whole tensors. The f32 chains are
+// checked against attention itself by the op harness (tests/backend_ops/attention.h) and, in a
+// GPT's graphs, against the portable graph (test_golden_transformers.cpp).
+#include <doctest/doctest.h>
+
+#include <any>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/common/scalar_math.h"
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/cpu_device.h"
+#include "runtime/ops/params.h"
+#include "tests/device_util.h"
+
+using namespace cb;
+
+namespace {
+using H = ops::AttentionHeadsParams;
+using F = H::Ref::From;
+
+// A host tensor: f32, or f32 values stored as bf16.
+struct Buf {
+  std::vector<int64_t> dims;
+  bool bf16 = false;
+  std::vector<unsigned char> bytes;
+  Buf(std::vector<int64_t> d, bool half, uint32_t seed = 0, double lo = -1, double hi = 1)
+      : dims(std::move(d)), bf16(half) {
+    int64_t n = 1;
+    for (int64_t x : dims) n *= x;
+    bytes.assign(static_cast<size_t>(n) * (bf16 ? 2 : 4), 0);
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (int64_t i = 0; seed && i < n; ++i) {
+      const float v = static_cast<float>(u(g));
+      if (bf16) {
+        const uint16_t h = math::f32_to_bf16(v);
+        std::memcpy(bytes.data() + i * 2, &h, 2);
+      } else {
+        std::memcpy(bytes.data() + i * 4, &v, 4);
+      }
+    }
+  }
+  TensorView view() {
+    TensorView v{bytes.data(), DType::F32, dims};
+    v.bf16_storage = bf16;
+    return v;
+  }
+};
+
+ops::MatMulParams mm(bool ta, bool tb, DimList ap, DimList bp, DimList yp) {
+  ops::MatMulParams p;
+  p.bf16 = true;
+  p.trans_a = ta, p.trans_b = tb;
+  p.a_perm = std::move(ap), p.b_perm = std::move(bp), p.y_perm = std::move(yp);
+  return p;
+}
+
+void run(Device& dev, OpKind op, std::vector<TensorView> in, std::vector<TensorView> out,
+         const std::any& params) {
+  KernelArgs a;
+  a.params = &params;
+  a.in = std::move(in);
+  a.out = std::move(out);
+  test::launch_host(dev, op, a);
+}
+
+H::Step step(H::Kind k, std::vector<H::Ref> in, H::Ref out, ops::MatMulParams p = {},
+             ops::MaskedSoftmaxParams s = {}) {
+  return H::Step{.kind = k, .name = "", .matmul = p, .softmax = s, .in = in, .out = out};
+}
+}  // namespace
+
+TEST_CASE("attention heads: a bf16 chain, a head at a time, gives the unfused kernels' bits") {
+  if (!cpu::dnnl_bf16_available())
+    MESSAGE("no bf16 kernels on these cores: the products run in f32 (still compared bit for bit)");
+  auto dev = make_cpu_device(2);
+  // Large enough for the bf16 product (T * T * d >= kBf16MinMacs); a causal mask.
+  const int64_t n = 2, t = 128, h = 3, d = 32;
+  const std::vector<int64_t> x4{n, t, h, d}, s4{n, h, t, t};
+  const DimList heads{0, 2, 1, 3}, heads_t{0, 2, 3, 1}, none{};
+  const ops::MaskedSoftmaxParams sp{0.125f, ops::MaskedSoftmaxParams::Mask::FillWhereTrue,
+                                    -std::numeric_limits<float>::infinity()};
+  std::vector<unsigned char> causal(static_cast<size_t>(t * t));
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) causal[static_cast<size_t>(i * t + j)] = j > i;
+  TensorView mask{causal.data(), DType::Bool, {t, t}};
+  Buf q(x4, true, 1), k(x4, true, 2), v(x4, true, 3), dout(x4, false, 4);
+  const auto s_mm = mm(false, false, heads, heads_t, none),
+             o_mm = mm(false, false, none, heads, heads),
+             dp_mm = mm(false, true, heads, heads, none),
+             dv_mm = mm(true, false, none, heads, heads),
+             dq_mm = mm(false, true, none, heads_t, heads),
+             dk_mm = mm(true, false, heads, none, {0, 3, 1, 2});
+
+  // Unfused, whole tensors: S, P, O; dP, dS (stored as bf16: only bf16 products read it), dV, dQ,
+  // dK.
+  Buf s(s4, false), p(s4, false), o(x4, false), dp(s4, false), ds(s4, true), dv(x4, false),
+      dq(x4, false), dk(x4, false);
+  run(*dev, OpKind::MatMul, {q.view(), k.view()}, {s.view()}, s_mm);
+  run(*dev, OpKind::MaskedSoftmax, {s.view(), mask}, {p.view()}, sp);
+  run(*dev, OpKind::MatMul, {p.view(), v.view()}, {o.view()}, o_mm);
+  run(*dev, OpKind::MatMul, {dout.view(), v.view()}, {dp.view()}, dp_mm);
+  run(*dev, OpKind::MatMul, {p.view(), dout.view()}, {dv.view()}, dv_mm);
+  run(*dev, OpKind::MaskedSoftmaxGrad, {dp.view(), p.view(), mask}, {ds.view()}, sp);
+  run(*dev, OpKind::MatMul, {ds.view(), k.view()}, {dq.view()}, dq_mm);
+  run(*dev, OpKind::MatMul, {q.view(), ds.view()}, {dk.view()}, dk_mm);
+
+  // The two chains fuse_attention_heads makes of them.
+  H fwd;
+  fwd.temp_bf16 = {0};
+  fwd.steps = {step(H::Kind::MatMul, {{F::Input, 0}, {F::Input, 1}}, {F::Temp, 0}, s_mm),
+               step(H::Kind::MaskedSoftmax, {{F::Temp, 0}, {F::Input, 2}}, {F::Output, 0}, {}, sp),
+               step(H::Kind::MatMul, {{F::Output, 0}, {F::Input, 3}}, {F::Output, 1}, o_mm)};
+  Buf p2(s4, false), o2(x4, false);
+  run(*dev, OpKind::AttentionHeads, {q.view(), k.view(), mask, v.view()}, {p2.view(), o2.view()},
+      std::any(fwd));
+  CHECK(p2.bytes == p.bytes);
+  CHECK(o2.bytes == o.bytes);
+
+  H bwd;
+  bwd.temp_bf16 = {0, 1};
+  bwd.steps = {step(H::Kind::MatMul, {{F::Input, 0}, {F::Input, 1}}, {F::Temp, 0}, dp_mm),
+               step(H::Kind::MatMul, {{F::Input, 2}, {F::Input, 0}}, {F::Output, 0}, dv_mm),
+               step(H::Kind::MaskedSoftmaxGrad, {{F::Temp, 0}, {F::Input, 2}, {F::Input, 3}},
+                    {F::Temp, 1}, {}, sp),
+               step(H::Kind::MatMul, {{F::Temp, 1}, {F::Input, 4}}, {F::Output, 1}, dq_mm),
+               step(H::Kind::MatMul, {{F::Input, 5}, {F::Temp, 1}}, {F::Output, 2}, dk_mm)};
+  Buf dv2(x4, false), dq2(x4, false), dk2(x4, false);
+  run(*dev, OpKind::AttentionHeads, {dout.view(), v.view(), p.view(), mask, k.view(), q.view()},
+      {dv2.view(), dq2.view(), dk2.view()}, std::any(bwd));
+  CHECK(dv2.bytes == dv.bytes);
+  CHECK(dq2.bytes == dq.bytes);
+  CHECK(dk2.bytes == dk.bytes);
+  // Not vacuous: the gradients are not all zero.
+  int64_t nonzero = 0;
+  for (unsigned char b : dk2.bytes) nonzero += b != 0;
+  CHECK(nonzero > static_cast<int64_t>(dk2.bytes.size() / 2));
+}
