@@ -117,7 +117,7 @@ int64_t assign_bf16_operands(Graph& g);
 // they read and write block by block becomes one AttentionHeads node
 // (runtime/ops/attention_heads.cpp) that runs the chain one batch index at a time: attention's
 // forward S = Q K^T -> P -> P V, and its backward dP = dO V^T -> dS -> dS K, dS^T Q with
-// dV = P^T dO beside it. A value only the chain's nodes read, within kNear nodes of its writer
+// dV = P^T dO beside it. A value only the chain's nodes read, within 16 nodes of its writer
 // (S, dP, dS), lives a [T, T] block at a time in cache and is never a tensor; one read later or
 // by other nodes (P, which the backward pass reads) stays one. The same arithmetic on the same
 // data, so the same bits. The node runs where the chain's last node ran; nodes in between that
