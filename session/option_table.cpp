@@ -364,7 +364,8 @@ std::vector<OptionSpec> make_table() {
             "keep every activation in the row-major layout of the ONNX graph and every MatMul "
             "operand as the graph has it (by default, on the CPU, activations between oneDNN's "
             "convolutions stay in its blocked layout, which saves a reorder on each side of "
-            "every conv; MatMul reads attention's heads through strides instead of Transposes; "
+            "every conv; MatMul reads attention's heads through strides instead of Transposes, and "
+            "each head's products and softmax run together, its scores never stored whole; "
             "under bf16, activations only bf16 products read are stored as bf16)",
             true);
   t.flag_at("deterministic", CB_FIELD(deterministic),

@@ -52,9 +52,9 @@ struct Buf {
   }
 };
 
-ops::MatMulParams mm(bool ta, bool tb, DimList ap, DimList bp, DimList yp) {
+ops::MatMulParams mm(bool bf16, bool ta, bool tb, DimList ap, DimList bp, DimList yp) {
   ops::MatMulParams p;
-  p.bf16 = true;
+  p.bf16 = bf16;
   p.trans_a = ta, p.trans_b = tb;
   p.a_perm = std::move(ap), p.b_perm = std::move(bp), p.y_perm = std::move(yp);
   return p;
@@ -75,69 +75,77 @@ H::Step step(H::Kind k, std::vector<H::Ref> in, H::Ref out, ops::MatMulParams p 
 }
 }  // namespace
 
-TEST_CASE("attention heads: a bf16 chain, a head at a time, gives the unfused kernels' bits") {
+// Both precisions; T 128 and d 64 (each product large enough for the bf16 kernel, and under
+// the causal mask its blocks of 64 query or key rows too, so the kernel skips the masked blocks:
+// S and dP computed only where the softmaxes read them, P V and dS K over each block's kept keys,
+// P^T dO and dS^T Q over the queries that see each key block).
+TEST_CASE("attention heads: a chain, a head at a time, gives the unfused kernels' bits") {
   if (!cpu::dnnl_bf16_available())
     MESSAGE("no bf16 kernels on these cores: the products run in f32 (still compared bit for bit)");
-  auto dev = make_cpu_device(2);
-  // Large enough for the bf16 product (T * T * d >= kBf16MinMacs); a causal mask.
-  const int64_t n = 2, t = 128, h = 3, d = 32;
-  const std::vector<int64_t> x4{n, t, h, d}, s4{n, h, t, t};
-  const DimList heads{0, 2, 1, 3}, heads_t{0, 2, 3, 1}, none{};
-  const ops::MaskedSoftmaxParams sp{0.125f, ops::MaskedSoftmaxParams::Mask::FillWhereTrue,
-                                    -std::numeric_limits<float>::infinity()};
-  std::vector<unsigned char> causal(static_cast<size_t>(t * t));
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j < t; ++j) causal[static_cast<size_t>(i * t + j)] = j > i;
-  TensorView mask{causal.data(), DType::Bool, {t, t}};
-  Buf q(x4, true, 1), k(x4, true, 2), v(x4, true, 3), dout(x4, false, 4);
-  const auto s_mm = mm(false, false, heads, heads_t, none),
-             o_mm = mm(false, false, none, heads, heads),
-             dp_mm = mm(false, true, heads, heads, none),
-             dv_mm = mm(true, false, none, heads, heads),
-             dq_mm = mm(false, true, none, heads_t, heads),
-             dk_mm = mm(true, false, heads, none, {0, 3, 1, 2});
+  for (const bool bf16 : {false, true}) {
+    CAPTURE(bf16);
+    auto dev = make_cpu_device(2);
+    const int64_t n = 2, t = 128, h = 3, d = 64;
+    const std::vector<int64_t> x4{n, t, h, d}, s4{n, h, t, t};
+    const DimList heads{0, 2, 1, 3}, heads_t{0, 2, 3, 1}, none{};
+    const ops::MaskedSoftmaxParams sp{0.125f, ops::MaskedSoftmaxParams::Mask::FillWhereTrue,
+                                      -std::numeric_limits<float>::infinity()};
+    std::vector<unsigned char> causal(static_cast<size_t>(t * t));
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < t; ++j) causal[static_cast<size_t>(i * t + j)] = j > i;
+    TensorView mask{causal.data(), DType::Bool, {t, t}};
+    // Under bf16 the heads are stored as bf16, as assign_bf16_operands stores them.
+    Buf q(x4, bf16, 1), k(x4, bf16, 2), v(x4, bf16, 3), dout(x4, false, 4);
+    const auto s_mm = mm(bf16, false, false, heads, heads_t, none),
+               o_mm = mm(bf16, false, false, none, heads, heads),
+               dp_mm = mm(bf16, false, true, heads, heads, none),
+               dv_mm = mm(bf16, true, false, none, heads, heads),
+               dq_mm = mm(bf16, false, true, none, heads_t, heads),
+               dk_mm = mm(bf16, true, false, heads, none, {0, 3, 1, 2});
 
-  // Unfused, whole tensors: S, P, O; dP, dS (stored as bf16: only bf16 products read it), dV, dQ,
-  // dK.
-  Buf s(s4, false), p(s4, false), o(x4, false), dp(s4, false), ds(s4, true), dv(x4, false),
-      dq(x4, false), dk(x4, false);
-  run(*dev, OpKind::MatMul, {q.view(), k.view()}, {s.view()}, s_mm);
-  run(*dev, OpKind::MaskedSoftmax, {s.view(), mask}, {p.view()}, sp);
-  run(*dev, OpKind::MatMul, {p.view(), v.view()}, {o.view()}, o_mm);
-  run(*dev, OpKind::MatMul, {dout.view(), v.view()}, {dp.view()}, dp_mm);
-  run(*dev, OpKind::MatMul, {p.view(), dout.view()}, {dv.view()}, dv_mm);
-  run(*dev, OpKind::MaskedSoftmaxGrad, {dp.view(), p.view(), mask}, {ds.view()}, sp);
-  run(*dev, OpKind::MatMul, {ds.view(), k.view()}, {dq.view()}, dq_mm);
-  run(*dev, OpKind::MatMul, {q.view(), ds.view()}, {dk.view()}, dk_mm);
+    // Unfused, whole tensors: S, P, O; dP, dS (under bf16 stored as bf16: only bf16 products read
+    // it), dV, dQ, dK.
+    Buf s(s4, false), p(s4, false), o(x4, false), dp(s4, false), ds(s4, bf16), dv(x4, false),
+        dq(x4, false), dk(x4, false);
+    run(*dev, OpKind::MatMul, {q.view(), k.view()}, {s.view()}, s_mm);
+    run(*dev, OpKind::MaskedSoftmax, {s.view(), mask}, {p.view()}, sp);
+    run(*dev, OpKind::MatMul, {p.view(), v.view()}, {o.view()}, o_mm);
+    run(*dev, OpKind::MatMul, {dout.view(), v.view()}, {dp.view()}, dp_mm);
+    run(*dev, OpKind::MatMul, {p.view(), dout.view()}, {dv.view()}, dv_mm);
+    run(*dev, OpKind::MaskedSoftmaxGrad, {dp.view(), p.view(), mask}, {ds.view()}, sp);
+    run(*dev, OpKind::MatMul, {ds.view(), k.view()}, {dq.view()}, dq_mm);
+    run(*dev, OpKind::MatMul, {q.view(), ds.view()}, {dk.view()}, dk_mm);
 
-  // The two chains fuse_attention_heads makes of them.
-  H fwd;
-  fwd.temp_bf16 = {0};
-  fwd.steps = {step(H::Kind::MatMul, {{F::Input, 0}, {F::Input, 1}}, {F::Temp, 0}, s_mm),
-               step(H::Kind::MaskedSoftmax, {{F::Temp, 0}, {F::Input, 2}}, {F::Output, 0}, {}, sp),
-               step(H::Kind::MatMul, {{F::Output, 0}, {F::Input, 3}}, {F::Output, 1}, o_mm)};
-  Buf p2(s4, false), o2(x4, false);
-  run(*dev, OpKind::AttentionHeads, {q.view(), k.view(), mask, v.view()}, {p2.view(), o2.view()},
-      std::any(fwd));
-  CHECK(p2.bytes == p.bytes);
-  CHECK(o2.bytes == o.bytes);
+    // The two chains fuse_attention_heads makes of them.
+    H fwd;
+    fwd.temp_bf16 = {0};
+    fwd.steps = {
+        step(H::Kind::MatMul, {{F::Input, 0}, {F::Input, 1}}, {F::Temp, 0}, s_mm),
+        step(H::Kind::MaskedSoftmax, {{F::Temp, 0}, {F::Input, 2}}, {F::Output, 0}, {}, sp),
+        step(H::Kind::MatMul, {{F::Output, 0}, {F::Input, 3}}, {F::Output, 1}, o_mm)};
+    Buf p2(s4, false), o2(x4, false);
+    run(*dev, OpKind::AttentionHeads, {q.view(), k.view(), mask, v.view()}, {p2.view(), o2.view()},
+        std::any(fwd));
+    CHECK(p2.bytes == p.bytes);
+    CHECK(o2.bytes == o.bytes);
 
-  H bwd;
-  bwd.temp_bf16 = {0, 1};
-  bwd.steps = {step(H::Kind::MatMul, {{F::Input, 0}, {F::Input, 1}}, {F::Temp, 0}, dp_mm),
-               step(H::Kind::MatMul, {{F::Input, 2}, {F::Input, 0}}, {F::Output, 0}, dv_mm),
-               step(H::Kind::MaskedSoftmaxGrad, {{F::Temp, 0}, {F::Input, 2}, {F::Input, 3}},
-                    {F::Temp, 1}, {}, sp),
-               step(H::Kind::MatMul, {{F::Temp, 1}, {F::Input, 4}}, {F::Output, 1}, dq_mm),
-               step(H::Kind::MatMul, {{F::Input, 5}, {F::Temp, 1}}, {F::Output, 2}, dk_mm)};
-  Buf dv2(x4, false), dq2(x4, false), dk2(x4, false);
-  run(*dev, OpKind::AttentionHeads, {dout.view(), v.view(), p.view(), mask, k.view(), q.view()},
-      {dv2.view(), dq2.view(), dk2.view()}, std::any(bwd));
-  CHECK(dv2.bytes == dv.bytes);
-  CHECK(dq2.bytes == dq.bytes);
-  CHECK(dk2.bytes == dk.bytes);
-  // Not vacuous: the gradients are not all zero.
-  int64_t nonzero = 0;
-  for (unsigned char b : dk2.bytes) nonzero += b != 0;
-  CHECK(nonzero > static_cast<int64_t>(dk2.bytes.size() / 2));
+    H bwd;
+    bwd.temp_bf16 = {0, static_cast<char>(bf16)};
+    bwd.steps = {step(H::Kind::MatMul, {{F::Input, 0}, {F::Input, 1}}, {F::Temp, 0}, dp_mm),
+                 step(H::Kind::MatMul, {{F::Input, 2}, {F::Input, 0}}, {F::Output, 0}, dv_mm),
+                 step(H::Kind::MaskedSoftmaxGrad, {{F::Temp, 0}, {F::Input, 2}, {F::Input, 3}},
+                      {F::Temp, 1}, {}, sp),
+                 step(H::Kind::MatMul, {{F::Temp, 1}, {F::Input, 4}}, {F::Output, 1}, dq_mm),
+                 step(H::Kind::MatMul, {{F::Input, 5}, {F::Temp, 1}}, {F::Output, 2}, dk_mm)};
+    Buf dv2(x4, false), dq2(x4, false), dk2(x4, false);
+    run(*dev, OpKind::AttentionHeads, {dout.view(), v.view(), p.view(), mask, k.view(), q.view()},
+        {dv2.view(), dq2.view(), dk2.view()}, std::any(bwd));
+    CHECK(dv2.bytes == dv.bytes);
+    CHECK(dq2.bytes == dq.bytes);
+    CHECK(dk2.bytes == dk.bytes);
+    // Not vacuous: the gradients are not all zero.
+    int64_t nonzero = 0;
+    for (unsigned char b : dk2.bytes) nonzero += b != 0;
+    CHECK(nonzero > static_cast<int64_t>(dk2.bytes.size() / 2));
+  }
 }

@@ -234,6 +234,7 @@ struct AttentionHeadsParams {
   struct Ref {
     enum class From : uint8_t { Input, Output, Temp } from = From::Input;
     int32_t index = 0;  // into the node's inputs, its outputs, or the temporaries
+    bool operator==(const Ref&) const = default;
   };
   struct Step {
     Kind kind = Kind::MatMul;
