@@ -150,7 +150,7 @@ bool fuse_one_chain(Graph& g) {
       for (ValueId o : g.nodes[k].outputs)
         if (o != kNoValue) made_after[static_cast<size_t>(o)] = 1;
     bool ok = true;
-    for (size_t k = first + 1; k < last && ok; ++k) {
+    for (size_t k = first + 1; k <= last && ok; ++k) {
       const Node& n = g.nodes[k];
       if (in_group[k]) {
         for (ValueId v : n.inputs)

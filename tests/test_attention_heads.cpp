@@ -11,11 +11,16 @@
 #include <random>
 #include <vector>
 
+#include "importer/onnx_importer.h"
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_device.h"
+#include "runtime/op_catalog.h"
 #include "runtime/ops/params.h"
+#include "runtime/passes.h"
+#include "sma/model.h"
 #include "tests/device_util.h"
+#include "tests/test_util.h"
 
 using namespace cb;
 
@@ -147,5 +152,39 @@ TEST_CASE("attention heads: a chain, a head at a time, gives the unfused kernels
     int64_t nonzero = 0;
     for (unsigned char b : dk2.bytes) nonzero += b != 0;
     CHECK(nonzero > static_cast<int64_t>(dk2.bytes.size() / 2));
+  }
+}
+
+// The pass on a GPT's CPU training graph (TrainModel with blocked layouts): each block's forward
+// and backward chain is one node, and the graph is still in order: every node reads only values
+// the graph is given or an earlier node wrote (the nodes it moved after a chain included), and no
+// node reads a temporary the chains now hold inside.
+TEST_CASE("attention heads: the fused GPT graph stays in topological order") {
+  const std::string model = CB_SOURCE_DIR "/models/gpt_small.onnx";
+  if (!test::need(model, "models/gpt_small.onnx, made by ./setup.sh (models/transformers.py)"))
+    return;
+  const ImportResult r = import_model(model);
+  const TrainModel m(r.graph, {LossKind::SoftmaxCrossEntropy, ""}, Precision::F32, true);
+  for (const Graph* g : {&m.training_graph().graph, &m.eval_graph()}) {
+    std::vector<char> ready(g->values.size(), 0);
+    for (size_t v = 0; v < g->values.size(); ++v)
+      ready[v] = g->values[v].kind != ValueKind::Activation;  // inputs, parameters, constants
+    int64_t heads = 0, bad = 0;
+    for (size_t k = 0; k < g->nodes.size(); ++k) {
+      const Node& n = g->nodes[k];
+      heads += n.def && n.def->name == std::string_view("AttentionHeads");
+      for (ValueId v : n.inputs)
+        if (v != kNoValue && !ready[static_cast<size_t>(v)]) {
+          ++bad;
+          MESSAGE(n.name << " reads " << g->value(v).name << " before any node writes it");
+        }
+      for (ValueId v : n.outputs)
+        if (v != kNoValue) {
+          ready[static_cast<size_t>(v)] = 1;
+          CHECK(g->value(v).producer == static_cast<NodeId>(k));
+        }
+    }
+    CHECK(bad == 0);
+    CHECK(heads == (g == &m.eval_graph() ? 2 : 4));
   }
 }
