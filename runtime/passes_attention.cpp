@@ -65,9 +65,6 @@ int root(std::vector<int>& up, int x) {
   return x;
 }
 
-}  // namespace
-
-namespace {
 // Finds the chains, and fuses the first one that can run as one node; false where none can.
 bool fuse_one_chain(Graph& g) {
   const size_t nn = g.nodes.size(), nv = g.values.size();

@@ -24,9 +24,9 @@ using Heads = ops::AttentionHeadsParams;
 using Ref = Heads::Ref;
 
 struct StepPlan {
-  MatMulPlan mm;        // products
-  MaskedRowsPlan rows;  // softmaxes
-  int64_t row_len = 0, rows_per_index = 0;
+  MatMulPlan mm;               // products
+  MaskedRowsPlan rows;         // softmaxes
+  int64_t rows_per_index = 0;  // softmaxes: rows of one batch index (rows of pl.n)
 };
 
 // Where a step's operand for one batch index lives: f32, or bf16 (a value stored as bf16).
@@ -183,10 +183,9 @@ void AttentionHeads(const KernelArgs& a) {
         CB_CHECK(st.in[mask].from == Ref::From::Input);
         m = &a.in.at(static_cast<size_t>(st.in[mask].index));
       }
-      pl.rows = plan_masked_rows(xd, m, st.softmax);
+      pl.rows = plan_masked_rows(xd, m, st.softmax, DType::F32);
       CB_CHECK(xd.size() >= 3);
       c = pl.rows.pl.rows / xd[xd.size() - 2];
-      pl.row_len = pl.rows.pl.n;
       pl.rows_per_index = xd[xd.size() - 2];
     }
     CB_CHECK(count < 0 || c == count);
@@ -250,7 +249,7 @@ void AttentionHeads(const KernelArgs& a) {
           continue;
         }
         const int64_t r0 = i * pl.rows_per_index, r1 = r0 + pl.rows_per_index;
-        const int64_t off = r0 * pl.row_len;
+        const int64_t off = r0 * pl.rows.pl.n;
         const Ptr out = ptr(st.out, off);
         if (st.kind == Heads::Kind::MaskedSoftmax) {
           const Ptr x = ptr(st.in[0], off);

@@ -14,12 +14,14 @@ namespace cb::cpu {
 struct MaskedRowsPlan {
   ops::MaskedSoftmaxParams p;
   geom::MaskPlan pl;
-  const void* mask = nullptr;  // bool for the Where kinds, f32 for Add; null without a mask
+  const void* mask = nullptr;  // bool for the Where kinds, X's type for Add; null without one
   std::vector<int64_t> ends;   // per mask row: one past its last kept element (Where masks)
 };
-// X of dims x_dims (its rows: every dim but the last), the mask as the op reads it (null: none).
+// X of dims x_dims (its rows: every dim but the last) and type x_dtype, the mask as the op reads
+// it (null: none). The ops' kernels plan with it too, for f32 and f64; the row functions below
+// are f32.
 MaskedRowsPlan plan_masked_rows(const std::vector<int64_t>& x_dims, const TensorView* mask,
-                                const ops::MaskedSoftmaxParams& p);
+                                const ops::MaskedSoftmaxParams& p, DType x_dtype);
 // Rows [r0, r1) of X: x and y point at row r0 (y may be x).
 void masked_softmax_rows(const MaskedRowsPlan& mp, const float* x, float* y, int64_t r0,
                          int64_t r1);

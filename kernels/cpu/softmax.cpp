@@ -383,14 +383,13 @@ void MaskedSoftmax(const KernelArgs& a) {
   const auto& p = a.p<ops::MaskedSoftmaxParams>();
   const TensorView &x = a.in[0], &y = a.out[0];
   const bool has = a.in.size() > 1 && a.in[1].present();
-  const geom::MaskPlan pl =
-      geom::mask_plan(x.dims, has ? a.in[1].dims : std::vector<int64_t>{}, has);
+  const MaskedRowsPlan mp = plan_masked_rows(x.dims, has ? &a.in[1] : nullptr, p, x.dtype);
+  const geom::MaskPlan& pl = mp.pl;
   if (x.numel() == 0) return;
+  const int64_t* e_ = mp.ends.empty() ? nullptr : mp.ends.data();
   dispatch_float(x.dtype, [&]<class T>(Tag<T>) {
     with_mask_type<T>(p, [&]<class M>(const M*) {
-      const M* m = has ? a.in[1].ptr<const M>() : nullptr;
-      const std::vector<int64_t> ends = kept_ends<M>(has ? &a.in[1] : nullptr, pl, p.mask);
-      const int64_t* e_ = ends.empty() ? nullptr : ends.data();
+      const auto* m = static_cast<const M*>(mp.mask);
       parallel(pl.rows, pl.n * 6, [&](int64_t b, int64_t e) {
         masked_rows<T, M>(x.ptr<const T>() + b * pl.n, m, e_, y.ptr<T>() + b * pl.n, pl, b, e,
                           static_cast<T>(p.scale), p.mask, static_cast<T>(p.fill));
@@ -403,14 +402,13 @@ void MaskedSoftmaxGrad(const KernelArgs& a) {
   const auto& p = a.p<ops::MaskedSoftmaxParams>();
   const TensorView &dy = a.in[0], &y = a.in[1], &dx = a.out[0];
   const bool has = a.in.size() > 2 && a.in[2].present();
-  const geom::MaskPlan pl =
-      geom::mask_plan(y.dims, has ? a.in[2].dims : std::vector<int64_t>{}, has);
+  const MaskedRowsPlan mp = plan_masked_rows(y.dims, has ? &a.in[2] : nullptr, p, y.dtype);
+  const geom::MaskPlan& pl = mp.pl;
   if (y.numel() == 0) return;
+  const int64_t* e_ = mp.ends.empty() ? nullptr : mp.ends.data();
   dispatch_float(y.dtype, [&]<class T>(Tag<T>) {
     with_mask_type<T>(p, [&]<class M>(const M*) {
-      const M* m = has ? a.in[2].ptr<const M>() : nullptr;
-      const std::vector<int64_t> ends = kept_ends<M>(has ? &a.in[2] : nullptr, pl, p.mask);
-      const int64_t* e_ = ends.empty() ? nullptr : ends.data();
+      const auto* m = static_cast<const M*>(mp.mask);
       if constexpr (std::is_same_v<T, float>) {
         if (dx.bf16_storage) {  // dX only bf16 products read (assign_bf16_operands): rounded
           const int64_t n = pl.n;
@@ -433,16 +431,17 @@ void MaskedSoftmaxGrad(const KernelArgs& a) {
 }
 
 MaskedRowsPlan plan_masked_rows(const std::vector<int64_t>& x_dims, const TensorView* mask,
-                                const ops::MaskedSoftmaxParams& p) {
+                                const ops::MaskedSoftmaxParams& p, DType x_dtype) {
   MaskedRowsPlan mp;
   mp.p = p;
   mp.pl = geom::mask_plan(x_dims, mask ? mask->dims : std::vector<int64_t>{}, mask != nullptr);
   if (!mask) return mp;
   mp.mask = mask->data;
-  if (p.mask == MaskKind::FillWhereTrue || p.mask == MaskKind::FillWhereFalse)
-    mp.ends = kept_ends<bool>(mask, mp.pl, p.mask);
-  else
-    CB_CHECK(mask->dtype == DType::F32);
+  if (p.mask == MaskKind::FillWhereTrue || p.mask == MaskKind::FillWhereFalse) {
+    if (mp.pl.rows * mp.pl.n > 0) mp.ends = kept_ends<bool>(mask, mp.pl, p.mask);
+  } else {
+    CB_CHECK(mask->dtype == x_dtype);  // an additive mask of X's type (MaskedSoftmax's infer)
+  }
   return mp;
 }
 
