@@ -265,6 +265,42 @@ Precision parse_precision(const std::string& s) {
   fail("--precision {}: expected f32 or bf16", s);
 }
 
+ConvAlgorithm parse_conv_algorithm(const std::string& s) {
+  if (s == "auto") return ConvAlgorithm::Auto;
+  if (s == "direct") return ConvAlgorithm::Direct;
+  fail("--conv-algorithm {}: expected auto (Winograd where it is faster) or direct", s);
+}
+
+const char* conv_algorithm_name(ConvAlgorithm a) {
+  return a == ConvAlgorithm::Direct ? "direct" : "auto";
+}
+
+int64_t choose_conv_algorithms(Graph& g) {
+  int64_t marked = 0;
+  for (Node& n : g.nodes) {
+    if (!n.def || (n.def->name != "Conv" && n.def->name != "ConvGrad")) continue;
+    auto& p = std::any_cast<ops::ConvParams&>(n.params);
+    const bool grad = n.def->name == "ConvGrad";
+    const Value& x = g.value(n.inputs.at(grad ? 1 : 0));
+    const Value& w = g.value(n.inputs.at(grad ? 2 : 1));
+    const Value& y = g.value(grad ? n.inputs.at(0) : n.outputs.at(0));
+    auto fixed = [](const Value& v, size_t i) {  // 0 where not static
+      return v.shape[i].is_static() ? v.shape[i].value : 0;
+    };
+    const ops::WindowAttrs& win = p.window;
+    bool ok = !p.bf16 && x.dtype == DType::F32 && x.shape.size() == 4 && w.shape.size() == 4 &&
+              y.shape.size() == 4 && p.group == 1 && win.kernel_shape.size() == 2 &&
+              win.strides.size() == 2 && win.dilations.size() == 2 && win.pads.size() == 4;
+    for (size_t i = 0; ok && i < 2; ++i)
+      ok = win.kernel_shape[i] == 3 && win.strides[i] == 1 && win.dilations[i] == 1 &&
+           win.pads[i] <= 1 && win.pads[i + 2] <= 1 && fixed(y, i + 2) >= 14;
+    ok = ok && fixed(x, 1) > 0 && fixed(x, 1) % 16 == 0 && fixed(w, 0) > 0 && fixed(w, 0) % 16 == 0;
+    p.winograd = ok;
+    marked += ok;
+  }
+  return marked;
+}
+
 namespace {
 
 // For node n: per input and output slot, 0 when its kernel reads / writes only the plain layout,

@@ -72,6 +72,21 @@ const char* precision_name(Precision p);
 // GemmParams::bf16, MatMulParams); returns how many nodes compute in bf16.
 int64_t set_compute_precision(Graph& g, Precision p);
 
+// How the CPU's convolutions multiply (cb-train --conv-algorithm). Auto: Winograd where
+// choose_conv_algorithms marks a convolution; Direct: every convolution directly (oneDNN's
+// direct kernels; results then do not depend on the algorithm choice).
+enum class ConvAlgorithm { Auto, Direct };
+ConvAlgorithm parse_conv_algorithm(const std::string& s);  // auto | direct; cb::Error otherwise
+const char* conv_algorithm_name(ConvAlgorithm a);
+// For the CPU with oneDNN: marks the f32 Conv and ConvGrad nodes (not bf16 ones) that oneDNN's
+// Winograd F(4x4, 3x3) kernels run faster than its direct ones (ConvParams::winograd): 2-D, 3x3,
+// stride 1, dilation 1, pads of at most 1, one group, input and output channels multiples of
+// 16, outputs of at least 14x14 (measured on AVX-512 cores at 8 samples a thread: 1.6x the
+// direct kernels' speed at 14x14, 2.1-2.4x at 28x28 and 56x56, slower at 7x7). The results
+// differ from a direct convolution's by rounding only (about 1e-6 of the largest output).
+// Run after set_compute_precision; returns the number of nodes marked.
+int64_t choose_conv_algorithms(Graph& g);
+
 // MatMul reads an operand whose last two dims a Transpose swapped from the Transpose's input
 // instead (MatMulParams::trans_a / trans_b: the product reads it transposed, in place), for
 // operands of rank >= 2; Transposes nothing reads any more are removed. The backward graph's

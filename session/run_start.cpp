@@ -112,6 +112,11 @@ void announce_run(const RunStart& s, RunRecorder& rec) {
         "layout   {} activations kept in oneDNN's blocked layout between its ops, {} "
         "reorder{} where other ops need the plain one (--plain-layout: none)\n",
         l.blocked, l.reorders, l.reorders == 1 ? "" : "s");
+  if (const int64_t w = trainer.model().winograd_nodes(); w > 0)
+    fmt::print(
+        "conv     {} of {} convolutions (forward and backward) by Winograd's F(4x4, 3x3), the "
+        "others direct (--conv-algorithm direct: all direct)\n",
+        w, trainer.model().conv_nodes());
   if (topts.precision == Precision::BF16) {
     const int64_t n = trainer.model().bf16_nodes(), s = trainer.model().bf16_operands();
     fmt::print(

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <string>
 
-
 namespace cb::checkpoint_format {
 
 inline constexpr const char* kMagic = "crossbow-checkpoint";

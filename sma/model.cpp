@@ -109,7 +109,7 @@ FeedSpec feed_spec(const Graph& forward, const LossSpec& loss) {
 }
 
 TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision precision,
-                       bool blocked_layouts)
+                       bool blocked_layouts, ConvAlgorithm conv_algorithm)
     : tg_(build_training_graph(forward, loss)) {
   fuse_batch_norm_relu(tg_.graph);
   fold_matmul_transposes(tg_.graph, blocked_layouts);
@@ -118,6 +118,12 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision pre
   if (blocked_layouts) layouts_ = assign_blocked_layouts(tg_.graph, bf16);
   if (blocked_layouts && bf16) bf16_operands_ = assign_bf16_operands(tg_.graph);
   if (blocked_layouts) fuse_attention_heads(tg_.graph);
+  // Training only: evaluation convolves directly, as cb-run does with the exported model, so
+  // that the two give the same bits.
+  if (blocked_layouts && conv_algorithm == ConvAlgorithm::Auto)
+    winograd_nodes_ = choose_conv_algorithms(tg_.graph);
+  for (const Node& n : tg_.graph.nodes)
+    conv_nodes_ += n.def && (n.def->name == "Conv" || n.def->name == "ConvGrad");
   LossNodes nodes;
   eval_graph_ = build_eval_graph(forward, loss, &nodes);
   feeds_ = feeds_of(forward, loss, eval_graph_, nodes);  // what feed_spec() gives without tg_

@@ -69,9 +69,11 @@ class TrainModel {
   // `blocked_layouts` (only for devices with DeviceCaps::blocked_layouts: the CPU with oneDNN)
   // applies the CPU's own forms: activations in oneDNN's layout where it can
   // (assign_blocked_layouts), MatMul through permuted operands (fold_matmul_transposes), and
-  // under bf16 the products' operands stored as bf16 (assign_bf16_operands).
+  // under bf16 the products' operands stored as bf16 (assign_bf16_operands), and with
+  // `conv_algorithm` Auto the training graph's Winograd convolutions where they are faster
+  // (choose_conv_algorithms; the evaluation graph convolves directly, as cb-run does).
   TrainModel(const Graph& forward, const LossSpec& loss, Precision precision = Precision::F32,
-             bool blocked_layouts = false);
+             bool blocked_layouts = false, ConvAlgorithm conv_algorithm = ConvAlgorithm::Auto);
 
   const TrainingGraph& training_graph() const { return tg_; }
   // The forward graph in inference mode, with the loss appended (its target the last input, the
@@ -85,6 +87,9 @@ class TrainModel {
   // The training graph's row-major activations stored as bf16 because only bf16 products read
   // them (assign_bf16_operands).
   int64_t bf16_operands() const { return bf16_operands_; }
+  // Training-graph nodes (Conv and ConvGrad) that run Winograd's algorithm, and all of them.
+  int64_t winograd_nodes() const { return winograd_nodes_; }
+  int64_t conv_nodes() const { return conv_nodes_; }
   const std::vector<FlatSlot>& param_slots() const { return params_; }
   const std::vector<FlatSlot>& state_slots() const { return state_; }
   int64_t flat_elems() const { return flat_elems_; }    // P: one replica's row, with padding
@@ -129,6 +134,7 @@ class TrainModel {
   int64_t bf16_nodes_ = 0;
   LayoutStats layouts_;
   int64_t bf16_operands_ = 0;
+  int64_t winograd_nodes_ = 0, conv_nodes_ = 0;
   int64_t classes_ = 0;
   size_t forward_outputs_ = 0;      // the eval graph's first outputs are the forward graph's
   int64_t target_input_ = -1;       // training graph input of the target (-1: none)

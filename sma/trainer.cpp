@@ -98,10 +98,11 @@ double Trainer::central_scale() const {
 Trainer::Trainer(const Graph& forward, const LossSpec& loss, const TrainerOptions& opts,
                  Placement where)
     : opts_(opts),
-      model_(forward, loss, opts.precision,
-             opts.blocked_layouts &&
-                 std::all_of(where.devices.begin(), where.devices.end(),
-                             [](Device* d) { return d->caps().blocked_layouts; })) {
+      model_(
+          forward, loss, opts.precision,
+          opts.blocked_layouts && std::all_of(where.devices.begin(), where.devices.end(),
+                                              [](Device* d) { return d->caps().blocked_layouts; }),
+          opts.conv_algorithm) {
   const TrainerOptions& t = opts_;
   t.validate();
   if (where.devices.empty()) fail("the trainer needs at least one device");

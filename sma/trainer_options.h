@@ -79,6 +79,9 @@ struct TrainerOptions {
   // oneDNN ops in its blocked layout, MatMul through permuted operands, bf16 operands stored as
   // bf16; false: every activation row-major and every operand as the ONNX graph has it.
   bool blocked_layouts = true;
+  // Auto: with blocked_layouts, the f32 3x3 convolutions Winograd's algorithm runs faster
+  // (choose_conv_algorithms); Direct: every convolution directly.
+  ConvAlgorithm conv_algorithm = ConvAlgorithm::Auto;
   // Above 0: each learner's gradients scaled to this global L2 norm where above it (PyTorch's
   // clip_grad_norm_ over all of the learner's parameters), before its optimizer step.
   double clip_grad_norm = 0;

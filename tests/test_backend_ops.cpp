@@ -264,6 +264,11 @@ void emit(OpKind op, const Case& c, Prepared& p) {
   for (size_t o : c.omit) gb.omit(outs.at(o));
   // Marks f32 nodes only: the f64 reference's copy stays exact.
   if (c.bf16) set_compute_precision(p.g, Precision::BF16);
+  if (c.winograd) {  // the f32 case's Conv and ConvGrad are ones the pass takes (not the f64 copy)
+    CAPTURE(c.name);
+    const bool f32 = p.g.value(p.g.nodes.back().inputs.at(0)).dtype == DType::F32;
+    CHECK(choose_conv_algorithms(p.g) == (f32 ? static_cast<int64_t>(p.g.nodes.size()) : 0));
+  }
   p.out.clear();
   for (ValueId v : p.g.nodes.back().outputs) {
     OutSpec s;

@@ -47,6 +47,8 @@ bool conv_dnnl_available();
 // Whether oneDNN runs bf16 convolutions on these cores with optimised kernels (AVX-512 BF16 or
 // newer); without them ConvParams::bf16 is computed in f32.
 bool dnnl_bf16_available();
+// Whether oneDNN has f32 Winograd convolutions on these cores (AVX-512; ConvParams::winograd).
+bool dnnl_winograd_available();
 
 // The key of a cached oneDNN convolution primitive (forward or backward): the sub-batch size,
 // the input dims, the output channels, the window and `flags` (e.g. has-bias).

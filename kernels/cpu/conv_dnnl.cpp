@@ -39,6 +39,7 @@ struct ConvFwdPrim {
   dnnl::reorder to_x, to_w, from_y;
   bool re_x = false, re_w = false, re_y = false;
   std::unordered_map<int, dnnl::memory> args;
+  dnnl_conv::Scratchpad pad;
 };
 
 using FwdThread = dnnl_conv::ThreadPrims<Key, ConvFwdPrim>;
@@ -49,7 +50,7 @@ using dnnl_conv::plain;
 using dnnl_conv::type_of;
 
 std::unique_ptr<ConvFwdPrim> build(FwdThread& ts, const KernelArgs& a, int64_t nb, bool has_bias,
-                                   bool bf16) {
+                                   bool bf16, bool winograd) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
   size_t rank = X.dims.size(), r = rank - 2;
@@ -76,18 +77,19 @@ std::unique_ptr<ConvFwdPrim> build(FwdThread& ts, const KernelArgs& a, int64_t n
     return dnnl::memory::desc(d.dims(), type, tag::any);
   };
   dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::library);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::convolution_forward::primitive_desc pd;
   try {
     const auto fwd = dnnl::prop_kind::forward_training;
-    const auto algo = dnnl::algorithm::convolution_direct;
-    auto desc =
-        has_bias
-            ? dnnl::convolution_forward::desc(fwd, algo, any(x_md, in_type), any(w_md, in_type),
-                                              b_md, any(y_md, type_of(Y)), st, dil, pl, pr)
-            : dnnl::convolution_forward::desc(fwd, algo, any(x_md, in_type), any(w_md, in_type),
-                                              any(y_md, type_of(Y)), st, dil, pl, pr);
-    pd = dnnl::convolution_forward::primitive_desc(desc, attr, ts.eng);
+    pd = dnnl_conv::with_algorithm(winograd && !bf16, [&](dnnl::algorithm algo) {
+      auto desc =
+          has_bias
+              ? dnnl::convolution_forward::desc(fwd, algo, any(x_md, in_type), any(w_md, in_type),
+                                                b_md, any(y_md, type_of(Y)), st, dil, pl, pr)
+              : dnnl::convolution_forward::desc(fwd, algo, any(x_md, in_type), any(w_md, in_type),
+                                                any(y_md, type_of(Y)), st, dil, pl, pr);
+      return dnnl::convolution_forward::primitive_desc(desc, attr, ts.eng);
+    });
   } catch (const dnnl::error&) {
     return prim;  // not ok
   }
@@ -111,6 +113,7 @@ std::unique_ptr<ConvFwdPrim> build(FwdThread& ts, const KernelArgs& a, int64_t n
     prim->b_user = dnnl::memory(b_md, ts.eng, nullptr);
     prim->args[DNNL_ARG_BIAS] = prim->b_user;
   }
+  prim->pad.make(pd, ts.eng);
   prim->ok = true;
   return prim;
 }
@@ -123,12 +126,13 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
   FwdThread& ts = FwdThread::local();
   const OmpTeamOfOne omp_guard;
   const int64_t views = dnnl_conv::storage_bits({&X, &Y}) << 2;
+  const bool wino = p.winograd;
   ConvFwdPrim* found = dnnl_conv::find_prim(
       ts.prims, p.bf16,
       [&](bool bf16) {
-        return conv_key(p, X.dims, Y.dims[1], n1 - n0, has_bias | bf16 << 1 | views);
+        return conv_key(p, X.dims, Y.dims[1], n1 - n0, has_bias | bf16 << 1 | views | wino << 8);
       },
-      [&](bool bf16) { return build(ts, a, n1 - n0, has_bias, bf16); });
+      [&](bool bf16) { return build(ts, a, n1 - n0, has_bias, bf16, wino); });
   if (!found) return false;
   ConvFwdPrim& pr = *found;
   pr.x_user.set_data_handle(dnnl_conv::sample_ptr(X, n0));
@@ -139,11 +143,12 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
   auto floats = [](const dnnl::memory& m) {
     return static_cast<int64_t>(m.get_desc().get_size() / sizeof(float)) + 16;
   };
-  if (pr.re_x) bind(pr.x, scratch<float, 1>(floats(pr.x)));
-  if (pr.re_w) bind(pr.w, scratch<float, 2>(floats(pr.w)));
-  if (pr.re_y) bind(pr.y, scratch<float, 3>(floats(pr.y)));
+  if (pr.re_x) bind(pr.x, dnnl_conv::aligned_scratch<1>(floats(pr.x)));
+  if (pr.re_w) bind(pr.w, dnnl_conv::aligned_scratch<2>(floats(pr.w)));
+  if (pr.re_y) bind(pr.y, dnnl_conv::aligned_scratch<3>(floats(pr.y)));
   if (pr.re_x) pr.to_x.execute(ts.strm, pr.x_user, pr.x);
   if (pr.re_w) pr.to_w.execute(ts.strm, pr.w_user, pr.w);
+  pr.pad.bind(pr.args);
   pr.conv.execute(ts.strm, pr.args);
   if (pr.re_y) pr.from_y.execute(ts.strm, pr.y, pr.y_user);
   ts.strm.wait();
@@ -176,6 +181,12 @@ bool dnnl_bf16_available() {
   return (isa & bf16) == bf16;  // oneDNN's ISA values contain the bits of the ISAs they extend
 }
 
+bool dnnl_winograd_available() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return (isa & avx512) == avx512;
+}
+
 }  // namespace cb::cpu
 
 #else
@@ -183,5 +194,6 @@ namespace cb::cpu {
 bool conv_dnnl(const KernelArgs&) { return false; }
 bool conv_dnnl_available() { return false; }
 bool dnnl_bf16_available() { return false; }
+bool dnnl_winograd_available() { return false; }
 }  // namespace cb::cpu
 #endif

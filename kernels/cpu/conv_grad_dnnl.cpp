@@ -16,10 +16,12 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <dnnl.hpp>
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/dnnl_conv_util.h"
@@ -46,6 +48,7 @@ struct ConvBwdPrim {
   dnnl::convolution_backward_weights weights;
   Mem dy_d, w_d, dx_d;  // backward-data: diff_dst in, weights in, diff_src out
   Mem x_w, dy_w, dw_w;  // backward-weights: src in, diff_dst in, diff_weights out
+  dnnl_conv::Scratchpad data_pad, weights_pad;
 };
 
 using BwdThread = dnnl_conv::ThreadPrims<Key, ConvBwdPrim>;
@@ -66,7 +69,8 @@ Mem make_mem(const dnnl::engine& eng, const dnnl::memory::desc& user,
   return m;
 }
 
-std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t nb, bool bf16) {
+std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t nb, bool bf16,
+                                   bool winograd) {
   const auto& p = a.p<ops::ConvParams>();
   const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
   size_t rank = X.dims.size(), r = rank - 2;
@@ -96,25 +100,28 @@ std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t n
   auto any = [](const dnnl::memory::desc& d, dt type = dt::f32) {
     return dnnl::memory::desc(d.dims(), type, tag::any);
   };
-  const auto algo = dnnl::algorithm::convolution_direct;
   dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::library);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::convolution_backward_data::primitive_desc dpd;
   dnnl::convolution_backward_weights::primitive_desc wpd;
   try {
-    dnnl::convolution_forward::primitive_desc hint(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(x_md, in_type),
-                                        any(w_md, in_type), any(y_md, in_type), st, dil, pl, pr),
-        attr, ts.eng);
-    dpd = dnnl::convolution_backward_data::primitive_desc(
-        dnnl::convolution_backward_data::desc(algo, any(dx_md, dx_md.data_type()),
-                                              any(w_md, in_type), any(y_md, in_type), st, dil, pl,
-                                              pr),
-        attr, ts.eng, hint);
-    wpd = dnnl::convolution_backward_weights::primitive_desc(
-        dnnl::convolution_backward_weights::desc(algo, any(x_md, in_type), any(w_md),
-                                                 any(y_md, in_type), st, dil, pl, pr),
-        attr, ts.eng, hint);
+    std::tie(dpd, wpd) = dnnl_conv::with_algorithm(winograd && !bf16, [&](dnnl::algorithm algo) {
+      dnnl::convolution_forward::primitive_desc hint(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo,
+                                          any(x_md, in_type), any(w_md, in_type),
+                                          any(y_md, in_type), st, dil, pl, pr),
+          attr, ts.eng);
+      return std::pair(
+          dnnl::convolution_backward_data::primitive_desc(
+              dnnl::convolution_backward_data::desc(algo, any(dx_md, dx_md.data_type()),
+                                                    any(w_md, in_type), any(y_md, in_type), st, dil,
+                                                    pl, pr),
+              attr, ts.eng, hint),
+          dnnl::convolution_backward_weights::primitive_desc(
+              dnnl::convolution_backward_weights::desc(algo, any(x_md, in_type), any(w_md),
+                                                       any(y_md, in_type), st, dil, pl, pr),
+              attr, ts.eng, hint));
+    });
   } catch (const dnnl::error&) {
     return prim;  // not ok
   }
@@ -128,6 +135,8 @@ std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t n
   prim->x_w = make_mem(ts.eng, x_md, wpd.src_desc(), true);
   prim->dy_w = make_mem(ts.eng, y_md, wpd.diff_dst_desc(), true);
   prim->dw_w = make_mem(ts.eng, w_md, wpd.diff_weights_desc(), false);
+  prim->data_pad.make(dpd, ts.eng);
+  prim->weights_pad.make(wpd, ts.eng);
   prim->ok = true;
   return prim;
 }
@@ -140,12 +149,13 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   BwdThread& ts = BwdThread::local();
   const OmpTeamOfOne omp_guard;
   const int64_t views = dnnl_conv::storage_bits({&X, &dY, &dX}) << 2;
+  const bool wino = p.winograd;
   ConvBwdPrim* found = dnnl_conv::find_prim(
       ts.prims, p.bf16,
       [&](bool bf16) {
-        return conv_key(p, X.dims, dY.dims[1], n1 - n0, int64_t{bf16} << 1 | views);
+        return conv_key(p, X.dims, dY.dims[1], n1 - n0, int64_t{bf16} << 1 | views | wino << 8);
       },
-      [&](bool bf16) { return build(ts, a, n1 - n0, bf16); });
+      [&](bool bf16) { return build(ts, a, n1 - n0, bf16, wino); });
   if (!found) return false;
   ConvBwdPrim& pr = *found;
   char* x = dnnl_conv::sample_ptr(X, n0);
@@ -165,26 +175,31 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
     if (m.reordered) m.own.set_data_handle(buf);
   };
   if (dX.present()) {
-    bind_in(pr.dy_d, dy, scratch<float, 1>(floats(pr.dy_d.own)));
-    bind_in(pr.w_d, W.data, scratch<float, 2>(floats(pr.w_d.own)));
-    bind_out(pr.dx_d, dnnl_conv::sample_ptr(dX, n0), scratch<float, 3>(floats(pr.dx_d.own)));
-    pr.data.execute(ts.strm, {{DNNL_ARG_DIFF_DST, pr.dy_d.own},
-                              {DNNL_ARG_WEIGHTS, pr.w_d.own},
-                              {DNNL_ARG_DIFF_SRC, pr.dx_d.own}});
+    bind_in(pr.dy_d, dy, dnnl_conv::aligned_scratch<1>(floats(pr.dy_d.own)));
+    bind_in(pr.w_d, W.data, dnnl_conv::aligned_scratch<2>(floats(pr.w_d.own)));
+    bind_out(pr.dx_d, dnnl_conv::sample_ptr(dX, n0),
+             dnnl_conv::aligned_scratch<3>(floats(pr.dx_d.own)));
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, pr.dy_d.own},
+                                               {DNNL_ARG_WEIGHTS, pr.w_d.own},
+                                               {DNNL_ARG_DIFF_SRC, pr.dx_d.own}};
+    pr.data_pad.bind(args);
+    pr.data.execute(ts.strm, args);
     if (pr.dx_d.reordered) pr.dx_d.re.execute(ts.strm, pr.dx_d.own, pr.dx_d.user);
   }
   if (dw) {
-    bind_in(pr.x_w, x, scratch<float, 4>(floats(pr.x_w.own)));
+    bind_in(pr.x_w, x, dnnl_conv::aligned_scratch<4>(floats(pr.x_w.own)));
     // The same layout as for backward-data: reuse that reorder's result.
     if (dX.present() && pr.dy_d.reordered && pr.dy_w.reordered &&
         pr.dy_w.own.get_desc() == pr.dy_d.own.get_desc())
       pr.dy_w.own.set_data_handle(pr.dy_d.own.get_data_handle());
     else
-      bind_in(pr.dy_w, dy, scratch<float, 5>(floats(pr.dy_w.own)));
-    bind_out(pr.dw_w, dw, scratch<float, 6>(floats(pr.dw_w.own)));
-    pr.weights.execute(ts.strm, {{DNNL_ARG_SRC, pr.x_w.own},
-                                 {DNNL_ARG_DIFF_DST, pr.dy_w.own},
-                                 {DNNL_ARG_DIFF_WEIGHTS, pr.dw_w.own}});
+      bind_in(pr.dy_w, dy, dnnl_conv::aligned_scratch<5>(floats(pr.dy_w.own)));
+    bind_out(pr.dw_w, dw, dnnl_conv::aligned_scratch<6>(floats(pr.dw_w.own)));
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, pr.x_w.own},
+                                               {DNNL_ARG_DIFF_DST, pr.dy_w.own},
+                                               {DNNL_ARG_DIFF_WEIGHTS, pr.dw_w.own}};
+    pr.weights_pad.bind(args);
+    pr.weights.execute(ts.strm, args);
     if (pr.dw_w.reordered) pr.dw_w.re.execute(ts.strm, pr.dw_w.own, pr.dw_w.user);
   }
   ts.strm.wait();
@@ -202,17 +217,31 @@ bool conv_grad_dnnl(const KernelArgs& a) {
   int threads = current_pool() ? current_pool()->size() : 1;
   const int64_t want = std::min<int64_t>(threads, n);
   const int64_t chunk = (n + want - 1) / want, parts = (n + chunk - 1) / chunk;  // none empty
-  if (parts <= 1) return run_chunk(a, 0, n, dW ? dW->ptr<float>() : nullptr);
+  // Winograd's weight-gradient kernels store with aligned non-temporal stores: where dW is not
+  // 64-byte aligned (the arena and the flat buffers are; a caller's own buffer may not be) the
+  // first chunk writes an aligned buffer, copied into dW after.
+  float* const dw = dW ? dW->ptr<float>() : nullptr;
+  const bool via_copy = dw && a.p<ops::ConvParams>().winograd && !dnnl_conv::aligned64({dw});
+  float* const first = via_copy ? dnnl_conv::aligned_scratch<14>(w_size) : dw;
+  auto finish_first = [&] {
+    if (via_copy) std::memcpy(dw, first, static_cast<size_t>(w_size) * sizeof(float));
+  };
+  if (parts <= 1) {
+    if (!run_chunk(a, 0, n, first)) return false;
+    finish_first();
+    return true;
+  }
   // Equal sub-batches, one per thread; a shape oneDNN rejects is rejected by every chunk alike.
-  float* partials = dW ? scratch<float, 7>((parts - 1) * w_size) : nullptr;
+  float* partials = dW ? dnnl_conv::aligned_scratch<7>((parts - 1) * w_size) : nullptr;
   std::atomic<bool> ok{true};
   current_pool()->parallel_for(parts, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      float* dw = !dW ? nullptr : t == 0 ? dW->ptr<float>() : partials + (t - 1) * w_size;
-      if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk), dw)) ok = false;
+      float* part = !dW ? nullptr : t == 0 ? first : partials + (t - 1) * w_size;
+      if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk), part)) ok = false;
     }
   });
   if (!ok) return false;
+  finish_first();
   if (dW) add_partials(a, dW->ptr<float>(), partials, parts - 1, w_size);
   return true;
 }

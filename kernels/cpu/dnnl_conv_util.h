@@ -11,7 +11,9 @@
 #include <map>
 #include <memory>
 #include <string_view>
+#include <unordered_map>
 
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv.h"
 #include "runtime/kernel_args.h"
 
@@ -74,6 +76,55 @@ struct ThreadPrims {
   static ThreadPrims& local() {
     thread_local ThreadPrims s;
     return s;
+  }
+};
+
+// Scratch buffer `slot` of the calling thread (blas.h's scratch), at least `floats` long and
+// 64-byte aligned: oneDNN's kernels may store to their buffers with aligned non-temporal stores
+// (the Winograd kernels do).
+template <int slot>
+float* aligned_scratch(int64_t floats) {
+  const auto p = reinterpret_cast<uintptr_t>(scratch<float, slot>(floats + 16));
+  return reinterpret_cast<float*>((p + 63) & ~uintptr_t{63});
+}
+
+// Whether every pointer is 64-byte aligned (the Winograd weight-gradient kernels store with
+// aligned non-temporal stores).
+inline bool aligned64(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 64 != 0) return false;
+  return true;
+}
+
+// The convolution algorithm for a primitive: Winograd where asked (ConvParams::winograd) and
+// oneDNN has it for the shape and these cores, else direct; `make` builds the primitive
+// descriptor for an algorithm and throws dnnl::error where oneDNN has no implementation.
+template <class Make>
+auto with_algorithm(bool winograd, Make&& make) {
+  if (winograd) try {
+      return make(dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error&) {
+    }
+  return make(dnnl::algorithm::convolution_direct);
+}
+
+// A primitive's scratchpad (built with scratchpad_mode::user): oneDNN hands equal primitives
+// built on different threads the same object from its cache, and a scratchpad it kept itself
+// would then be written by two threads at once (the Winograd kernels' transformed tiles). Each
+// call binds the calling thread's own buffer (scratch slot 13), 64-byte aligned.
+struct Scratchpad {
+  dnnl::memory mem;
+  bool used = false;
+  void make(const dnnl::primitive_desc_base& pd, const dnnl::engine& eng) {
+    used = pd.scratchpad_desc().get_size() > 0;
+    if (used) mem = dnnl::memory(pd.scratchpad_desc(), eng, nullptr);
+  }
+  // Binds the calling thread's buffer and adds it to `args`.
+  void bind(std::unordered_map<int, dnnl::memory>& args) {
+    if (!used) return;
+    const auto bytes = static_cast<int64_t>(mem.get_desc().get_size());
+    mem.set_data_handle(aligned_scratch<13>(bytes / 4 + 1));
+    args[DNNL_ARG_SCRATCHPAD] = mem;
   }
 };
 

@@ -68,6 +68,11 @@ struct ConvParams {
   // kernel may round its operands (X, W, dY) to bf16 and multiply in bf16, accumulating and
   // writing f32. Where a kernel has no bf16 path it computes in f32, which is never less exact.
   bool bf16 = false;
+  // CPU with oneDNN (choose_conv_algorithms in runtime/passes.h): a 3x3 stride-1 f32 convolution
+  // that oneDNN's Winograd kernels (F(4x4, 3x3)) compute with fewer multiplications than its
+  // direct ones, forward and backward. Where they cannot (other cores, an unaligned buffer) the
+  // kernel convolves directly; other devices ignore it.
+  bool winograd = false;
   // ConvTranspose only: its attributes as given. ConvTranspose is the data gradient of the Conv
   // from its output Y back to its input X; its infer() derives `window` (auto_pad NOTSET, the
   // pads of that Conv: begin pads as resolved, end pads minus output_padding, either may be

@@ -105,6 +105,7 @@ struct Case {
   uint64_t seed = 0;       // KernelArgs::seed (Dropout)
   bool trunc_ref = false;  // integer results: the f64 reference truncated toward 0 (Div, Mean)
   bool bf16 = false;       // the node computes in bf16 (set_compute_precision; f32 Conv/ConvGrad)
+  bool winograd = false;   // choose_conv_algorithms runs on the graph (f32 Conv/ConvGrad)
   // Ops without infer() (optimizer and SMA steps): explicit params and outputs, no graph. Ops
   // without parse() but with infer() get `params` through GraphBuilder::emit_with.
   std::any params = {};

@@ -69,6 +69,17 @@ inline const std::vector<ConvSpec>& conv_specs() {
   return s;
 }
 
+// Shapes choose_conv_algorithms gives Winograd's algorithm (f32 only; where the cores have no
+// Winograd kernel the node convolves directly).
+inline const std::vector<ConvSpec>& winograd_specs() {
+  using V = std::vector<int64_t>;
+  static const std::vector<ConvSpec> s = {
+      {"Winograd 3x3 16x16", {2, 16, 16, 16}, {32, 16, 3, 3}, false, {{"pads", V{1, 1, 1, 1}}}},
+      {"Winograd 3x3 28x30, no pads", {3, 32, 30, 32}, {16, 32, 3, 3}, false, {}},
+  };
+  return s;
+}
+
 // Mixed precision (f32 only): operands rounded to bf16 (8 significant bits, a relative error up to
 // 2^-9 each), f32 accumulation; against the f64 reference of the unrounded inputs that is about
 // 1e-2 of the largest output for these sums of up to 72 products. Where the device has no bf16
@@ -87,6 +98,11 @@ inline std::vector<Case> conv(OpKind, DType t) {
     c.bf16 = true;
     c.tol = kBf16Tol;
     cs.push_back(c);
+  }
+  for (const ConvSpec& s : winograd_specs()) {
+    if (t != DType::F32) continue;
+    cs.push_back(
+        {.name = s.name, .in = {x(s.x), x(s.w)}, .attrs = s.attrs, .tol = 10, .winograd = true});
   }
   return cs;
 }
@@ -108,6 +124,17 @@ inline std::vector<Case> conv_grad(OpKind, DType t) {
                       .tol = bf16 ? kBf16Tol : 10,
                       .bf16 = bf16});
       }
+  }
+  for (const ConvSpec& s : winograd_specs()) {
+    if (t != DType::F32) continue;
+    for (std::vector<size_t> omit : {std::vector<size_t>{}, {0}, {1}})
+      cs.push_back({.name = s.name,
+                    .in = {fwd_out(0), x(s.x), x(s.w)},
+                    .outputs = 3,
+                    .omit = omit,
+                    .fwd = Fwd{"Conv", {x(s.x), x(s.w)}, s.attrs},
+                    .tol = 10,
+                    .winograd = true});
   }
   return cs;
 }
