@@ -43,7 +43,11 @@ int64_t fuse_attention_softmax(Graph& g);
 
 // BatchNormalization whose output only a Relu reads computes the Relu too (its `relu` flag), and
 // in a training graph the ReluGrad feeding that BatchNorm's gradient folds into the gradient:
-// each pair becomes one pass over the activation, with the same values. Returns the pairs fused.
+// each pair becomes one pass over the activation, with the same values. Likewise a Clip with
+// finite constant bounds (MobileNet's ReLU6) and its ClipGrads (`clip`): the same forward values;
+// the gradient counts dY strictly inside the bounds (PyTorch's ReLU6 rule) where ClipGrad counts
+// the bounds too, so the two differ only where BatchNorm's output is exactly a bound. Returns the
+// pairs fused.
 // Runs on graphs past autodiff (the trainer's), so the imported graph and its export are untouched.
 int64_t fuse_batch_norm_relu(Graph& g);
 

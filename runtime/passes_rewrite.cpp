@@ -423,6 +423,83 @@ int64_t fuse_gelu(Graph& g) {
   return made;
 }
 
+namespace {
+
+// The constant bound of Clip node `cl` (input 1 for min, 2 for max; before opset 11 its
+// attribute), if it is one.
+std::optional<double> clip_bound(const Graph& g, const Node& cl, size_t i) {
+  if (cl.inputs.size() > i && cl.inputs[i] != kNoValue) return scalar_of(g, cl.inputs[i]);
+  const auto& p = cl.p<ops::ClipParams>();
+  return i == 1 ? p.min : p.max;
+}
+
+// The Clip half of fuse_batch_norm_relu: a BatchNormalization whose Y only a Clip with finite
+// constant bounds reads, and in a training graph the ClipGrads of that Clip (which read Y), each
+// feeding only the BatchNormalizationGrad of the same X and scale. All or nothing: the fused
+// BatchNorm no longer writes Y, so every ClipGrad must fold. Marks the nodes dropped in `drop`.
+int64_t fuse_batch_norm_clip(Graph& g, const std::vector<int64_t>& uses, std::vector<bool>& drop) {
+  int64_t fused = 0;
+  for (Node& cl : g.nodes) {
+    if (!cl.def || cl.def->name != "Clip" || cl.outputs.size() != 1) continue;
+    const ValueId y = cl.inputs[0], z = cl.outputs[0];
+    const NodeId bp = g.value(y).producer;
+    if (bp < 0) continue;
+    Node& bn = g.nodes[static_cast<size_t>(bp)];
+    if (!bn.def || bn.def->name != "BatchNormalization" || bn.outputs[0] != y ||
+        bn.p<ops::BatchNormalizationParams>().relu)
+      continue;
+    const std::optional<double> lo = clip_bound(g, cl, 1), hi = clip_bound(g, cl, 2);
+    if (!lo || !hi || !std::isfinite(*lo) || !std::isfinite(*hi) || !(*lo < *hi)) continue;
+    const Value &yv = g.value(y), &zv = g.value(z);
+    if (yv.dtype != DType::F32 || zv.dtype != yv.dtype || zv.shape != yv.shape) continue;
+    // Y's other readers: ClipGrads of this Clip, each folding into its BatchNormalizationGrad.
+    std::vector<std::pair<Node*, Node*>> grads;  // (ClipGrad, BatchNormalizationGrad)
+    int64_t readers = 1;                         // the Clip
+    bool foldable = true;
+    for (Node& cg : g.nodes) {
+      if (std::find(cg.inputs.begin(), cg.inputs.end(), y) == cg.inputs.end() || &cg == &cl)
+        continue;
+      ++readers;
+      Node* bg = nullptr;
+      if (cg.def && cg.def->name == "ClipGrad" && cg.inputs.size() >= 2 && cg.inputs[1] == y &&
+          uses[static_cast<size_t>(cg.outputs[0])] == 1) {
+        const ValueId dy = cg.outputs[0];
+        for (Node& n : g.nodes)
+          if (n.def && n.def->name == "BatchNormalizationGrad" && n.inputs.size() == 3 &&
+              n.inputs[0] == dy && n.inputs[1] == bn.inputs[0] && n.inputs[2] == bn.inputs[1])
+            bg = &n;
+      }
+      if (!bg) {
+        foldable = false;
+        break;
+      }
+      grads.emplace_back(&cg, bg);
+    }
+    if (!foldable || readers != uses[static_cast<size_t>(y)]) continue;
+    auto mark = [&](Node& n) {
+      auto& p = std::any_cast<ops::BatchNormalizationParams&>(n.params);
+      p.relu = p.clip = true;
+      p.clip_min = static_cast<float>(*lo);
+      p.clip_max = static_cast<float>(*hi);
+    };
+    mark(bn);
+    bn.outputs[0] = z;
+    g.value(z).producer = bp;
+    g.value(y).producer = -1;
+    drop[static_cast<size_t>(&cl - g.nodes.data())] = true;
+    for (auto [cg, bg] : grads) {
+      mark(*bg);
+      bg->inputs = {cg->inputs[0], bg->inputs[1], bg->inputs[2], z};
+      g.value(cg->outputs[0]).producer = -1;
+      drop[static_cast<size_t>(cg - g.nodes.data())] = true;
+    }
+    ++fused;
+  }
+  return fused;
+}
+
+}  // namespace
+
 int64_t fuse_batch_norm_relu(Graph& g) {
   const std::vector<int64_t> uses = readers(g);
   std::vector<bool> drop(g.nodes.size(), false);
@@ -465,6 +542,7 @@ int64_t fuse_batch_norm_relu(Graph& g) {
     g.value(dy).producer = -1;
     drop[static_cast<size_t>(&rg - g.nodes.data())] = true;
   }
+  fused += fuse_batch_norm_clip(g, uses, drop);
   if (fused == 0) return 0;
   remove_nodes(g, drop);
   return fused;

@@ -372,10 +372,11 @@ std::vector<OptionSpec> make_table() {
       "conv-algorithm", Kind::Value,
       "auto, or direct: how the CPU multiplies its convolutions. auto: with the blocked layout, "
       "f32 3x3 stride-1 convolutions with channels in multiples of 16 and outputs of 14x14 or "
-      "more use oneDNN's Winograd F(4x4, 3x3) kernels (forward and backward), 1.6-2.4x faster "
-      "than its direct ones there, with results that differ by rounding (about 1e-6 of the "
-      "largest output); every other convolution direct. direct: every convolution direct "
-      "(PyTorch's CPU algorithm). GPUs: cuDNN picks its own",
+      "more use oneDNN's Winograd F(4x4, 3x3) kernels in training (forward and backward), "
+      "1.6-2.4x faster than its direct ones there, with results that differ by rounding (about "
+      "1e-6 of the largest output); every other convolution, and evaluation, direct (the "
+      "exported model's bits under cb-run). direct: every convolution direct (PyTorch's CPU "
+      "algorithm). GPUs: cuDNN picks its own",
       [](SessionOptions& o, const std::string& s) {
         o.trainer.conv_algorithm = parse_conv_algorithm(s);
       },

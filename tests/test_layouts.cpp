@@ -745,6 +745,117 @@ TEST_CASE("precision: LeNet-5 in bf16 on the CUDA kernels (host-run) trains as t
   }
 }
 
+// BatchNormalization with a fused Clip (MobileNet's ReLU6; fuse_batch_norm_relu) against
+// BatchNormalization then Clip: the same forward bits (Y, running statistics); its gradient against
+// BatchNormalizationGrad of dZ counted strictly inside the bounds (PyTorch's ReLU6 rule), the same
+// bits, plain and blocked, f32 and bf16-stored (where outputs rounded to bf16 land exactly on a
+// bound, which the strict rule drops and ClipGrad's inclusive one would count), on the CPU and
+// the CUDA kernels run on the host.
+TEST_CASE("layouts: BatchNorm with a fused Clip gives BatchNorm then Clip's bits, and gradients") {
+  const int64_t n = 3, c = 32, h = 5, w = 7, count = n * c * h * w;
+  const std::vector<int64_t> dims = {n, c, h, w};
+  const float lo = -0.5f, hi = 1.0f;
+  std::mt19937 rng(12);
+  std::vector<float> x = uniform(rng, count, -2, 2), dz = uniform(rng, count, -1, 1);
+  std::vector<float> scale = uniform(rng, c, 0.5f, 1.5f), bias = uniform(rng, c, -0.5f, 0.5f);
+  const std::vector<float> mean0 = uniform(rng, c, -1, 1), var0 = uniform(rng, c, 0.5f, 2);
+  struct Form {
+    const char* name;
+    bool blocked, bf16;
+  };
+  const Form forms[] = {
+      {"plain", false, false}, {"blocked", true, false}, {"blocked bf16", true, true}};
+  std::vector<std::pair<const char*, std::unique_ptr<Device>>> devices;
+  devices.emplace_back("cpu", make_cpu_device(2));
+  devices.emplace_back("cuda-host", make_cuda_host_run_device());
+  for (auto& [dev_name, dev] : devices)
+    for (const Form& f : forms) {
+      if (f.blocked && std::string(dev_name) != "cpu") continue;
+      CAPTURE(dev_name);
+      CAPTURE(f.name);
+      const size_t es = f.bf16 ? 2 : 4;
+      auto stored = [&](const std::vector<float>& v) {
+        std::vector<uint8_t> b(v.size() * es);
+        if (f.bf16) {
+          const std::vector<uint16_t> r = rounded(v);
+          std::memcpy(b.data(), r.data(), b.size());
+        } else {
+          std::memcpy(b.data(), v.data(), b.size());
+        }
+        return b;
+      };
+      auto value = [&](const std::vector<uint8_t>& b, size_t i) {  // element i as a float
+        if (!f.bf16) {
+          float v = 0;
+          std::memcpy(&v, b.data() + 4 * i, 4);
+          return v;
+        }
+        uint16_t u = 0;
+        std::memcpy(&u, b.data() + 2 * i, 2);
+        return math::bf16_to_f32(u);
+      };
+      auto act = [&](std::vector<uint8_t>& b) {
+        return TensorView{b.data(), DType::F32, dims, f.blocked, f.bf16};
+      };
+      auto vec = [&](std::vector<float>& v) { return f32_view(v, {c}); };
+      std::vector<uint8_t> xs = stored(x), dzs = stored(dz);
+      auto run = [&](OpKind op, std::any& p, std::vector<TensorView> in,
+                     std::vector<TensorView> out) {
+        KernelArgs k;
+        k.params = &p;
+        k.in = std::move(in);
+        k.out = std::move(out);
+        test::launch_host(*dev, op, k);
+      };
+      ops::BatchNormalizationParams bp;
+      bp.training = true;
+      bp.unbiased_running_var = true;
+      bp.epsilon = 1e-3f;
+      std::any plain_p = bp;
+      ops::ClipParams cp;
+      cp.min = lo;
+      cp.max = hi;
+      std::any clip_p = cp;
+      bp.relu = bp.clip = true;
+      bp.clip_min = lo;
+      bp.clip_max = hi;
+      std::any fused_p = bp;
+      std::vector<uint8_t> y(xs.size()), z_ref(xs.size()), z(xs.size());
+      std::vector<float> rm[2] = {mean0, mean0}, rv[2] = {var0, var0};
+      std::vector<float> m0 = mean0, v0 = var0;
+      run(OpKind::BatchNormalization, plain_p, {act(xs), vec(scale), vec(bias), vec(m0), vec(v0)},
+          {act(y), vec(rm[0]), vec(rv[0])});
+      run(OpKind::Clip, clip_p, {act(y)}, {act(z_ref)});
+      run(OpKind::BatchNormalization, fused_p, {act(xs), vec(scale), vec(bias), vec(m0), vec(v0)},
+          {act(z), vec(rm[1]), vec(rv[1])});
+      CHECK(z == z_ref);
+      CHECK(rm[0] == rm[1]);
+      CHECK(rv[0] == rv[1]);
+      int below = 0, above = 0, inside = 0;  // the clamp has all three sides
+      for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
+        const float v = value(z, i);
+        below += v == lo, above += v == hi, inside += v > lo && v < hi;
+      }
+      CHECK(below > count / 10);
+      CHECK(above > count / 10);
+      CHECK(inside > count / 4);
+      // Backward: dZ where lo < Z < hi (strict), BatchNormalizationGrad; and the fused gradient.
+      std::vector<uint8_t> dy(xs.size(), 0), dx_ref(xs.size()), dx(xs.size());
+      for (size_t i = 0; i < static_cast<size_t>(count); ++i)
+        if (value(z, i) > lo && value(z, i) < hi)
+          std::memcpy(dy.data() + es * i, dzs.data() + es * i, es);
+      const std::vector<float> zeros_c(static_cast<size_t>(c));
+      std::vector<float> ds[2] = {zeros_c, zeros_c}, db[2] = {zeros_c, zeros_c};
+      run(OpKind::BatchNormalizationGrad, plain_p, {act(dy), act(xs), vec(scale)},
+          {act(dx_ref), vec(ds[0]), vec(db[0])});
+      run(OpKind::BatchNormalizationGrad, fused_p, {act(dzs), act(xs), vec(scale), act(z)},
+          {act(dx), vec(ds[1]), vec(db[1])});
+      CHECK(dx == dx_ref);
+      CHECK(ds[0] == ds[1]);
+      CHECK(db[0] == db[1]);
+    }
+}
+
 // BatchNormalization with a fused Relu (fuse_batch_norm_relu) against BatchNormalization then
 // Relu, and its gradient against ReluGrad then BatchNormalizationGrad: the same bits (Y, the
 // running statistics, dX, dscale, dB), plain and blocked, f32 and bf16-stored, on the CPU and on
@@ -836,6 +947,55 @@ TEST_CASE("layouts: BatchNorm with a fused Relu gives BatchNorm then Relu's bits
       CHECK(ds[0] == ds[1]);
       CHECK(db[0] == db[1]);
     }
+}
+
+// The trainer fuses each BatchNormalization + Clip(0, 6) of MobileNetV2 (its ReLU6s) forward and
+// backward, in the training and the evaluation graph, and the fused gradient reads the fused
+// forward's output in X's layout.
+TEST_CASE("layouts: MobileNetV2's BatchNorm + ReLU6 pairs are fused, forward and backward") {
+  ImportResult r = import_model(kMobilenet);
+  int64_t pairs = 0;
+  for (const Node& nd : r.graph.nodes) {
+    if (nd.def->name != "Clip") continue;
+    const NodeId p = r.graph.value(nd.inputs[0]).producer;
+    pairs += p >= 0 && r.graph.nodes[static_cast<size_t>(p)].def->name == "BatchNormalization";
+  }
+  CHECK(pairs == 35);  // the stem's, each block's expansion and depthwise convs', the last conv's
+  for (bool blocked : {false, true}) {
+    if (blocked && !cpu::conv_dnnl_available()) continue;
+    CAPTURE(blocked);
+    TrainModel m(r.graph, detect_loss(r.graph), Precision::F32, blocked);
+    const Graph& g = m.training_graph().graph;
+    int64_t fused = 0, fused_grads = 0, clips = 0;
+    for (const Node& nd : g.nodes) {
+      const std::string_view op = nd.def->name;
+      const bool bn = op == "BatchNormalization" || op == "BatchNormalizationGrad";
+      if (bn && nd.p<ops::BatchNormalizationParams>().clip) {
+        const auto& p = nd.p<ops::BatchNormalizationParams>();
+        CHECK(p.relu);
+        CHECK(p.clip_min == 0.0f);
+        CHECK(p.clip_max == 6.0f);
+        if (op == "BatchNormalization") {
+          ++fused;
+        } else {
+          ++fused_grads;
+          REQUIRE(nd.inputs.size() == 4);
+          CHECK(g.value(nd.inputs[3]).blocked == g.value(nd.inputs[1]).blocked);
+          const Node& fwd = g.nodes[static_cast<size_t>(g.value(nd.inputs[3]).producer)];
+          CHECK(fwd.def->name == "BatchNormalization");
+          CHECK(fwd.inputs[0] == nd.inputs[1]);
+        }
+      }
+      clips += op == "Clip" || op == "ClipGrad";
+    }
+    CHECK(fused == pairs);
+    CHECK(fused_grads == pairs);
+    CHECK(clips == 0);
+    int64_t eval_clips = 0;
+    for (const Node& nd : m.eval_graph().nodes) eval_clips += nd.def->name == "Clip";
+    CHECK(eval_clips == 0);
+    if (blocked) CHECK(check_layouts(g) > 20);
+  }
 }
 
 // The trainer fuses each BatchNormalization + Relu of ResNet-18 (the pairs of every block but the

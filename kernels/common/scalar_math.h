@@ -142,6 +142,26 @@ struct ClipOp {  // bounds already in T (the driver resolves absent bounds to th
   T lo, hi;
   CB_HOST_DEVICE T operator()(T x) const { return x < lo ? lo : (x > hi ? hi : x); }
 };
+// BatchNormalization's fused activation (BatchNormalizationParams::relu / clip): y() as ReluOp or
+// ClipOp computes it; its gradient counts dY at the output z where z > lo && !(z >= hi): lo 0 and
+// hi NaN for Relu (z > 0, ReluGrad's rule), the bounds for Clip (lo < z < hi, hardtanh's rule).
+struct BnActivation {
+  bool clip;
+  float lo, hi;
+  template <class P>
+  static BnActivation of(const P& p) {
+    return p.clip ? BnActivation{true, p.clip_min, p.clip_max}
+                  : BnActivation{false, 0.0f, __builtin_nanf("")};
+  }
+  template <class T>
+  CB_HOST_DEVICE T y(T v) const {
+    return clip ? (v < T(lo) ? T(lo) : (v > T(hi) ? T(hi) : v)) : (v > T(0) ? v : T(0));
+  }
+  template <class T>
+  CB_HOST_DEVICE bool counts(T z) const {
+    return z > T(lo) && !(z >= T(hi));
+  }
+};
 // HardSigmoid: max(0, min(1, alpha x + beta)); HardSwish: x * HardSigmoid(x) with alpha 1/6,
 // beta 1/2 (ONNX, PyTorch's hardswish). NaN propagates.
 struct HardSigmoidOp {

@@ -1,7 +1,7 @@
 // BatchNormalization on the CPU (X f32/f64; scale, B, mean, var each f32 or f64).
 // X [N,C,S...] with per-channel [C] parameters; every channel reduces over N and the spatial dims.
 // Inference: y = scale * (x - mean) / sqrt(var + eps) + B with the given (running) statistics.
-// With the params' relu (fuse_batch_norm_relu), Y = max(y, 0).
+// With the params' relu (fuse_batch_norm_relu), Y = max(y, 0); with clip too, Clip's clamp of y.
 // Training (BatchNormalizationParams::training): normalise with the batch statistics (biased
 // variance), and write
 //   out 1, 2: running_mean = mean * momentum + batch_mean * (1 - momentum),
@@ -48,19 +48,25 @@ CB_CPU_CLONES void channel_stats(const T* x, int64_t n, int64_t c, int64_t s, in
   }
 }
 
-// y = x * mul[ch] + add[ch] over planes [p0, p1) of [N*C, S]; with Relu, max(y, 0) (ReluOp's rule:
-// NaN gives 0).
-template <bool Relu, typename T>
+// The fused activation (BnActivation, scalar_math.h): none, Relu or Clip.
+enum Act { kNone, kRelu, kClip };
+template <int A, typename T>
+CB_STAT_INLINE inline T activate(T v, T lo, T hi) {
+  if constexpr (A == kRelu) return v > T(0) ? v : T(0);              // ReluOp's rule: NaN gives 0
+  if constexpr (A == kClip) return v < lo ? lo : (v > hi ? hi : v);  // ClipOp's
+  return v;
+}
+
+// y = x * mul[ch] + add[ch] over planes [p0, p1) of [N*C, S], then the activation A.
+template <int A, typename T>
 CB_CPU_CLONES void scale_shift(const T* x, T* y, int64_t p0, int64_t p1, int64_t c, int64_t s,
-                               const T* mul, const T* add) {
+                               const T* mul, const T* add, float lo, float hi) {
+  const T l = static_cast<T>(lo), h = static_cast<T>(hi);
   for (int64_t pl = p0; pl < p1; ++pl) {
     const T* xp = x + pl * s;
     T* yp = y + pl * s;
     const T m = mul[pl % c], b = add[pl % c];
-    for (int64_t j = 0; j < s; ++j) {
-      const T v = xp[j] * m + b;
-      yp[j] = Relu ? (v > T(0) ? v : T(0)) : v;
-    }
+    for (int64_t j = 0; j < s; ++j) yp[j] = activate<A>(xp[j] * m + b, l, h);
   }
 }
 
@@ -78,9 +84,10 @@ CB_CPU_CLONES void channel_stats_blocked(const St* x, int64_t n, int64_t cb, int
   }
 }
 
-template <bool Relu, typename St>
+template <int A, typename St>
 CB_CPU_CLONES void scale_shift_blocked(const St* x, St* y, int64_t p0, int64_t p1, int64_t cb,
-                                       int64_t s, const float* mul, const float* add) {
+                                       int64_t s, const float* mul, const float* add, float lo,
+                                       float hi) {
   for (int64_t pl = p0; pl < p1; ++pl) {  // pl = i * cb + b: one block of one sample
     const St* xp = x + pl * s * 16;
     const float *m = mul + (pl % cb) * 16, *d = add + (pl % cb) * 16;
@@ -88,7 +95,7 @@ CB_CPU_CLONES void scale_shift_blocked(const St* x, St* y, int64_t p0, int64_t p
     for (int64_t j = 0; j < s; ++j)
       for (int l = 0; l < 16; ++l) {
         const float v = load_s(xp, j * 16 + l) * m[l] + d[l];
-        store_s(yp, j * 16 + l, Relu ? (v > 0.0f ? v : 0.0f) : v);
+        store_s(yp, j * 16 + l, activate<A>(v, lo, hi));
       }
   }
 }
@@ -136,14 +143,19 @@ void batch_norm(const KernelArgs& a) {
       with_storage(X.bf16_storage, [&](auto* tag) {
         using St = std::remove_pointer_t<decltype(tag)>;
         parallel(n * c / 16, 16 * s, [&](int64_t p0, int64_t p1) {
-          auto* f = p.relu ? scale_shift_blocked<true, St> : scale_shift_blocked<false, St>;
-          f(static_cast<const St*>(X.data), static_cast<St*>(Y.data), p0, p1, c / 16, s, mul, add);
+          auto* f = !p.relu  ? scale_shift_blocked<kNone, St>
+                    : p.clip ? scale_shift_blocked<kClip, St>
+                             : scale_shift_blocked<kRelu, St>;
+          f(static_cast<const St*>(X.data), static_cast<St*>(Y.data), p0, p1, c / 16, s, mul, add,
+            p.clip_min, p.clip_max);
         });
       });
   } else {
     parallel(n * c, s, [&](int64_t p0, int64_t p1) {
-      auto* f = p.relu ? scale_shift<true, T> : scale_shift<false, T>;
-      f(x, y, p0, p1, c, s, mul, add);
+      auto* f = !p.relu  ? scale_shift<kNone, T>
+                : p.clip ? scale_shift<kClip, T>
+                         : scale_shift<kRelu, T>;
+      f(x, y, p0, p1, c, s, mul, add, p.clip_min, p.clip_max);
     });
   }
   if (!p.training) return;

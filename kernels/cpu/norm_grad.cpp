@@ -4,7 +4,8 @@
 //
 // BatchNormalizationGrad(dY [N,C,S...], X [N,C,S...], scale [C]) -> dX [N,C,S...], dscale [C],
 //                                                                   dB [C]     (training mode)
-//   with the params' relu, a fourth input Z (the fused forward's output): dy is 0 where Z <= 0.
+//   with the params' relu, a fourth input Z (the fused forward's output): dy is 0 where Z <= 0
+//   (with clip: outside clip_min < Z < clip_max; BnActivation in scalar_math.h).
 //   per channel over M = N * S values: mean, biased var, invstd = 1/sqrt(var + eps),
 //   xhat = (x - mean) * invstd, dB = sum(dy), dscale = sum(dy * xhat),
 //   dX = scale * invstd / M * (M * dy - dB - xhat * dscale).
@@ -21,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/scalar_math.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/kernel_util.h"
@@ -43,7 +45,8 @@ template <typename T>
 CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, const T* z, T* dx,
                                     const TensorView* scale, int64_t n, int64_t c, int64_t s,
                                     int64_t c0, int64_t c1, double eps, double* sdy_out,
-                                    double* sdyx_out) {
+                                    double* sdyx_out, float z_lo, float z_hi) {
+  const T lo = static_cast<T>(z_lo), hi = static_cast<T>(z_hi);
   const int64_t count = n * s;
   for (int64_t ch = c0; ch < c1; ++ch) {
     double sum = 0, sq = 0, sdy = 0, sdyx = 0;
@@ -51,7 +54,7 @@ CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, const T* z, T* dx,
     const double mean = count ? sum / static_cast<double>(count) : 0;
     for (int64_t i = 0; i < n; ++i)  // two-pass variance and the two gradient sums
       plane_sums(x + (i * c + ch) * s, dy + (i * c + ch) * s, z ? z + (i * c + ch) * s : nullptr, s,
-                 static_cast<T>(mean), sq, sdy, sdyx);
+                 static_cast<T>(mean), sq, sdy, sdyx, lo, hi);
     const double var = count ? sq / static_cast<double>(count) : 0;
     const double invstd = 1.0 / std::sqrt(var + eps);
     sdyx *= invstd;  // sum(dy * xhat)
@@ -69,7 +72,7 @@ CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, const T* z, T* dx,
       if (z) {
         const T* zp = z + (i * c + ch) * s;
         for (int64_t j = 0; j < s; ++j)
-          dxp[j] = k * ((zp[j] > T(0) ? dyp[j] : T(0)) - b - (xp[j] - mu) * q);
+          dxp[j] = k * ((zp[j] > lo && !(zp[j] >= hi) ? dyp[j] : T(0)) - b - (xp[j] - mu) * q);
       } else {
         for (int64_t j = 0; j < s; ++j) dxp[j] = k * (dyp[j] - b - (xp[j] - mu) * q);
       }
@@ -79,17 +82,17 @@ CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, const T* z, T* dx,
 
 // The same for blocks [b0, b1) of 16 channels of x, dy, dx in the blocked layout [N, C/16, S, 16]
 // (TensorView::blocked) stored as St (float or bf16 bits, storage.h), the 16 lanes side by side.
-// Masked: dy counts where z (a fused Relu's output) > 0.
+// Masked: dy counts where z (a fused activation's output) > lo && !(z >= hi).
 template <bool Masked, typename St>
 CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, const St* z, St* dx,
                                    const TensorView* scale, int64_t n, int64_t cb, int64_t s,
                                    int64_t b0, int64_t b1, double eps, double* sdy_out,
-                                   double* sdyx_out) {
+                                   double* sdyx_out, float lo, float hi) {
   const int64_t count = n * s;
   for (int64_t b = b0; b < b1; ++b) {
     double mean[16], sq[16], sdy[16], sdyx[16], invstd[16];
     block_means(x, n, cb, s, b, mean);
-    block_grad_sums<Masked>(x, dy, z, n, cb, s, b, mean, sq, sdy, sdyx);
+    block_grad_sums<Masked>(x, dy, z, n, cb, s, b, mean, sq, sdy, sdyx, lo, hi);
     float k[16], bb[16], q[16], mu[16];
     const double inv_m = count ? 1.0 / static_cast<double>(count) : 0;
     for (int l = 0; l < 16; ++l) {
@@ -112,7 +115,10 @@ CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, const St* z, St* d
         for (int l = 0; l < 16; ++l) {
           const int64_t e = j * 16 + l;
           float g = load_s(dyp, e);
-          if constexpr (Masked) g = load_s(zp, e) > 0.0f ? g : 0.0f;
+          if constexpr (Masked) {
+            const float zv = load_s(zp, e);
+            g = zv > lo && !(zv >= hi) ? g : 0.0f;
+          }
           store_s(dxp, e, k[l] * (g - bb[l] - (load_s(xp, e) - mu[l]) * q[l]));
         }
     }
@@ -128,8 +134,10 @@ void batch_norm_grad(const KernelArgs& a) {
   const int64_t s = n * c != 0 ? X.numel() / (n * c) : 0;
   const T *x = X.ptr<T>(), *dy = dY.ptr<T>();
   T* dx = dX ? dX->ptr<T>() : nullptr;
-  // A fused Relu's output (fuse_batch_norm_relu): dY counts where it is > 0. Laid out as X.
+  // A fused activation's output (fuse_batch_norm_relu): dY counts where act.counts(it). Laid
+  // out as X.
   const TensorView* Z = p.relu ? &a.in.at(3) : nullptr;
+  const math::BnActivation act = math::BnActivation::of(p);
   CB_CHECK(!Z || (Z->blocked == X.blocked && Z->bf16_storage == X.bf16_storage));
   const T* z = Z ? Z->ptr<T>() : nullptr;
   double* sdy = scratch<double, 0>(c);
@@ -145,14 +153,14 @@ void batch_norm_grad(const KernelArgs& a) {
           auto* f = Z ? bn_grad_blocked<true, St> : bn_grad_blocked<false, St>;
           f(static_cast<const St*>(X.data), static_cast<const St*>(dY.data),
             Z ? static_cast<const St*>(Z->data) : nullptr,
-            dX ? static_cast<St*>(dX->data) : nullptr, &scale, n, c / 16, s, b0, b1, eps, sdy,
-            sdyx);
+            dX ? static_cast<St*>(dX->data) : nullptr, &scale, n, c / 16, s, b0, b1, eps, sdy, sdyx,
+            act.lo, act.hi);
         });
       });
   } else {
     // One channel is N strided planes of S values; channels run across the pool.
     parallel(c, 4 * n * s, [&](int64_t c0, int64_t c1) {
-      bn_grad_channels(x, dy, z, dx, &scale, n, c, s, c0, c1, eps, sdy, sdyx);
+      bn_grad_channels(x, dy, z, dx, &scale, n, c, s, c0, c1, eps, sdy, sdyx, act.lo, act.hi);
     });
   }
   for (int64_t ch = 0; ch < c; ++ch) {

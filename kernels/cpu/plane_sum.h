@@ -73,10 +73,11 @@ inline double plane_sum_sq_dev(const T* x, int64_t n, T mu) {
 }
 
 // With d = x - mu over [0, n): sq += sum(d^2), sdy += sum(dy), sdyx += sum(dy * d); with z (a
-// fused Relu's output), dy counts only where z > 0, as ReluGrad masks.
+// fused activation's output), dy counts only where z > lo && !(z >= hi) (BnActivation,
+// scalar_math.h: z > 0 for Relu, as ReluGrad masks).
 template <typename T>
 CB_STAT_INLINE inline void plane_sums(const T* x, const T* dy, const T* z, int64_t n, T mu,
-                                      double& sq, double& sdy, double& sdyx) {
+                                      double& sq, double& sdy, double& sdyx, T lo = 0, T hi = 0) {
   using V = typename Lanes<T>::V;
   constexpr int64_t L = Lanes<T>::kCount;
   auto sums = [&](auto masked) CB_STAT_INLINE {
@@ -90,12 +91,12 @@ CB_STAT_INLINE inline void plane_sums(const T* x, const T* dy, const T* z, int64
       load_lanes(g0, dy + j);
       load_lanes(g1, dy + j + L);
       if constexpr (kMasked) {
-        const V zero = {};
+        const V zero = {}, l = zero + lo, h = zero + hi;
         V z0, z1;
         load_lanes(z0, z + j);
         load_lanes(z1, z + j + L);
-        g0 = z0 > zero ? g0 : zero;
-        g1 = z1 > zero ? g1 : zero;
+        g0 = (z0 > l) & ~(z0 >= h) ? g0 : zero;
+        g1 = (z1 > l) & ~(z1 >= h) ? g1 : zero;
       }
       d0 -= mu;
       d1 -= mu;
@@ -108,7 +109,7 @@ CB_STAT_INLINE inline void plane_sums(const T* x, const T* dy, const T* z, int64
     }
     for (; j < n; ++j) {
       const double d = static_cast<double>(x[j]) - mu;
-      const T g = !kMasked || z[j] > T(0) ? dy[j] : T(0);
+      const T g = !kMasked || (z[j] > lo && !(z[j] >= hi)) ? dy[j] : T(0);
       sq += d * d;
       sdy += g;
       sdyx += g * d;

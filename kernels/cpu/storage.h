@@ -129,11 +129,13 @@ CB_STAT_INLINE inline void block_sq_devs(const St* x, int64_t n, int64_t cb, int
 }
 // With d = x - mean[l] (f32) over channel l of x and dy (alike): sq[l] = sum(d^2),
 // sdy[l] = sum(dy), sdyx[l] = sum(dy * d): BatchNormalizationGrad's sums. Masked, with z (a fused
-// Relu's output, alike): dy counts only where z > 0, as ReluGrad masks.
+// activation's output, alike): dy counts only where z > lo && !(z >= hi) (BnActivation,
+// scalar_math.h: z > 0 for Relu, as ReluGrad masks).
 template <bool Masked, class St>
 CB_STAT_INLINE inline void block_grad_sums(const St* x, const St* dy, const St* z, int64_t n,
                                            int64_t cb, int64_t s, int64_t b, const double* mean,
-                                           double* sq, double* sdy, double* sdyx) {
+                                           double* sq, double* sdy, double* sdyx, float lo = 0,
+                                           float hi = 0) {
   F8 m0, m1;
   mean16(mean, m0, m1);
   for (int l = 0; l < 16; ++l) sq[l] = sdy[l] = sdyx[l] = 0;
@@ -144,11 +146,11 @@ CB_STAT_INLINE inline void block_grad_sums(const St* x, const St* dy, const St* 
       load16(p + j * 16, v0, v1);
       load16(q + j * 16, d0, d1);
       if constexpr (Masked) {
-        const F8 zero = {};
+        const F8 zero = {}, l = zero + lo, h = zero + hi;
         F8 z0, z1;
         load16(z + at + j * 16, z0, z1);
-        d0 = z0 > zero ? d0 : zero;
-        d1 = z1 > zero ? d1 : zero;
+        d0 = (z0 > l) & ~(z0 >= h) ? d0 : zero;
+        d1 = (z1 > l) & ~(z1 >= h) ? d1 : zero;
       }
       v0 -= m0, v1 -= m1;
       a0 += v0 * v0, a1 += v1 * v1;

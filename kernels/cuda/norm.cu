@@ -135,11 +135,13 @@ void batch_norm(const KernelArgs& a, const GpuCtx& c) {
       add[o] = bias.at(o) - rmean.at(o) * m;
     });
   }
-  const bool relu = p.relu;  // fused (fuse_batch_norm_relu): ReluOp's max(y, 0)
+  // fused (fuse_batch_norm_relu): ReluOp's max(y, 0) or ClipOp's clamp (as the CPU)
+  const bool relu = p.relu;
+  const math::BnActivation act = math::BnActivation::of(p);
   parallel_for(c, a.in[0].numel(), [=] CB_HOST_DEVICE(int64_t i) {
     const int64_t k = (i / s) % ch;
     const T v = x[i] * static_cast<T>(mul[k]) + static_cast<T>(add[k]);
-    y[i] = relu ? (v > T(0) ? v : T(0)) : v;
+    y[i] = relu ? act.y(v) : v;
   });
 }
 
@@ -155,8 +157,10 @@ void batch_norm_grad(const KernelArgs& a, const GpuCtx& c) {
   const BnShape sh = bn_shape(a.in[1]);
   const int64_t ch = sh.c, s = sh.s, cs = sh.c * sh.s, count = sh.count;
   const T *dy = a.in[0].ptr<T>(), *x = a.in[1].ptr<T>();
-  // A fused Relu's output (fuse_batch_norm_relu): dy counts where it is > 0, as ReluGrad masks.
+  // A fused activation's output (fuse_batch_norm_relu): dy counts where act.counts(it) (> 0 for
+  // Relu, as ReluGrad masks).
   const T* z = p.relu ? a.in.at(3).ptr<T>() : nullptr;
+  const math::BnActivation act = math::BnActivation::of(p);
   T* dx = out_ptr<T>(a, 0);
   const RealOut o_ds = real_out(a, 1), o_db = real_out(a, 2);
   const Real scale = real_of(a.in[2]);
@@ -177,7 +181,7 @@ void batch_norm_grad(const KernelArgs& a, const GpuCtx& c) {
       c, ch, count, Sums3{0, 0, 0},
       [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> Sums3 {
         const int64_t at = (j / s) * cs + o * s + j % s;
-        const T gt = !z || z[at] > T(0) ? dy[at] : T(0);
+        const T gt = !z || act.counts(z[at]) ? dy[at] : T(0);
         const double d = static_cast<double>(x[at]) - mean[o], g = static_cast<double>(gt);
         return {d * d, g, g * d};
       },
@@ -200,7 +204,7 @@ void batch_norm_grad(const KernelArgs& a, const GpuCtx& c) {
     const double* k = coef + 4 * ((i / s) % ch);
     const T kk = static_cast<T>(k[0]), b = static_cast<T>(k[1]), q = static_cast<T>(k[2]),
             mu = static_cast<T>(k[3]);
-    const T g = !z || z[i] > T(0) ? dy[i] : T(0);
+    const T g = !z || act.counts(z[i]) ? dy[i] : T(0);
     dx[i] = kk * (g - b - (x[i] - mu) * q);
   });
 }

@@ -37,6 +37,12 @@ struct BatchNormalizationParams {
   // Y = max(Y, 0): a Relu fused in (fuse_batch_norm_relu, runtime/passes.h); its gradient then
   // reads that Y as a fourth input and masks dY where Y <= 0, as ReluGrad does.
   bool relu = false;
+  // With relu: the fused activation is a Clip(clip_min, clip_max) instead (MobileNet's ReLU6,
+  // Clip(0, 6)): Y is Clip's clamp of y, and the gradient counts dY where
+  // clip_min < Y < clip_max, the rule of PyTorch's ReLU6 (hardtanh); ClipGrad (torch.clamp's
+  // rule) counts the bounds too, which differs only where y is exactly a bound.
+  bool clip = false;
+  float clip_min = 0, clip_max = 0;
 };
 
 // cast.cpp
