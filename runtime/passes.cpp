@@ -333,7 +333,9 @@ LayoutSlots layout_slots(const Graph& g, const Node& n) {
   } else if (op == "BatchNormalizationGrad" || op == "ReluGrad" || op == "ClipGrad") {
     set(s.in, 0, 1);
     set(s.in, 1, 1);
-    set(s.in, 3, 1);  // BatchNormalizationGrad's fused Relu output (fuse_batch_norm_relu)
+    // BatchNormalizationGrad's fused activation output (fuse_batch_norm_relu); ClipGrad's inputs
+    // 2 and 3 are its scalar bounds: plain
+    if (op == "BatchNormalizationGrad") set(s.in, 3, 1);
     set(s.out, 0, 1);
   } else if (op == "MaxPool" && (n.outputs.size() < 2 || n.outputs[1] == kNoValue)) {
     set(s.in, 0, 1);  // 2-D (a blockable value): X and Y blocked together; not with Indices

@@ -998,6 +998,38 @@ TEST_CASE("layouts: MobileNetV2's BatchNorm + ReLU6 pairs are fused, forward and
   }
 }
 
+// A Clip the trainer does not fuse (here: MobileNetV2's with an infinite upper bound) keeps its
+// ClipGrad, whose scalar bounds stay plain while the activations it reads and writes stay blocked
+// with the convs around them.
+TEST_CASE("layouts: unfused Clips and ClipGrads keep MobileNetV2's activations blocked") {
+  if (!cpu::conv_dnnl_available()) {
+    MESSAGE("built without oneDNN: no blocked layouts to check");
+    return;
+  }
+  ImportResult r = import_model(kMobilenet);
+  for (const Node& nd : r.graph.nodes) {
+    if (nd.def->name != "Clip") continue;
+    REQUIRE(nd.inputs.size() == 3);
+    Value& hi = r.graph.value(nd.inputs[2]);
+    REQUIRE((hi.data && hi.data->numel() == 1 && hi.dtype == DType::F32));
+    auto copy = std::make_shared<Tensor>(*hi.data);
+    copy->data<float>()[0] = std::numeric_limits<float>::infinity();
+    hi.data = copy;
+  }
+  TrainModel m(r.graph, detect_loss(r.graph), Precision::F32, true);
+  const Graph& g = m.training_graph().graph;
+  int64_t clip_grads = 0;
+  for (const Node& nd : g.nodes) {
+    if (nd.def->name != "ClipGrad") continue;
+    ++clip_grads;
+    CHECK(g.value(nd.inputs[0]).blocked);
+    CHECK(g.value(nd.inputs[1]).blocked);
+    CHECK(g.value(nd.outputs[0]).blocked);
+  }
+  CHECK(clip_grads == 35);
+  CHECK(check_layouts(g) > 100);
+}
+
 // The trainer fuses each BatchNormalization + Relu of ResNet-18 (the pairs of every block but the
 // residual Add's) forward and backward, and the fused gradient's Relu output shares the layout.
 TEST_CASE("layouts: ResNet-18's BatchNorm + Relu pairs are fused, forward and backward") {
