@@ -294,7 +294,8 @@ int64_t choose_conv_algorithms(Graph& g) {
     for (size_t i = 0; ok && i < 2; ++i)
       ok = win.kernel_shape[i] == 3 && win.strides[i] == 1 && win.dilations[i] == 1 &&
            win.pads[i] <= 1 && win.pads[i + 2] <= 1 && fixed(y, i + 2) >= 14;
-    ok = ok && fixed(x, 1) > 0 && fixed(x, 1) % 16 == 0 && fixed(w, 0) > 0 && fixed(w, 0) % 16 == 0;
+    ok = ok && fixed(x, 1) >= 32 && fixed(x, 1) % 16 == 0 && fixed(w, 0) >= 32 &&
+         fixed(w, 0) % 16 == 0;
     p.winograd = ok;
     marked += ok;
   }

@@ -84,9 +84,10 @@ ConvAlgorithm parse_conv_algorithm(const std::string& s);  // auto | direct; cb:
 const char* conv_algorithm_name(ConvAlgorithm a);
 // For the CPU with oneDNN: marks the f32 Conv and ConvGrad nodes (not bf16 ones) that oneDNN's
 // Winograd F(4x4, 3x3) kernels run faster than its direct ones (ConvParams::winograd): 2-D, 3x3,
-// stride 1, dilation 1, pads of at most 1, one group, input and output channels multiples of
-// 16, outputs of at least 14x14 (measured on AVX-512 cores at 8 samples a thread: 1.6x the
-// direct kernels' speed at 14x14, 2.1-2.4x at 28x28 and 56x56, slower at 7x7). The results
+// stride 1, dilation 1, pads of at most 1, one group, input and output channels multiples of 16
+// and at least 32, outputs of at least 14x14 (measured on AVX-512 cores at 8 samples a thread:
+// 1.6x the direct kernels' speed at 14x14, 2.1-2.4x at 28x28 and 56x56, slower at 7x7; with 16
+// channels, ResNet-20's first stage, the backward pass is slower). The results
 // differ from a direct convolution's by rounding only (about 1e-6 of the largest output).
 // Run after set_compute_precision; returns the number of nodes marked.
 int64_t choose_conv_algorithms(Graph& g);

@@ -371,8 +371,8 @@ std::vector<OptionSpec> make_table() {
   t.add(
       "conv-algorithm", Kind::Value,
       "auto, or direct: how the CPU multiplies its convolutions. auto: with the blocked layout, "
-      "f32 3x3 stride-1 convolutions with channels in multiples of 16 and outputs of 14x14 or "
-      "more use oneDNN's Winograd F(4x4, 3x3) kernels in training (forward and backward), "
+      "f32 3x3 stride-1 convolutions with 32 or more channels (multiples of 16) in and out and "
+      "outputs of 14x14 or more use oneDNN's Winograd F(4x4, 3x3) kernels in training (forward and backward), "
       "1.6-2.4x faster than its direct ones there, with results that differ by rounding (about "
       "1e-6 of the largest output); every other convolution, and evaluation, direct (the "
       "exported model's bits under cb-run). direct: every convolution direct (PyTorch's CPU "

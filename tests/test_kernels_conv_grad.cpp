@@ -270,8 +270,8 @@ TEST_CASE("Conv and ConvGrad in bf16: bf16-rounded operands, f32 accumulation") 
 }
 
 // ConvParams::winograd (choose_conv_algorithms, runtime/passes.h): oneDNN's Winograd F(4x4, 3x3)
-// kernels on the shapes the pass gives them (ResNet-20's and ResNet-18's 3x3 stride-1 convs, no
-// pads too), forward and backward, every output, with dW in a buffer that is not 64-byte aligned
+// kernels on 3x3 stride-1 convs (ResNet-20's and ResNet-18's, the smallest of which the pass
+// leaves direct; no pads too), forward and backward, every output, with dW in a buffer that is not 64-byte aligned
 // (the weight-gradient kernel's stores need alignment: the kernel writes an aligned copy). Within
 // 2e-5 of the largest f64 output (measured 1e-6 to 8e-6, against 1e-7 to 1e-6 for the direct
 // kernels), and different from the direct kernels' results (so Winograd really ran) where oneDNN

@@ -231,8 +231,9 @@ TEST_CASE("layouts: ResNet-20 trains to the same weights blocked as plain") {
 // Winograd's convolutions round differently from direct ones (about 1e-6 of a conv's largest
 // output), which ResNet-20's first steps amplify (the gradient at initialisation is
 // noise-dominated: 2 threads against 1, only the weight gradients' summation order changed, move
-// the weights by 2e-4); the yardstick is f32 against bf16 arithmetic, as below: Winograd (0.012)
-// must stay well inside bf16's distance (0.088; a broken transform moves the weights by 100%).
+// the weights by 2e-4); the yardstick is f32 against bf16 arithmetic, as below: Winograd on the
+// 32-channel stage (1e-4 where measured; 0.012 with the 16-channel stage too) must stay well
+// inside bf16's distance (0.088; a broken transform moves the weights by 100%).
 TEST_CASE("layouts: ResNet-20 with Winograd's convolutions trains as with direct ones") {
   if (!cpu::dnnl_winograd_available()) {
     MESSAGE("no Winograd kernels on these cores: every convolution runs directly");
@@ -248,8 +249,9 @@ TEST_CASE("layouts: ResNet-20 with Winograd's convolutions trains as with direct
     if (run == 2 && !bf16) break;
     Trained t = train_resnet20(steps, run == 2 ? Precision::BF16 : Precision::F32, true,
                                run == 1 ? ConvAlgorithm::Auto : ConvAlgorithm::Direct);
-    // ResNet-20's 3x3 convs on 32x32 and 16x16 maps (forward and backward); none in bf16
-    CHECK(t.winograd_nodes == (run == 1 ? 22 : 0));
+    // ResNet-20's 3x3 stride-1 convs of 32 channels (16x16 maps; forward and backward); none in
+    // bf16
+    CHECK(t.winograd_nodes == (run == 1 ? 10 : 0));
     losses[run] = t.loss;
     result[run] = std::move(t.tensors);
   }
@@ -260,13 +262,13 @@ TEST_CASE("layouts: ResNet-20 with Winograd's convolutions trains as with direct
   MESSAGE("weights: direct vs Winograd " << winograd << " (" << w_at << ")");
   CHECK(winograd > 0);  // Winograd's kernels really ran
   CHECK(std::abs(losses[1] - losses[0]) <= 1e-3 * std::abs(losses[0]));
-  if (!bf16) {  // 0.012 where measured (1/7 of the bf16 yardstick)
-    CHECK(winograd <= 0.03);
+  if (!bf16) {  // 1e-4 where measured
+    CHECK(winograd <= 0.01);
     return;
   }
   const double arithmetic = distance(result[0], result[2], 0.1, &a_at);
   MESSAGE("weights: f32 vs bf16 " << arithmetic << " (" << a_at << ")");
-  CHECK(winograd <= 0.25 * arithmetic);
+  CHECK(winograd <= 0.1 * arithmetic);
 }
 
 TEST_CASE("layouts: bf16 storage halves the blocked activations; the kernels widen and round") {

@@ -74,8 +74,8 @@ inline const std::vector<ConvSpec>& conv_specs() {
 inline const std::vector<ConvSpec>& winograd_specs() {
   using V = std::vector<int64_t>;
   static const std::vector<ConvSpec> s = {
-      {"Winograd 3x3 16x16", {2, 16, 16, 16}, {32, 16, 3, 3}, false, {{"pads", V{1, 1, 1, 1}}}},
-      {"Winograd 3x3 28x30, no pads", {3, 32, 30, 32}, {16, 32, 3, 3}, false, {}},
+      {"Winograd 3x3 16x16", {2, 32, 16, 16}, {48, 32, 3, 3}, false, {{"pads", V{1, 1, 1, 1}}}},
+      {"Winograd 3x3 28x30, no pads", {3, 32, 30, 32}, {32, 32, 3, 3}, false, {}},
   };
   return s;
 }
