@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+
 namespace cb::checkpoint_format {
 
 inline constexpr const char* kMagic = "crossbow-checkpoint";

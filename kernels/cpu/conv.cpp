@@ -10,8 +10,8 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/current_pool.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "runtime/error.h"
 #include "runtime/ops/params.h"
 #include "runtime/thread_pool.h"

@@ -149,8 +149,7 @@ CB_AVX512 void forward_samples(const WindowGeom& g, const float* x, const float*
         CB_C1_CASE(1)
         CB_C1_CASE(2)
         CB_C1_CASE(3)
-        CB_C1_CASE(4)
-        CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
+        CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
 #undef CB_C1_CASE
             default : break;
       }
@@ -240,8 +239,7 @@ CB_INLINE bool backward_kw(const WindowGeom& g, const Padded& pd, const float* x
     CB_C1_CASE(1)
     CB_C1_CASE(2)
     CB_C1_CASE(3)
-    CB_C1_CASE(4)
-    CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
+    CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
 #undef CB_C1_CASE
         default : return false;
   }
@@ -290,8 +288,7 @@ CB_AVX512 void backward_samples(const WindowGeom& g, const float* x, const float
         CB_C1_KW(1)
         CB_C1_KW(2)
         CB_C1_KW(3)
-        CB_C1_KW(4)
-        CB_C1_KW(5) CB_C1_KW(6) CB_C1_KW(7)
+        CB_C1_KW(4) CB_C1_KW(5) CB_C1_KW(6) CB_C1_KW(7)
 #undef CB_C1_KW
             default : break;
       }
@@ -304,8 +301,7 @@ CB_AVX512 void backward_samples(const WindowGeom& g, const float* x, const float
         CB_C1_CASE(1)
         CB_C1_CASE(2)
         CB_C1_CASE(3)
-        CB_C1_CASE(4)
-        CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
+        CB_C1_CASE(4) CB_C1_CASE(5) CB_C1_CASE(6) CB_C1_CASE(7) CB_C1_CASE(8)
 #undef CB_C1_CASE
             default : break;
       }

@@ -219,7 +219,8 @@ bool conv_grad_dnnl(const KernelArgs& a) {
   const int64_t chunk = (n + want - 1) / want, parts = (n + chunk - 1) / chunk;  // none empty
   // Winograd's weight-gradient kernels store with aligned non-temporal stores: where dW is not
   // 64-byte aligned (the arena and the flat buffers are; a caller's own buffer may not be) the
-  // first chunk writes an aligned buffer, copied into dW after.
+  // first chunk writes an aligned buffer, copied into dW after. The other chunks' partials are
+  // aligned: Winograd's weights (channels multiples of 16, 3x3) are multiples of 16 floats.
   float* const dw = dW ? dW->ptr<float>() : nullptr;
   const bool via_copy = dw && a.p<ops::ConvParams>().winograd && !dnnl_conv::aligned64({dw});
   float* const first = via_copy ? dnnl_conv::aligned_scratch<14>(w_size) : dw;
