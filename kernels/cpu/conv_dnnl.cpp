@@ -39,7 +39,6 @@ struct ConvFwdPrim {
   dnnl::reorder to_x, to_w, from_y;
   bool re_x = false, re_w = false, re_y = false;
   std::unordered_map<int, dnnl::memory> args;
-  dnnl_conv::Scratchpad pad;
 };
 
 using FwdThread = dnnl_conv::ThreadPrims<Key, ConvFwdPrim>;
@@ -77,7 +76,7 @@ std::unique_ptr<ConvFwdPrim> build(FwdThread& ts, const KernelArgs& a, int64_t n
     return dnnl::memory::desc(d.dims(), type, tag::any);
   };
   dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::library);
   dnnl::convolution_forward::primitive_desc pd;
   try {
     const auto fwd = dnnl::prop_kind::forward_training;
@@ -113,7 +112,6 @@ std::unique_ptr<ConvFwdPrim> build(FwdThread& ts, const KernelArgs& a, int64_t n
     prim->b_user = dnnl::memory(b_md, ts.eng, nullptr);
     prim->args[DNNL_ARG_BIAS] = prim->b_user;
   }
-  prim->pad.make(pd, ts.eng);
   prim->ok = true;
   return prim;
 }
@@ -148,7 +146,6 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
   if (pr.re_y) bind(pr.y, dnnl_conv::aligned_scratch<3>(floats(pr.y)));
   if (pr.re_x) pr.to_x.execute(ts.strm, pr.x_user, pr.x);
   if (pr.re_w) pr.to_w.execute(ts.strm, pr.w_user, pr.w);
-  pr.pad.bind(pr.args);
   pr.conv.execute(ts.strm, pr.args);
   if (pr.re_y) pr.from_y.execute(ts.strm, pr.y, pr.y_user);
   ts.strm.wait();

@@ -20,6 +20,7 @@
 #include <dnnl.hpp>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -48,7 +49,6 @@ struct ConvBwdPrim {
   dnnl::convolution_backward_weights weights;
   Mem dy_d, w_d, dx_d;  // backward-data: diff_dst in, weights in, diff_src out
   Mem x_w, dy_w, dw_w;  // backward-weights: src in, diff_dst in, diff_weights out
-  dnnl_conv::Scratchpad data_pad, weights_pad;
 };
 
 using BwdThread = dnnl_conv::ThreadPrims<Key, ConvBwdPrim>;
@@ -101,7 +101,7 @@ std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t n
     return dnnl::memory::desc(d.dims(), type, tag::any);
   };
   dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::library);
   dnnl::convolution_backward_data::primitive_desc dpd;
   dnnl::convolution_backward_weights::primitive_desc wpd;
   try {
@@ -135,8 +135,6 @@ std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t n
   prim->x_w = make_mem(ts.eng, x_md, wpd.src_desc(), true);
   prim->dy_w = make_mem(ts.eng, y_md, wpd.diff_dst_desc(), true);
   prim->dw_w = make_mem(ts.eng, w_md, wpd.diff_weights_desc(), false);
-  prim->data_pad.make(dpd, ts.eng);
-  prim->weights_pad.make(wpd, ts.eng);
   prim->ok = true;
   return prim;
 }
@@ -179,11 +177,9 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
     bind_in(pr.w_d, W.data, dnnl_conv::aligned_scratch<2>(floats(pr.w_d.own)));
     bind_out(pr.dx_d, dnnl_conv::sample_ptr(dX, n0),
              dnnl_conv::aligned_scratch<3>(floats(pr.dx_d.own)));
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, pr.dy_d.own},
-                                               {DNNL_ARG_WEIGHTS, pr.w_d.own},
-                                               {DNNL_ARG_DIFF_SRC, pr.dx_d.own}};
-    pr.data_pad.bind(args);
-    pr.data.execute(ts.strm, args);
+    pr.data.execute(ts.strm, {{DNNL_ARG_DIFF_DST, pr.dy_d.own},
+                              {DNNL_ARG_WEIGHTS, pr.w_d.own},
+                              {DNNL_ARG_DIFF_SRC, pr.dx_d.own}});
     if (pr.dx_d.reordered) pr.dx_d.re.execute(ts.strm, pr.dx_d.own, pr.dx_d.user);
   }
   if (dw) {
@@ -195,11 +191,9 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
     else
       bind_in(pr.dy_w, dy, dnnl_conv::aligned_scratch<5>(floats(pr.dy_w.own)));
     bind_out(pr.dw_w, dw, dnnl_conv::aligned_scratch<6>(floats(pr.dw_w.own)));
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, pr.x_w.own},
-                                               {DNNL_ARG_DIFF_DST, pr.dy_w.own},
-                                               {DNNL_ARG_DIFF_WEIGHTS, pr.dw_w.own}};
-    pr.weights_pad.bind(args);
-    pr.weights.execute(ts.strm, args);
+    pr.weights.execute(ts.strm, {{DNNL_ARG_SRC, pr.x_w.own},
+                                 {DNNL_ARG_DIFF_DST, pr.dy_w.own},
+                                 {DNNL_ARG_DIFF_WEIGHTS, pr.dw_w.own}});
     if (pr.dw_w.reordered) pr.dw_w.re.execute(ts.strm, pr.dw_w.own, pr.dw_w.user);
   }
   ts.strm.wait();

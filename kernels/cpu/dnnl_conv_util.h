@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <string_view>
-#include <unordered_map>
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv.h"
@@ -107,26 +106,6 @@ auto with_algorithm(bool winograd, Make&& make) {
     }
   return make(dnnl::algorithm::convolution_direct);
 }
-
-// A primitive's scratchpad (built with scratchpad_mode::user): oneDNN hands equal primitives
-// built on different threads the same object from its cache, and a scratchpad it kept itself
-// would then be written by two threads at once (the Winograd kernels' transformed tiles). Each
-// call binds the calling thread's own buffer (scratch slot 13), 64-byte aligned.
-struct Scratchpad {
-  dnnl::memory mem;
-  bool used = false;
-  void make(const dnnl::primitive_desc_base& pd, const dnnl::engine& eng) {
-    used = pd.scratchpad_desc().get_size() > 0;
-    if (used) mem = dnnl::memory(pd.scratchpad_desc(), eng, nullptr);
-  }
-  // Binds the calling thread's buffer and adds it to `args`.
-  void bind(std::unordered_map<int, dnnl::memory>& args) {
-    if (!used) return;
-    const auto bytes = static_cast<int64_t>(mem.get_desc().get_size());
-    mem.set_data_handle(aligned_scratch<13>(bytes / 4 + 1));
-    args[DNNL_ARG_SCRATCHPAD] = mem;
-  }
-};
 
 // Samples [n0, ...) of an activation: its bytes from sample n0 on (bf16 storage: 2 an element).
 inline char* sample_ptr(const TensorView& t, int64_t n0) {
