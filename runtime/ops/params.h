@@ -76,8 +76,8 @@ struct ConvParams {
   bool bf16 = false;
   // CPU with oneDNN (choose_conv_algorithms in runtime/passes.h): a 3x3 stride-1 f32 convolution
   // that oneDNN's Winograd kernels (F(4x4, 3x3)) compute with fewer multiplications than its
-  // direct ones, forward and backward. Where they cannot (other cores, an unaligned buffer) the
-  // kernel convolves directly; other devices ignore it.
+  // direct ones, forward and backward. Where oneDNN has no such kernel (cores without AVX-512)
+  // the kernel convolves directly; other devices ignore it.
   bool winograd = false;
   // ConvTranspose only: its attributes as given. ConvTranspose is the data gradient of the Conv
   // from its output Y back to its input X; its infer() derives `window` (auto_pad NOTSET, the
