@@ -200,6 +200,23 @@ double max_abs(const std::vector<double>& a) {
   for (double v : a) m = std::max(m, std::abs(v));
   return m;
 }
+// For case gc's random operands, each run the tests below compare: the forward Conv (omit -2),
+// ConvGrad with all outputs (-1) and without one (0: dX, 1: dW); `f(dy, x, w, omit, fwd, outs)`
+// with outs the indices of the run's outputs (Y; or dX, dW, dB, the omitted one left out).
+template <class F>
+void each_run(const GradCase& gc, F&& f) {
+  std::string name = gc.name;
+  CAPTURE(name);
+  const auto [dy, x, w] = random_operands(gc);
+  for (int omit : {-2, -1, 0, 1}) {
+    const bool fwd = omit == -2;
+    CAPTURE(omit);
+    std::vector<size_t> outs;
+    for (size_t o = 0; o < (fwd ? 1u : 3u); ++o)
+      if (static_cast<int>(o) != omit) outs.push_back(o);
+    f(dy, x, w, omit, fwd, outs);
+  }
+}
 }  // namespace
 
 // ConvParams::bf16 (--precision bf16): Conv's Y and ConvGrad's dX and dW are the products of the
@@ -239,19 +256,15 @@ TEST_CASE("Conv and ConvGrad in bf16: bf16-rounded operands, f32 accumulation") 
   };
   for (auto& [dev_name, dev, rounds, tol] : devices) {
     CAPTURE(dev_name);
-    for (const GradCase& gc : cases) {
-      std::string name = gc.name;
-      CAPTURE(name);
-      const auto [dy, x, w] = random_operands(gc);
-      for (int omit : {-2, -1, 0, 1}) {  // -2: Conv; -1: ConvGrad, all outputs; else without one
-        const bool fwd = omit == -2;
-        CAPTURE(omit);
+    for (const GradCase& gc : cases)
+      each_run(gc, [&, &dev = dev, rounds = rounds, tol = tol](const auto& dy, const auto& x,
+                                                               const auto& w, int omit, bool fwd,
+                                                               const std::vector<size_t>& outs) {
         auto rounded =
             run_grad<double>(gc, to_bf16(dy), to_bf16(x), to_bf16(w), *dev, omit, false, fwd);
         auto f32 = run_grad<float>(gc, dy, x, w, *dev, omit, false, fwd);
         auto got = run_grad<float>(gc, dy, x, w, *dev, omit, true, fwd);
-        for (size_t o = 0; o < (fwd ? 1u : 3u); ++o) {  // Y; or dX, dW, dB
-          if (static_cast<int>(o) == omit) continue;
+        for (size_t o : outs) {  // Y; or dX, dW, dB
           CAPTURE(o);
           const double scale = max_abs(rounded[o]);
           CHECK(scale > 0);
@@ -264,15 +277,15 @@ TEST_CASE("Conv and ConvGrad in bf16: bf16-rounded operands, f32 accumulation") 
             CHECK(got[o] == f32[o]);
           }
         }
-      }
-    }
+      });
   }
 }
 
 // ConvParams::winograd (choose_conv_algorithms, runtime/passes.h): oneDNN's Winograd F(4x4, 3x3)
 // kernels on 3x3 stride-1 convs (ResNet-20's and ResNet-18's, the smallest of which the pass
-// leaves direct; no pads too), forward and backward, every output, with dW in a buffer that is not 64-byte aligned
-// (the weight-gradient kernel's stores need alignment: the kernel writes an aligned copy). Within
+// leaves direct; no pads too), forward and backward, every output, with dW in a buffer that is
+// not 64-byte aligned (the weight-gradient kernel's stores need alignment: the kernel writes an
+// aligned copy). Within
 // 2e-5 of the largest f64 output (measured 1e-6 to 8e-6, against 1e-7 to 1e-6 for the direct
 // kernels), and different from the direct kernels' results (so Winograd really ran) where oneDNN
 // has it on these cores; elsewhere the direct kernels run, bit for bit.
@@ -286,18 +299,13 @@ TEST_CASE("Conv and ConvGrad by Winograd's algorithm agree with f64") {
       {"resnet18 64x28x28 -> 64 k3, batch 3", 3, 64, 64, 1, {28, 28}, k3, s1, d1, p1},
       {"32x17x18 -> 48 k3, no pads", 2, 32, 48, 1, {17, 18}, k3, s1, d1, p0},
   };
-  for (const GradCase& gc : cases) {
-    std::string name = gc.name;
-    CAPTURE(name);
-    const auto [dy, x, w] = random_operands(gc);
-    for (int omit : {-2, -1, 0, 1}) {  // -2: Conv; -1: ConvGrad, all outputs; else without one
-      const bool fwd = omit == -2;
-      CAPTURE(omit);
+  for (const GradCase& gc : cases)
+    each_run(gc, [&](const auto& dy, const auto& x, const auto& w, int omit, bool fwd,
+                     const std::vector<size_t>& outs) {
       auto ref = run_grad<double>(gc, dy, x, w, *dev, omit, false, fwd);
       auto direct = run_grad<float>(gc, dy, x, w, *dev, omit, false, fwd);
       auto got = run_grad<float>(gc, dy, x, w, *dev, omit, false, fwd, true);
-      for (size_t o = 0; o < (fwd ? 1u : 3u); ++o) {  // Y; or dX, dW, dB
-        if (static_cast<int>(o) == omit) continue;
+      for (size_t o : outs) {  // Y; or dX, dW, dB
         CAPTURE(o);
         const double scale = max_abs(ref[o]);
         CHECK(scale > 0);
@@ -307,6 +315,5 @@ TEST_CASE("Conv and ConvGrad by Winograd's algorithm agree with f64") {
         else
           CHECK(got[o] == direct[o]);
       }
-    }
-  }
+    });
 }

@@ -747,19 +747,29 @@ TEST_CASE("precision: LeNet-5 in bf16 on the CUDA kernels (host-run) trains as t
   }
 }
 
-// BatchNormalization with a fused Clip (MobileNet's ReLU6; fuse_batch_norm_relu) against
-// BatchNormalization then Clip: the same forward bits (Y, running statistics); its gradient against
-// BatchNormalizationGrad of dZ counted strictly inside the bounds (PyTorch's ReLU6 rule), the same
-// bits, plain and blocked, f32 and bf16-stored (where outputs rounded to bf16 land exactly on a
-// bound, which the strict rule drops and ClipGrad's inclusive one would count), on the CPU and
-// the CUDA kernels run on the host.
-TEST_CASE("layouts: BatchNorm with a fused Clip gives BatchNorm then Clip's bits, and gradients") {
+namespace {
+
+// BatchNormalization with an activation fused in (fuse_batch_norm_relu) against BatchNormalization
+// then the activation op: the same forward bits (Y, the running statistics); and its gradient
+// against BatchNormalizationGrad of dY, the unfused gradient (`unfused_grad`), the same bits (dX,
+// dscale, dB). Plain and blocked, f32 and bf16-stored, on the CPU and on the CUDA kernels run on
+// the host (plain only: the GPU keeps no blocked layouts). `clip`: a Clip(lo, hi), else a Relu.
+struct FusedActivation {
+  bool clip;
+  float lo, hi;  // Clip's bounds; a Relu's: 0 and +inf
+  uint32_t seed;
+  bool zero_bias_channels;  // some channels' y exactly 0 (Relu's boundary)
+};
+// `unfused_grad(run, dzs, z_ref, value, dy)` writes dY, the gradient at BatchNorm's output.
+template <class UnfusedGrad>
+void check_fused_activation(const FusedActivation& fa, UnfusedGrad&& unfused_grad) {
   const int64_t n = 3, c = 32, h = 5, w = 7, count = n * c * h * w;
   const std::vector<int64_t> dims = {n, c, h, w};
-  const float lo = -0.5f, hi = 1.0f;
-  std::mt19937 rng(12);
+  std::mt19937 rng(fa.seed);
   std::vector<float> x = uniform(rng, count, -2, 2), dz = uniform(rng, count, -1, 1);
   std::vector<float> scale = uniform(rng, c, 0.5f, 1.5f), bias = uniform(rng, c, -0.5f, 0.5f);
+  if (fa.zero_bias_channels)
+    for (int64_t ch = 0; ch < c; ch += 5) bias[static_cast<size_t>(ch)] = 0;
   const std::vector<float> mean0 = uniform(rng, c, -1, 1), var0 = uniform(rng, c, 0.5f, 2);
   struct Form {
     const char* name;
@@ -775,6 +785,8 @@ TEST_CASE("layouts: BatchNorm with a fused Clip gives BatchNorm then Clip's bits
       if (f.blocked && std::string(dev_name) != "cpu") continue;
       CAPTURE(dev_name);
       CAPTURE(f.name);
+      // Values as the kernels store them: f32, or bf16 bits (the random data read as blocked is
+      // as good a test as any other order, both paths reading the same buffers).
       const size_t es = f.bf16 ? 2 : 4;
       auto stored = [&](const std::vector<float>& v) {
         std::vector<uint8_t> b(v.size() * es);
@@ -813,39 +825,43 @@ TEST_CASE("layouts: BatchNorm with a fused Clip gives BatchNorm then Clip's bits
       bp.training = true;
       bp.unbiased_running_var = true;
       bp.epsilon = 1e-3f;
-      std::any plain_p = bp;
-      ops::ClipParams cp;
-      cp.min = lo;
-      cp.max = hi;
-      std::any clip_p = cp;
-      bp.relu = bp.clip = true;
-      bp.clip_min = lo;
-      bp.clip_max = hi;
+      std::any plain_p = bp, act_p;
+      if (fa.clip) {
+        ops::ClipParams cp;
+        cp.min = fa.lo;
+        cp.max = fa.hi;
+        act_p = cp;
+      }
+      bp.relu = true;
+      if (fa.clip) {
+        bp.clip = true;
+        bp.clip_min = fa.lo;
+        bp.clip_max = fa.hi;
+      }
       std::any fused_p = bp;
+      // Forward: BatchNormalization, the activation; and the fused one.
       std::vector<uint8_t> y(xs.size()), z_ref(xs.size()), z(xs.size());
       std::vector<float> rm[2] = {mean0, mean0}, rv[2] = {var0, var0};
       std::vector<float> m0 = mean0, v0 = var0;
       run(OpKind::BatchNormalization, plain_p, {act(xs), vec(scale), vec(bias), vec(m0), vec(v0)},
           {act(y), vec(rm[0]), vec(rv[0])});
-      run(OpKind::Clip, clip_p, {act(y)}, {act(z_ref)});
+      run(fa.clip ? OpKind::Clip : OpKind::Relu, act_p, {act(y)}, {act(z_ref)});
       run(OpKind::BatchNormalization, fused_p, {act(xs), vec(scale), vec(bias), vec(m0), vec(v0)},
           {act(z), vec(rm[1]), vec(rv[1])});
       CHECK(z == z_ref);
       CHECK(rm[0] == rm[1]);
       CHECK(rv[0] == rv[1]);
-      int below = 0, above = 0, inside = 0;  // the clamp has all three sides
+      int below = 0, above = 0, inside = 0;  // the activation has each of its sides
       for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
         const float v = value(z, i);
-        below += v == lo, above += v == hi, inside += v > lo && v < hi;
+        below += v == fa.lo, above += v == fa.hi, inside += v > fa.lo && v < fa.hi;
       }
-      CHECK(below > count / 10);
-      CHECK(above > count / 10);
+      CHECK(below > count / (fa.clip ? 10 : 4));
       CHECK(inside > count / 4);
-      // Backward: dZ where lo < Z < hi (strict), BatchNormalizationGrad; and the fused gradient.
+      if (fa.clip) CHECK(above > count / 10);
+      // Backward: the unfused gradient, BatchNormalizationGrad; and the fused gradient.
       std::vector<uint8_t> dy(xs.size(), 0), dx_ref(xs.size()), dx(xs.size());
-      for (size_t i = 0; i < static_cast<size_t>(count); ++i)
-        if (value(z, i) > lo && value(z, i) < hi)
-          std::memcpy(dy.data() + es * i, dzs.data() + es * i, es);
+      unfused_grad(run, act, dzs, z_ref, value, es, dy);
       const std::vector<float> zeros_c(static_cast<size_t>(c));
       std::vector<float> ds[2] = {zeros_c, zeros_c}, db[2] = {zeros_c, zeros_c};
       run(OpKind::BatchNormalizationGrad, plain_p, {act(dy), act(xs), vec(scale)},
@@ -858,97 +874,30 @@ TEST_CASE("layouts: BatchNorm with a fused Clip gives BatchNorm then Clip's bits
     }
 }
 
-// BatchNormalization with a fused Relu (fuse_batch_norm_relu) against BatchNormalization then
-// Relu, and its gradient against ReluGrad then BatchNormalizationGrad: the same bits (Y, the
-// running statistics, dX, dscale, dB), plain and blocked, f32 and bf16-stored, on the CPU and on
-// the CUDA kernels run on the host (plain only: the GPU keeps no blocked layouts).
+}  // namespace
+
+// A Clip (MobileNet's ReLU6): its gradient against BatchNormalizationGrad of dZ counted strictly
+// inside the bounds (PyTorch's ReLU6 rule), which matters in bf16 storage, where outputs rounded
+// to bf16 land exactly on a bound (the strict rule drops them, ClipGrad's inclusive one counts
+// them).
+TEST_CASE("layouts: BatchNorm with a fused Clip gives BatchNorm then Clip's bits, and gradients") {
+  check_fused_activation({true, -0.5f, 1.0f, 12, false},
+                         [](auto&, auto&, std::vector<uint8_t>& dzs, std::vector<uint8_t>& z,
+                            auto& value, size_t es, std::vector<uint8_t>& dy) {
+                           for (size_t i = 0; i < dy.size() / es; ++i)
+                             if (value(z, i) > -0.5f && value(z, i) < 1.0f)
+                               std::memcpy(dy.data() + es * i, dzs.data() + es * i, es);
+                         });
+}
+
+// A Relu: its gradient against ReluGrad's.
 TEST_CASE("layouts: BatchNorm with a fused Relu gives BatchNorm then Relu's bits, and gradients") {
-  const int64_t n = 3, c = 32, h = 5, w = 7, count = n * c * h * w;
-  const std::vector<int64_t> dims = {n, c, h, w};
-  std::mt19937 rng(11);
-  std::vector<float> x = uniform(rng, count, -2, 2), dz = uniform(rng, count, -1, 1);
-  std::vector<float> scale = uniform(rng, c, 0.5f, 1.5f), bias = uniform(rng, c, -0.5f, 0.5f);
-  for (int64_t ch = 0; ch < c; ch += 5) bias[static_cast<size_t>(ch)] = 0;  // some y == 0 exactly
-  const std::vector<float> mean0 = uniform(rng, c, -1, 1), var0 = uniform(rng, c, 0.5f, 2);
-  struct Form {
-    const char* name;
-    bool blocked, bf16;
-  };
-  const Form forms[] = {
-      {"plain", false, false}, {"blocked", true, false}, {"blocked bf16", true, true}};
-  std::vector<std::pair<const char*, std::unique_ptr<Device>>> devices;
-  devices.emplace_back("cpu", make_cpu_device(2));
-  devices.emplace_back("cuda-host", make_cuda_host_run_device());
-  for (auto& [dev_name, dev] : devices)
-    for (const Form& f : forms) {
-      if (f.blocked && std::string(dev_name) != "cpu") continue;
-      CAPTURE(dev_name);
-      CAPTURE(f.name);
-      // Values as the kernels store them: f32, or bf16 bits (the random data read as blocked is
-      // as good a test as any other order, both paths reading the same buffers).
-      const size_t es = f.bf16 ? 2 : 4;
-      auto stored = [&](const std::vector<float>& v) {
-        std::vector<uint8_t> b(v.size() * es);
-        if (f.bf16) {
-          const std::vector<uint16_t> r = rounded(v);
-          std::memcpy(b.data(), r.data(), b.size());
-        } else {
-          std::memcpy(b.data(), v.data(), b.size());
-        }
-        return b;
-      };
-      auto act = [&](std::vector<uint8_t>& b) {
-        return TensorView{b.data(), DType::F32, dims, f.blocked, f.bf16};
-      };
-      auto vec = [&](std::vector<float>& v) { return f32_view(v, {c}); };
-      std::vector<uint8_t> xs = stored(x), dzs = stored(dz);
-      auto run = [&](OpKind op, std::any& p, std::vector<TensorView> in,
-                     std::vector<TensorView> out) {
-        KernelArgs k;
-        k.params = &p;
-        k.in = std::move(in);
-        k.out = std::move(out);
-        test::launch_host(*dev, op, k);
-      };
-      ops::BatchNormalizationParams bp;
-      bp.training = true;
-      bp.unbiased_running_var = true;
-      bp.epsilon = 1e-3f;
-      std::any plain_p = bp, none;
-      bp.relu = true;
-      std::any fused_p = bp;
-      // Forward: BatchNormalization, Relu; and the fused one.
-      std::vector<uint8_t> y(xs.size()), z_ref(xs.size()), z(xs.size());
-      std::vector<float> rm[2] = {mean0, mean0}, rv[2] = {var0, var0};
-      std::vector<float> m0 = mean0, v0 = var0;
-      run(OpKind::BatchNormalization, plain_p, {act(xs), vec(scale), vec(bias), vec(m0), vec(v0)},
-          {act(y), vec(rm[0]), vec(rv[0])});
-      run(OpKind::Relu, none, {act(y)}, {act(z_ref)});
-      run(OpKind::BatchNormalization, fused_p, {act(xs), vec(scale), vec(bias), vec(m0), vec(v0)},
-          {act(z), vec(rm[1]), vec(rv[1])});
-      CHECK(z == z_ref);
-      CHECK(rm[0] == rm[1]);
-      CHECK(rv[0] == rv[1]);
-      int zeros = 0;  // the mask has both sides
-      for (size_t i = 0; i < z.size(); i += es)
-        zeros +=
-            std::all_of(z.begin() + static_cast<long>(i), z.begin() + static_cast<long>(i + es),
-                        [](uint8_t byte) { return byte == 0; });
-      CHECK(zeros > count / 4);
-      CHECK(zeros < 3 * count / 4);
-      // Backward: ReluGrad, BatchNormalizationGrad; and the fused gradient.
-      std::vector<uint8_t> dy(xs.size()), dx_ref(xs.size()), dx(xs.size());
-      const std::vector<float> zeros_c(static_cast<size_t>(c));
-      std::vector<float> ds[2] = {zeros_c, zeros_c}, db[2] = {zeros_c, zeros_c};
-      run(OpKind::ReluGrad, none, {act(dzs), act(z_ref)}, {act(dy)});
-      run(OpKind::BatchNormalizationGrad, plain_p, {act(dy), act(xs), vec(scale)},
-          {act(dx_ref), vec(ds[0]), vec(db[0])});
-      run(OpKind::BatchNormalizationGrad, fused_p, {act(dzs), act(xs), vec(scale), act(z)},
-          {act(dx), vec(ds[1]), vec(db[1])});
-      CHECK(dx == dx_ref);
-      CHECK(ds[0] == ds[1]);
-      CHECK(db[0] == db[1]);
-    }
+  check_fused_activation({false, 0.0f, std::numeric_limits<float>::infinity(), 11, true},
+                         [](auto& run, auto& act, std::vector<uint8_t>& dzs,
+                            std::vector<uint8_t>& z, auto&, size_t, std::vector<uint8_t>& dy) {
+                           std::any none;
+                           run(OpKind::ReluGrad, none, {act(dzs), act(z)}, {act(dy)});
+                         });
 }
 
 // The trainer fuses each BatchNormalization + Clip(0, 6) of MobileNetV2 (its ReLU6s) forward and
