@@ -208,6 +208,7 @@ class ParseCtx {
   ParseCtx(const Graph& g, NodeId n);
   int64_t opset() const { return g_.opset_of(node_); }
   bool has(const std::string& name) const { return node_.attrs.count(name) != 0; }
+  bool has_output(size_t i) const { return node_.has_output(i); }
 
   int64_t i(const std::string& name, int64_t def);
   std::optional<int64_t> opt_i(const std::string& name);

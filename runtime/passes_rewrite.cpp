@@ -548,4 +548,39 @@ int64_t fuse_batch_norm_relu(Graph& g) {
   return fused;
 }
 
+int64_t save_batch_norm_statistics(Graph& g) {
+  int64_t wired = 0;
+  const size_t nodes = g.nodes.size();  // add_value may grow values, never nodes
+  for (size_t gi = 0; gi < nodes; ++gi) {
+    if (!g.nodes[gi].def || g.nodes[gi].def->name != "BatchNormalizationGrad" ||
+        g.nodes[gi].inputs.size() > 4)
+      continue;
+    const ValueId x = g.nodes[gi].inputs[1], scale = g.nodes[gi].inputs[2];
+    Node* bn = nullptr;
+    for (Node& n : g.nodes)
+      if (n.def && n.def->name == "BatchNormalization" && n.inputs[0] == x &&
+          n.inputs[1] == scale && n.p<ops::BatchNormalizationParams>().training)
+        bn = &n;
+    if (!bn || g.value(x).dtype != DType::F32) continue;
+    if (!bn->has_output(5)) {
+      const Value& y = g.value(bn->outputs[0]);
+      Value st;
+      st.name = y.name + "/batch_statistics";
+      st.dtype = DType::F64;
+      st.shape = {Dim::of(4), g.value(x).shape[1]};
+      st.shape_known = true;
+      st.producer = static_cast<NodeId>(bn - g.nodes.data());
+      const ValueId v = g.add_value(std::move(st));
+      bn->outputs.resize(6, kNoValue);
+      bn->outputs[5] = v;
+    }
+    Node& bg = g.nodes[gi];
+    const ValueId stats = bn->outputs[5];
+    bg.inputs.resize(5, kNoValue);
+    bg.inputs[4] = stats;
+    ++wired;
+  }
+  return wired;
+}
+
 }  // namespace cb

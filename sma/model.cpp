@@ -122,6 +122,8 @@ TrainModel::TrainModel(const Graph& forward, const LossSpec& loss, Precision pre
   // that the two give the same bits.
   if (blocked_layouts && conv_algorithm == ConvAlgorithm::Auto)
     winograd_nodes_ = choose_conv_algorithms(tg_.graph);
+  // Last: the gradients read the forward's batch statistics (a pass over X fewer).
+  save_batch_norm_statistics(tg_.graph);
   for (const Node& n : tg_.graph.nodes)
     conv_nodes_ += n.def && (n.def->name == "Conv" || n.def->name == "ConvGrad");
   LossNodes nodes;

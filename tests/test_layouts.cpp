@@ -812,7 +812,21 @@ void check_fused_activation(const FusedActivation& fa, UnfusedGrad&& unfused_gra
         return TensorView{b.data(), DType::F32, dims, f.blocked, f.bf16};
       };
       auto vec = [&](std::vector<float>& v) { return f32_view(v, {c}); };
-      std::vector<uint8_t> xs = stored(x), dzs = stored(dz);
+      // In the zero-bias channels a third of the values equal the channel's mean exactly (values
+      // on a 1/64 grid, symmetric about 0.75: the sums are exact): there y = x * mul + add is 0
+      // up to how the multiply-add rounds, so the forward and a gradient masking by that affine
+      // must round it alike.
+      std::vector<float> xv = x;
+      for (int64_t ch = 0; fa.zero_bias_channels && ch < c; ch += 5)
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < h * w; ++j) {
+            const int64_t m = i * h * w + j, t = 1 + (m / 3) % 15;
+            const int64_t at = f.blocked ? ((i * (c / 16) + ch / 16) * h * w + j) * 16 + ch % 16
+                                         : (i * c + ch) * h * w + j;
+            xv[static_cast<size_t>(at)] =
+                0.75f + static_cast<float>(m % 3 == 0 ? 0 : m % 3 == 1 ? t : -t) / 64.0f;
+          }
+      std::vector<uint8_t> xs = stored(xv), dzs = stored(dz);
       auto run = [&](OpKind op, std::any& p, std::vector<TensorView> in,
                      std::vector<TensorView> out) {
         KernelArgs k;
@@ -871,6 +885,52 @@ void check_fused_activation(const FusedActivation& fa, UnfusedGrad&& unfused_gra
       CHECK(dx == dx_ref);
       CHECK(ds[0] == ds[1]);
       CHECK(db[0] == db[1]);
+      // With the statistics the forward saved (its output 5, save_batch_norm_statistics): the
+      // gradients (fused and not) agree bit for bit again (f32 storage masks by the forward's
+      // x * mul + add, bf16 by Z), and with those recomputed up to the rounding of invstd; dX
+      // may be dY's buffer.
+      std::vector<double> stats(4 * static_cast<size_t>(c), -1.0);
+      std::vector<float> m1 = mean0, v1 = var0;
+      std::vector<uint8_t> z_st(xs.size());
+      const TensorView none{}, st_view{stats.data(), DType::F64, {4, c}};
+      run(OpKind::BatchNormalization, fused_p, {act(xs), vec(scale), vec(bias), vec(m1), vec(v1)},
+          {act(z_st), vec(m1), vec(v1), none, none, st_view});
+      CHECK(z_st == z);
+      CHECK(m1 == rm[1]);
+      for (int64_t ch = 0; ch < c; ++ch) {  // mean, invstd and the affine the forward applied
+        const auto at = static_cast<size_t>(ch);
+        CHECK(std::abs(stats[at]) < 2.5);
+        CHECK(stats[at + c] > 0);
+        CHECK(std::abs(stats[at + 2 * c] - scale[at] * stats[at + c]) <=
+              1e-6 * scale[at] * stats[at + c]);
+        CHECK(stats[at + 3 * c] == static_cast<double>(static_cast<float>(stats[at + 3 * c])));
+      }
+      std::vector<uint8_t> dx_st(xs.size()), dx_unfused(xs.size()), dz_in_place = dzs;
+      std::vector<float> ds_st[3] = {zeros_c, zeros_c, zeros_c}, db_st[3] = {zeros_c, zeros_c, zeros_c};
+      run(OpKind::BatchNormalizationGrad, fused_p,
+          {act(dzs), act(xs), vec(scale), act(z), st_view}, {act(dx_st), vec(ds_st[0]),
+                                                             vec(db_st[0])});
+      run(OpKind::BatchNormalizationGrad, fused_p,
+          {act(dz_in_place), act(xs), vec(scale), act(z), st_view},
+          {act(dz_in_place), vec(ds_st[1]), vec(db_st[1])});
+      run(OpKind::BatchNormalizationGrad, plain_p, {act(dy), act(xs), vec(scale), none, st_view},
+          {act(dx_unfused), vec(ds_st[2]), vec(db_st[2])});
+      CHECK(dz_in_place == dx_st);
+      CHECK(dx_unfused == dx_st);
+      for (int k = 1; k < 3; ++k) {
+        CHECK(ds_st[k] == ds_st[0]);
+        CHECK(db_st[k] == db_st[0]);
+      }
+      CHECK(db_st[0] == db[1]);  // sum(dy) does not involve the statistics
+      double worst = 0, largest = 0;
+      for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
+        worst = std::max(worst, static_cast<double>(std::abs(value(dx_st, i) - value(dx, i))));
+        largest = std::max(largest, static_cast<double>(std::abs(value(dx, i))));
+      }
+      CHECK(largest > 0.1);
+      CHECK(worst <= (f.bf16 ? 0.02 : 1e-5) * largest);
+      for (size_t ch = 0; ch < static_cast<size_t>(c); ++ch)
+        CHECK(std::abs(ds_st[0][ch] - ds[1][ch]) <= 1e-5f * (1 + std::abs(ds[1][ch])));
     }
 }
 
@@ -899,6 +959,25 @@ TEST_CASE("layouts: BatchNorm with a fused Relu gives BatchNorm then Relu's bits
                            run(OpKind::ReluGrad, none, {act(dzs), act(z)}, {act(dy)});
                          });
 }
+
+namespace {
+
+// A fused gradient reads its forward's output (input 3, in X's layout) and the batch statistics
+// that forward saved (input 4, its output 5: save_batch_norm_statistics).
+void check_fused_grad(const Graph& g, const Node& nd) {
+  REQUIRE(nd.inputs.size() == 5);
+  CHECK(g.value(nd.inputs[3]).blocked == g.value(nd.inputs[1]).blocked);
+  const Node& fwd = g.nodes[static_cast<size_t>(g.value(nd.inputs[3]).producer)];
+  CHECK(fwd.def->name == "BatchNormalization");
+  CHECK(fwd.inputs[0] == nd.inputs[1]);
+  REQUIRE(fwd.outputs.size() == 6);
+  CHECK(fwd.outputs[5] == nd.inputs[4]);
+  const Value& st = g.value(nd.inputs[4]);
+  CHECK(st.dtype == DType::F64);
+  CHECK(st.shape == Shape{Dim::of(4), g.value(nd.inputs[1]).shape[1]});
+}
+
+}  // namespace
 
 // The trainer fuses each BatchNormalization + Clip(0, 6) of MobileNetV2 (its ReLU6s) forward and
 // backward, in the training and the evaluation graph, and the fused gradient reads the fused
@@ -930,11 +1009,7 @@ TEST_CASE("layouts: MobileNetV2's BatchNorm + ReLU6 pairs are fused, forward and
           ++fused;
         } else {
           ++fused_grads;
-          REQUIRE(nd.inputs.size() == 4);
-          CHECK(g.value(nd.inputs[3]).blocked == g.value(nd.inputs[1]).blocked);
-          const Node& fwd = g.nodes[static_cast<size_t>(g.value(nd.inputs[3]).producer)];
-          CHECK(fwd.def->name == "BatchNormalization");
-          CHECK(fwd.inputs[0] == nd.inputs[1]);
+          check_fused_grad(g, nd);
         }
       }
       clips += op == "Clip" || op == "ClipGrad";
@@ -942,6 +1017,19 @@ TEST_CASE("layouts: MobileNetV2's BatchNorm + ReLU6 pairs are fused, forward and
     CHECK(fused == pairs);
     CHECK(fused_grads == pairs);
     CHECK(clips == 0);
+    // Where dY dies at its BatchNormalizationGrad (all but the gradients a residual Add fans
+    // out), dX takes dY's buffer.
+    const MemoryPlan plan = plan_memory(g, 2);
+    int64_t grads = 0, in_place = 0;
+    for (const Node& nd : g.nodes)
+      if (nd.def->name == "BatchNormalizationGrad") {
+        ++grads;
+        in_place += plan.root[static_cast<size_t>(nd.outputs[0])] ==
+                    plan.root[static_cast<size_t>(nd.inputs[0])];
+      }
+    CHECK(grads == 52);
+    MESSAGE("BatchNormalizationGrads writing dX over dY: ", in_place, " of ", grads);
+    CHECK(in_place >= 40);
     int64_t eval_clips = 0;
     for (const Node& nd : m.eval_graph().nodes) eval_clips += nd.def->name == "Clip";
     CHECK(eval_clips == 0);
@@ -1003,11 +1091,7 @@ TEST_CASE("layouts: ResNet-18's BatchNorm + Relu pairs are fused, forward and ba
       if (op == "BatchNormalization" && nd.p<ops::BatchNormalizationParams>().relu) ++fused;
       if (op == "BatchNormalizationGrad" && nd.p<ops::BatchNormalizationParams>().relu) {
         ++fused_grads;
-        REQUIRE(nd.inputs.size() == 4);
-        CHECK(g.value(nd.inputs[3]).blocked == g.value(nd.inputs[1]).blocked);
-        const Node& fwd = g.nodes[static_cast<size_t>(g.value(nd.inputs[3]).producer)];
-        CHECK(fwd.def->name == "BatchNormalization");
-        CHECK(fwd.inputs[0] == nd.inputs[1]);
+        check_fused_grad(g, nd);
       }
       relus += op == "Relu" || op == "ReluGrad";
     }

@@ -474,3 +474,15 @@ TEST_CASE("Resize: output shapes, and what is rejected") {
       rs(13).none().floats("scales", {1, 1, 2, 2}).ints("sizes", {1, 2, 3, 3}).out("y").error(),
       "not both"));
 }
+
+TEST_CASE("BatchNormalization gives at most 5 outputs in a file; the sixth is crossbow's own") {
+  auto bn = [](int outputs) {
+    OneNode n("BatchNormalization", 9);
+    n.in("x", TP::FLOAT, {2, 3, 4, 4});
+    for (const char* p : {"scale", "b", "mean", "var"}) n.floats(p, {1, 1, 1});
+    for (int i = 0; i < outputs; ++i) n.out("y" + std::to_string(i));
+    return n;
+  };
+  CHECK(bn(5).infer() == "f32[2,3,4,4] f32[3] f32[3] f32[3] f32[3]");
+  CHECK(contains(bn(6).error(), "has 6 outputs; BatchNormalization gives at most 5"));
+}

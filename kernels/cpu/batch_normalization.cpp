@@ -10,6 +10,9 @@
 //             (PyTorch's and TensorFlow's rule, what the trainer uses),
 //   out 3, 4 (opset <= 13): saved_mean = batch_mean, saved_var = batch_var (biased), as the
 //             ONNX spec names them.
+//   out 5 (save_batch_norm_statistics; f64 [4, C]): batch_mean, 1/sqrt(batch_var + eps), and the
+//             mul, add of y = x * mul + add as applied here (rounded to T), for
+//             BatchNormalizationGrad (norm_grad.cpp).
 // Statistics are accumulated in f32 runs whose totals are summed in double (plane_sum.h,
 // storage.h). Outputs 1..4 may alias inputs 3/4 (each channel is read
 // before it is written); Y may alias X. X and Y in oneDNN's blocked layout (TensorView::blocked,
@@ -171,6 +174,16 @@ void batch_norm(const KernelArgs& a) {
       put_real(a.out[2], ch, rv * mom + var[ch] * unbias * (1 - mom));
     if (a.out.size() > 3 && a.out[3].present()) put_real(a.out[3], ch, mean[ch]);
     if (a.out.size() > 4 && a.out[4].present()) put_real(a.out[4], ch, var[ch]);
+  }
+  if (a.out.size() > 5 && a.out[5].present()) {
+    CB_CHECK(a.out[5].dtype == DType::F64 && a.out[5].numel() == 4 * c);
+    double* st = a.out[5].ptr<double>();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      st[ch] = mean[ch];
+      st[c + ch] = 1.0 / std::sqrt(var[ch] + static_cast<double>(p.epsilon));
+      st[2 * c + ch] = static_cast<double>(mul[ch]);
+      st[3 * c + ch] = static_cast<double>(add[ch]);
+    }
   }
 }
 

@@ -1,11 +1,14 @@
-// Normalization backward on the CPU (X f32/f64). Statistics are recomputed from X (the vjps save
-// none), as the forwards compute them (batch_normalization.cpp, layer_normalization.cpp);
+// Normalization backward on the CPU (X f32/f64). Statistics are recomputed from X where the
+// forward saved none, as the forwards compute them (batch_normalization.cpp, layer_normalization.cpp);
 // every output present is assigned.
 //
 // BatchNormalizationGrad(dY [N,C,S...], X [N,C,S...], scale [C]) -> dX [N,C,S...], dscale [C],
 //                                                                   dB [C]     (training mode)
 //   with the params' relu, a fourth input Z (the fused forward's output): dy is 0 where Z <= 0
-//   (with clip: outside clip_min < Z < clip_max; BnActivation in scalar_math.h).
+//   (with clip: outside clip_min < Z < clip_max; BnActivation in scalar_math.h). A fifth input
+//   (save_batch_norm_statistics) holds the forward's batch statistics, f64 [4, C]: mean and
+//   invstd are then taken from it, and with f32 X the mask comes from the forward's
+//   pre-activation x * mul + add (the same test on the same bits; Z is not read).
 //   per channel over M = N * S values: mean, biased var, invstd = 1/sqrt(var + eps),
 //   xhat = (x - mean) * invstd, dB = sum(dy), dscale = sum(dy * xhat),
 //   dX = scale * invstd / M * (M * dy - dB - xhat * dscale).
@@ -39,24 +42,45 @@ const TensorView* out_at(const KernelArgs& a, size_t i) {
 }
 
 // ---- BatchNormalizationGrad ---------------------------------------------------------------------
-// Channels [c0, c1) of x, dy, dx [N, C, S]: the statistics, the sums (plane_sum.h) and dx; writes
-// dB and dscale per channel into sdy_out / sdyx_out (double [C]).
+// The forward's batch statistics where it saved them (input 4, BatchNormalization's output 5,
+// f64 [4, C]: mean, invstd, mul, add); nullptr: recomputed from X.
+struct SavedStats {
+  const double* p = nullptr;
+  int64_t c = 0;
+  double mean(int64_t ch) const { return p[ch]; }
+  double invstd(int64_t ch) const { return p[c + ch]; }
+  double mul(int64_t ch) const { return p[2 * c + ch]; }
+  double add(int64_t ch) const { return p[3 * c + ch]; }
+};
+
+// Channels [c0, c1) of x, dy, dx [N, C, S]: the statistics (or the saved ones), the sums
+// (plane_sum.h) and dx (which may be dy's buffer); writes dB and dscale per channel into sdy_out /
+// sdyx_out (double [C]). A fused activation masks dy by z, or with saved statistics by the
+// forward's x * mul + add (the same bits as its output's mask, without reading z).
 template <typename T>
 CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, const T* z, T* dx,
-                                    const TensorView* scale, int64_t n, int64_t c, int64_t s,
-                                    int64_t c0, int64_t c1, double eps, double* sdy_out,
+                                    const TensorView* scale, SavedStats st, int64_t n, int64_t c,
+                                    int64_t s, int64_t c0, int64_t c1, double eps, double* sdy_out,
                                     double* sdyx_out, float z_lo, float z_hi) {
   const T lo = static_cast<T>(z_lo), hi = static_cast<T>(z_hi);
   const int64_t count = n * s;
   for (int64_t ch = c0; ch < c1; ++ch) {
     double sum = 0, sq = 0, sdy = 0, sdyx = 0;
-    for (int64_t i = 0; i < n; ++i) sum += plane_sum(x + (i * c + ch) * s, s);
-    const double mean = count ? sum / static_cast<double>(count) : 0;
+    double mean = 0;
+    if (st.p) {
+      mean = st.mean(ch);
+    } else {
+      for (int64_t i = 0; i < n; ++i) sum += plane_sum(x + (i * c + ch) * s, s);
+      mean = count ? sum / static_cast<double>(count) : 0;
+    }
+    const T affine[2] = {static_cast<T>(st.p ? st.mul(ch) : 0), static_cast<T>(st.p ? st.add(ch) : 0)};
+    const bool by_x = z && st.p;  // the mask from x * mul + add
     for (int64_t i = 0; i < n; ++i)  // two-pass variance and the two gradient sums
-      plane_sums(x + (i * c + ch) * s, dy + (i * c + ch) * s, z ? z + (i * c + ch) * s : nullptr, s,
-                 static_cast<T>(mean), sq, sdy, sdyx, lo, hi);
+      plane_sums(x + (i * c + ch) * s, dy + (i * c + ch) * s,
+                 z && !by_x ? z + (i * c + ch) * s : nullptr, s, static_cast<T>(mean), sq, sdy,
+                 sdyx, lo, hi, by_x ? affine : nullptr);
     const double var = count ? sq / static_cast<double>(count) : 0;
-    const double invstd = 1.0 / std::sqrt(var + eps);
+    const double invstd = st.p ? st.invstd(ch) : 1.0 / std::sqrt(var + eps);
     sdyx *= invstd;  // sum(dy * xhat)
     sdy_out[ch] = sdy;
     sdyx_out[ch] = sdyx;
@@ -69,7 +93,12 @@ CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, const T* z, T* dx,
     for (int64_t i = 0; i < n; ++i) {
       const T *xp = x + (i * c + ch) * s, *dyp = dy + (i * c + ch) * s;
       T* dxp = dx + (i * c + ch) * s;
-      if (z) {
+      if (by_x) {
+        for (int64_t j = 0; j < s; ++j) {
+          const T v = xp[j] * affine[0] + affine[1];
+          dxp[j] = k * ((v > lo && !(v >= hi) ? dyp[j] : T(0)) - b - (xp[j] - mu) * q);
+        }
+      } else if (z) {
         const T* zp = z + (i * c + ch) * s;
         for (int64_t j = 0; j < s; ++j)
           dxp[j] = k * ((zp[j] > lo && !(zp[j] >= hi) ? dyp[j] : T(0)) - b - (xp[j] - mu) * q);
@@ -82,22 +111,33 @@ CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, const T* z, T* dx,
 
 // The same for blocks [b0, b1) of 16 channels of x, dy, dx in the blocked layout [N, C/16, S, 16]
 // (TensorView::blocked) stored as St (float or bf16 bits, storage.h), the 16 lanes side by side.
-// Masked: dy counts where z (a fused activation's output) > lo && !(z >= hi).
-template <bool Masked, typename St>
+// Mask (BnMask, storage.h): none, by z, or by x * mul + add (saved statistics, f32 storage: bf16
+// storage rounds z, whose mask the fused op keeps).
+template <int Mask, typename St>
 CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, const St* z, St* dx,
-                                   const TensorView* scale, int64_t n, int64_t cb, int64_t s,
-                                   int64_t b0, int64_t b1, double eps, double* sdy_out,
+                                   const TensorView* scale, SavedStats st, int64_t n, int64_t cb,
+                                   int64_t s, int64_t b0, int64_t b1, double eps, double* sdy_out,
                                    double* sdyx_out, float lo, float hi) {
   const int64_t count = n * s;
   for (int64_t b = b0; b < b1; ++b) {
     double mean[16], sq[16], sdy[16], sdyx[16], invstd[16];
-    block_means(x, n, cb, s, b, mean);
-    block_grad_sums<Masked>(x, dy, z, n, cb, s, b, mean, sq, sdy, sdyx, lo, hi);
+    float mul[16] = {}, add[16] = {};  // the affine mask's (saved statistics)
+    if (st.p) {
+      for (int l = 0; l < 16; ++l) {
+        mean[l] = st.mean(b * 16 + l);
+        mul[l] = static_cast<float>(st.mul(b * 16 + l));
+        add[l] = static_cast<float>(st.add(b * 16 + l));
+      }
+    } else {
+      block_means(x, n, cb, s, b, mean);
+    }
+    block_grad_sums<Mask>(x, dy, z, n, cb, s, b, mean, sq, sdy, sdyx, lo, hi, mul, add);
     float k[16], bb[16], q[16], mu[16];
     const double inv_m = count ? 1.0 / static_cast<double>(count) : 0;
     for (int l = 0; l < 16; ++l) {
       const int64_t ch = b * 16 + l;
-      invstd[l] = 1.0 / std::sqrt((count ? sq[l] / static_cast<double>(count) : 0) + eps);
+      invstd[l] = st.p ? st.invstd(ch)
+                       : 1.0 / std::sqrt((count ? sq[l] / static_cast<double>(count) : 0) + eps);
       sdyx[l] *= invstd[l];  // sum(dy * xhat)
       sdy_out[ch] = sdy[l];
       sdyx_out[ch] = sdyx[l];
@@ -109,17 +149,18 @@ CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, const St* z, St* d
     if (!dx || count == 0) continue;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t at = (i * cb + b) * s * 16;
-      const St *xp = x + at, *dyp = dy + at, *zp = Masked ? z + at : nullptr;
+      const St *xp = x + at, *dyp = dy + at, *zp = Mask == kMaskZ ? z + at : nullptr;
       St* dxp = dx + at;
       for (int64_t j = 0; j < s; ++j)
         for (int l = 0; l < 16; ++l) {
           const int64_t e = j * 16 + l;
           float g = load_s(dyp, e);
-          if constexpr (Masked) {
-            const float zv = load_s(zp, e);
-            g = zv > lo && !(zv >= hi) ? g : 0.0f;
+          const float xv = load_s(xp, e);
+          if constexpr (Mask != kMaskNone) {
+            const float v = Mask == kMaskZ ? load_s(zp, e) : xv * mul[l] + add[l];
+            g = v > lo && !(v >= hi) ? g : 0.0f;
           }
-          store_s(dxp, e, k[l] * (g - bb[l] - (load_s(xp, e) - mu[l]) * q[l]));
+          store_s(dxp, e, k[l] * (g - bb[l] - (xv - mu[l]) * q[l]));
         }
     }
   }
@@ -140,6 +181,12 @@ void batch_norm_grad(const KernelArgs& a) {
   const math::BnActivation act = math::BnActivation::of(p);
   CB_CHECK(!Z || (Z->blocked == X.blocked && Z->bf16_storage == X.bf16_storage));
   const T* z = Z ? Z->ptr<T>() : nullptr;
+  // The forward's statistics (save_batch_norm_statistics).
+  SavedStats st;
+  if (a.in.size() > 4 && a.in[4].present()) {
+    CB_CHECK(a.in[4].dtype == DType::F64 && a.in[4].numel() == 4 * c);
+    st = {a.in[4].ptr<double>(), c};
+  }
   double* sdy = scratch<double, 0>(c);
   double* sdyx = scratch<double, 1>(c);
   const double eps = static_cast<double>(p.epsilon);
@@ -149,18 +196,22 @@ void batch_norm_grad(const KernelArgs& a) {
     if constexpr (std::is_same_v<T, float>)
       with_storage(X.bf16_storage, [&](auto* tag) {
         using St = std::remove_pointer_t<decltype(tag)>;
+        // bf16 storage keeps the mask of the stored (rounded) output
+        const bool by_x = Z && st.p && std::is_same_v<St, float>;
+        auto* f = by_x ? bn_grad_blocked<kMaskAffine, St>
+                  : Z  ? bn_grad_blocked<kMaskZ, St>
+                       : bn_grad_blocked<kMaskNone, St>;
         parallel(c / 16, 64 * n * s, [&](int64_t b0, int64_t b1) {
-          auto* f = Z ? bn_grad_blocked<true, St> : bn_grad_blocked<false, St>;
           f(static_cast<const St*>(X.data), static_cast<const St*>(dY.data),
             Z ? static_cast<const St*>(Z->data) : nullptr,
-            dX ? static_cast<St*>(dX->data) : nullptr, &scale, n, c / 16, s, b0, b1, eps, sdy, sdyx,
-            act.lo, act.hi);
+            dX ? static_cast<St*>(dX->data) : nullptr, &scale, st, n, c / 16, s, b0, b1, eps, sdy,
+            sdyx, act.lo, act.hi);
         });
       });
   } else {
     // One channel is N strided planes of S values; channels run across the pool.
     parallel(c, 4 * n * s, [&](int64_t c0, int64_t c1) {
-      bn_grad_channels(x, dy, z, dx, &scale, n, c, s, c0, c1, eps, sdy, sdyx, act.lo, act.hi);
+      bn_grad_channels(x, dy, z, dx, &scale, st, n, c, s, c0, c1, eps, sdy, sdyx, act.lo, act.hi);
     });
   }
   for (int64_t ch = 0; ch < c; ++ch) {

@@ -72,16 +72,19 @@ inline double plane_sum_sq_dev(const T* x, int64_t n, T mu) {
   return total;
 }
 
-// With d = x - mu over [0, n): sq += sum(d^2), sdy += sum(dy), sdyx += sum(dy * d); with z (a
-// fused activation's output), dy counts only where z > lo && !(z >= hi) (BnActivation,
-// scalar_math.h: z > 0 for Relu, as ReluGrad masks).
+// With d = x - mu over [0, n): sq += sum(d^2), sdy += sum(dy), sdyx += sum(dy * d); dy counts
+// only where a fused activation's output v satisfies v > lo && !(v >= hi) (BnActivation,
+// scalar_math.h: v > 0 for Relu, as ReluGrad masks), v read from z, or with `affine` = {mul, add}
+// computed as x * mul + add (the forward's pre-activation value: the same mask, not reading z).
 template <typename T>
 CB_STAT_INLINE inline void plane_sums(const T* x, const T* dy, const T* z, int64_t n, T mu,
-                                      double& sq, double& sdy, double& sdyx, T lo = 0, T hi = 0) {
+                                      double& sq, double& sdy, double& sdyx, T lo = 0, T hi = 0,
+                                      const T* affine = nullptr) {
   using V = typename Lanes<T>::V;
   constexpr int64_t L = Lanes<T>::kCount;
-  auto sums = [&](auto masked) CB_STAT_INLINE {
-    constexpr bool kMasked = decltype(masked)::value;
+  // kMask: 0 none, 1 z, 2 affine
+  auto sums = [&](auto mask) CB_STAT_INLINE {
+    constexpr int kMask = decltype(mask)::value;
     V a0 = {}, a1 = {}, b0 = {}, b1 = {}, e0 = {}, e1 = {};
     int64_t j = 0;
     for (; j + 2 * L <= n; j += 2 * L) {
@@ -90,11 +93,16 @@ CB_STAT_INLINE inline void plane_sums(const T* x, const T* dy, const T* z, int64
       load_lanes(d1, x + j + L);
       load_lanes(g0, dy + j);
       load_lanes(g1, dy + j + L);
-      if constexpr (kMasked) {
+      if constexpr (kMask != 0) {
         const V zero = {}, l = zero + lo, h = zero + hi;
         V z0, z1;
-        load_lanes(z0, z + j);
-        load_lanes(z1, z + j + L);
+        if constexpr (kMask == 1) {
+          load_lanes(z0, z + j);
+          load_lanes(z1, z + j + L);
+        } else {
+          z0 = d0 * affine[0] + affine[1];
+          z1 = d1 * affine[0] + affine[1];
+        }
         g0 = (z0 > l) & ~(z0 >= h) ? g0 : zero;
         g1 = (z1 > l) & ~(z1 >= h) ? g1 : zero;
       }
@@ -109,7 +117,10 @@ CB_STAT_INLINE inline void plane_sums(const T* x, const T* dy, const T* z, int64
     }
     for (; j < n; ++j) {
       const double d = static_cast<double>(x[j]) - mu;
-      const T g = !kMasked || (z[j] > lo && !(z[j] >= hi)) ? dy[j] : T(0);
+      T v = T(0);
+      if constexpr (kMask == 1) v = z[j];
+      if constexpr (kMask == 2) v = x[j] * affine[0] + affine[1];
+      const T g = kMask == 0 || (v > lo && !(v >= hi)) ? dy[j] : T(0);
       sq += d * d;
       sdy += g;
       sdyx += g * d;
@@ -117,10 +128,12 @@ CB_STAT_INLINE inline void plane_sums(const T* x, const T* dy, const T* z, int64
     for (int64_t l = 0; l < L; ++l) sq += a0[l], sdy += b0[l], sdyx += e0[l];
     for (int64_t l = 0; l < L; ++l) sq += a1[l], sdy += b1[l], sdyx += e1[l];
   };
-  if (z)
-    sums(std::true_type{});
+  if (affine)
+    sums(std::integral_constant<int, 2>{});
+  else if (z)
+    sums(std::integral_constant<int, 1>{});
   else
-    sums(std::false_type{});
+    sums(std::integral_constant<int, 0>{});
 }
 
 }  // namespace cb::cpu

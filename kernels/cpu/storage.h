@@ -128,16 +128,21 @@ CB_STAT_INLINE inline void block_sq_devs(const St* x, int64_t n, int64_t cb, int
       sq);
 }
 // With d = x - mean[l] (f32) over channel l of x and dy (alike): sq[l] = sum(d^2),
-// sdy[l] = sum(dy), sdyx[l] = sum(dy * d): BatchNormalizationGrad's sums. Masked, with z (a fused
-// activation's output, alike): dy counts only where z > lo && !(z >= hi) (BnActivation,
-// scalar_math.h: z > 0 for Relu, as ReluGrad masks).
-template <bool Masked, class St>
+// sdy[l] = sum(dy), sdyx[l] = sum(dy * d): BatchNormalizationGrad's sums. Mask (a fused
+// activation's, BnActivation in scalar_math.h: v > 0 for Relu, as ReluGrad masks): dy counts only
+// where v > lo && !(v >= hi); kMaskZ: v read from z (the activation's output, alike); kMaskAffine:
+// v = x * mul[l] + add[l] (the forward's pre-activation value, its bits where St is float).
+enum BnMask { kMaskNone, kMaskZ, kMaskAffine };
+template <int Mask, class St>
 CB_STAT_INLINE inline void block_grad_sums(const St* x, const St* dy, const St* z, int64_t n,
                                            int64_t cb, int64_t s, int64_t b, const double* mean,
                                            double* sq, double* sdy, double* sdyx, float lo = 0,
-                                           float hi = 0) {
-  F8 m0, m1;
+                                           float hi = 0, const float* mul = nullptr,
+                                           const float* add = nullptr) {
+  F8 m0, m1, k0 = {}, k1 = {}, c0 = {}, c1 = {};
   mean16(mean, m0, m1);
+  if constexpr (Mask == kMaskAffine)
+    for (int l = 0; l < 8; ++l) k0[l] = mul[l], k1[l] = mul[8 + l], c0[l] = add[l], c1[l] = add[8 + l];
   for (int l = 0; l < 16; ++l) sq[l] = sdy[l] = sdyx[l] = 0;
   for_block_chunks(n, cb, s, b, [&](int64_t at, int64_t j, int64_t j1) CB_STAT_INLINE {
     const St *p = x + at, *q = dy + at;
@@ -145,10 +150,15 @@ CB_STAT_INLINE inline void block_grad_sums(const St* x, const St* dy, const St* 
     for (; j < j1; ++j) {
       load16(p + j * 16, v0, v1);
       load16(q + j * 16, d0, d1);
-      if constexpr (Masked) {
+      if constexpr (Mask != kMaskNone) {
         const F8 zero = {}, l = zero + lo, h = zero + hi;
         F8 z0, z1;
-        load16(z + at + j * 16, z0, z1);
+        if constexpr (Mask == kMaskZ) {
+          load16(z + at + j * 16, z0, z1);
+        } else {
+          z0 = v0 * k0 + c0;
+          z1 = v1 * k1 + c1;
+        }
         d0 = (z0 > l) & ~(z0 >= h) ? d0 : zero;
         d1 = (z1 > l) & ~(z1 >= h) ? d1 : zero;
       }

@@ -98,6 +98,8 @@ void batch_norm(const KernelArgs& a, const GpuCtx& c) {
                               : 1;
     const RealOut o_rm = real_out(a, 1), o_rv = real_out(a, 2), o_sm = real_out(a, 3),
                   o_sv = real_out(a, 4);
+    // output 5 (save_batch_norm_statistics): mean, invstd, mul, add [4, C] in f64
+    double* o_st = a.out.size() > 5 && a.out[5].present() ? a.out[5].ptr<double>() : nullptr;
     segmented_reduce(
         c, ch, count, 0.0,
         [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> double {
@@ -127,6 +129,12 @@ void batch_norm(const KernelArgs& a, const GpuCtx& c) {
           o_rv.put(o, rv * mom + v * unbias * (1 - mom));
           o_sm.put(o, mu);
           o_sv.put(o, v);
+          if (o_st) {
+            o_st[o] = mu;
+            o_st[ch + o] = 1.0 / math::m_sqrt(v + eps);
+            o_st[2 * ch + o] = static_cast<double>(static_cast<T>(m));  // as applied below
+            o_st[3 * ch + o] = static_cast<double>(static_cast<T>(bias.at(o) - mu * m));
+          }
         });
   } else {
     parallel_for(c, ch, [=] CB_HOST_DEVICE(int64_t o) {
@@ -167,28 +175,32 @@ void batch_norm_grad(const KernelArgs& a, const GpuCtx& c) {
   double* ws = workspace_of<double>(a, c, &bn_grad_workspace, "BatchNormalizationGrad");
   double *mean = ws, *coef = ws + ch;
   const double eps = static_cast<double>(p.epsilon);
-  segmented_reduce(
-      c, ch, count, 0.0,
-      [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> double {
-        return static_cast<double>(x[(j / s) * cs + o * s + j % s]);
-      },
-      AddD{},
-      [=] CB_HOST_DEVICE(int64_t o, double acc) {
-        mean[o] = count ? acc / static_cast<double>(count) : 0;
-      });
+  // The forward's statistics where it saved them (input 4: mean, invstd, mul, add [4, C]).
+  const double* st = a.in.size() > 4 && a.in[4].present() ? a.in[4].ptr<double>() : nullptr;
+  const double* mean_of = st ? st : mean;
+  if (!st)
+    segmented_reduce(
+        c, ch, count, 0.0,
+        [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> double {
+          return static_cast<double>(x[(j / s) * cs + o * s + j % s]);
+        },
+        AddD{},
+        [=] CB_HOST_DEVICE(int64_t o, double acc) {
+          mean[o] = count ? acc / static_cast<double>(count) : 0;
+        });
   // Per channel: sum((x - mean)^2), sum(dy), sum(dy * (x - mean)).
   segmented_reduce(
       c, ch, count, Sums3{0, 0, 0},
       [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> Sums3 {
         const int64_t at = (j / s) * cs + o * s + j % s;
         const T gt = !z || act.counts(z[at]) ? dy[at] : T(0);
-        const double d = static_cast<double>(x[at]) - mean[o], g = static_cast<double>(gt);
+        const double d = static_cast<double>(x[at]) - mean_of[o], g = static_cast<double>(gt);
         return {d * d, g, g * d};
       },
       AddSums3{},
       [=] CB_HOST_DEVICE(int64_t o, Sums3 acc) {
         const double var = count ? acc.a / static_cast<double>(count) : 0;
-        const double invstd = 1.0 / math::m_sqrt(var + eps);
+        const double invstd = st ? st[ch + o] : 1.0 / math::m_sqrt(var + eps);
         const double sdy = acc.b, sdyx = acc.c * invstd;  // sum(dy * xhat)
         o_db.put(o, sdy);
         o_ds.put(o, sdyx);
@@ -197,7 +209,7 @@ void batch_norm_grad(const KernelArgs& a, const GpuCtx& c) {
         coef[4 * o] = scale.at(o) * invstd;
         coef[4 * o + 1] = sdy * inv_m;
         coef[4 * o + 2] = invstd * sdyx * inv_m;
-        coef[4 * o + 3] = mean[o];
+        coef[4 * o + 3] = mean_of[o];
       });
   if (!dx) return;
   parallel_for(c, a.in[1].numel(), [=] CB_HOST_DEVICE(int64_t i) {

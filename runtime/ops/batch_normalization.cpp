@@ -18,6 +18,9 @@ std::any parse(ParseCtx& c) {
   if (c.opset() >= 14) {
     p.training = c.i("training_mode", 0) != 0;
   }
+  if (c.has_output(5))
+    c.fail("has 6 outputs; BatchNormalization gives at most 5 (Y, running_mean, running_var, "
+           "saved_mean, saved_var)");
   return p;
 }
 void infer(InferCtx& c) {
@@ -36,6 +39,7 @@ void infer(InferCtx& c) {
              to_string(c.shape(i)));
   c.set(0, c.dtype(0), c.shape(0));
   for (size_t i = 1; i < 5; ++i) c.set(i, c.dtype(3), {ch});
+  if (c.num_outputs() > 5) c.set(5, DType::F64, {Dim::of(4), ch});
 }
 // Forcing training mode (the trainer, cb-run --train-mode) trains as the frameworks do: the running
 // variance moves with the unbiased batch variance. A node left in the mode its file gives keeps
@@ -47,7 +51,8 @@ void set_training(Node& n, bool training) {
 }
 // Training mode: BatchNormalizationGrad(dY, X, scale) -> (dX, dscale, dB), recomputing the batch
 // statistics from X (cheaper in memory than saving them; opset 14+ BN has no saved outputs).
-// fuse_batch_norm_relu gives it a fourth input, the fused forward's Y, with the params' relu.
+// fuse_batch_norm_relu gives it a fourth input, the fused forward's Y, with the params' relu;
+// save_batch_norm_statistics a fifth, the forward's output 5 (input 3 absent without relu).
 void vjp(VjpCtx& c) {
   const auto& p = c.p<BatchNormalizationParams>();
   if (!p.training)
@@ -68,7 +73,7 @@ const OpDef kBatchNormalization{.kind = OpKind::BatchNormalization,
                                 .inputs_min = 5,
                                 .inputs_max = 5,
                                 .outputs_min = 1,
-                                .outputs_max = 5,
+                                .outputs_max = 6,
                                 .parse = parse,
                                 .infer = infer,
                                 .state_inputs = bit(3) | bit(4),
@@ -79,9 +84,12 @@ const OpDef kBatchNormalization{.kind = OpKind::BatchNormalization,
 const OpDef kBatchNormalizationGrad{.kind = OpKind::BatchNormalizationGrad,
                                     .name = "BatchNormalizationGrad",
                                     .inputs_min = 3,
-                                    .inputs_max = 4,
+                                    .inputs_max = 5,
                                     .outputs_min = 3,
                                     .outputs_max = 3,
                                     .infer = infer_grad,
+                                    // dX may take dY's buffer: each kernel reads all of dY
+                                    // (its sums) before it writes dX, element for element.
+                                    .inplace_inputs = bit(0),
                                     .internal = true};
 }  // namespace cb::ops
