@@ -22,6 +22,7 @@
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/storage.h"
 #include "kernels/cuda/cuda_device.h"
 #include "runtime/memory_plan.h"
 #include "runtime/ops/params.h"
@@ -668,6 +669,78 @@ TEST_CASE("layouts: blocked MaxPool and its gradient give the plain kernels' bit
 
 // ResNet-18's stem: its MaxPool and the gradient read and write the blocked values of the convs
 // around them, with no reorder between.
+// BatchNorm's forward runs a block of kBnSplitBytes or more a block at a time, its passes split
+// over the samples: the same bits on one thread as on two, and the plain kernel's values up to
+// rounding (f32, and bf16 storage).
+TEST_CASE("layouts: BatchNorm over large blocks: one thread's bits on two, the plain values") {
+  const int64_t n = 8, c = 32, h = 96, w = 96, cb = c / 16, s = h * w;
+  REQUIRE(n * s * 16 * 2 >= cpu::kBnSplitBytes);  // large in bf16 storage too
+  std::mt19937 rng(5);
+  const std::vector<float> x0 = uniform(rng, n * c * s, -1, 3);  // means well away from 0
+  const std::vector<float> scale = uniform(rng, c, 0.5f, 1.5f), bias = uniform(rng, c, -1, 1);
+  auto one = make_cpu_device(1), two = make_cpu_device(2);
+  ops::BatchNormalizationParams bp;
+  bp.training = true;
+  bp.unbiased_running_var = true;
+  bp.relu = true;
+  std::any params = bp;
+  for (bool bf16 : {false, true}) {
+    CAPTURE(bf16);
+    const std::vector<float> x = bf16 ? widened(rounded(x0)) : x0;  // the values stored
+    std::vector<float> xb(x.size());                                // blocked
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t p = 0; p < s; ++p)
+          xb[static_cast<size_t>(((i * cb + ch / 16) * s + p) * 16 + ch % 16)] =
+              x[static_cast<size_t>((i * c + ch) * s + p)];
+    const std::vector<uint16_t> xb16 = rounded(xb);
+    struct Out {
+      std::vector<float> y, rm, rv;
+      std::vector<uint16_t> y16;
+    };
+    auto run = [&](Device& dev, bool blocked) {
+      Out o{std::vector<float>(x.size()), std::vector<float>(static_cast<size_t>(c), 0.1f),
+            std::vector<float>(static_cast<size_t>(c), 1.0f), std::vector<uint16_t>(x.size())};
+      std::vector<float> sc = scale, b = bias;
+      const bool st16 = blocked && bf16;
+      void* xd = st16 ? static_cast<void*>(const_cast<uint16_t*>(xb16.data()))
+                      : const_cast<float*>(blocked ? xb.data() : x.data());
+      void* yd = st16 ? static_cast<void*>(o.y16.data()) : o.y.data();
+      KernelArgs a;
+      a.params = &params;
+      a.in = {{xd, DType::F32, {n, c, h, w}, blocked, st16},
+              f32_view(sc, {c}),
+              f32_view(b, {c}),
+              f32_view(o.rm, {c}),
+              f32_view(o.rv, {c})};
+      a.out = {
+          {yd, DType::F32, {n, c, h, w}, blocked, st16}, f32_view(o.rm, {c}), f32_view(o.rv, {c})};
+      test::launch_host(dev, OpKind::BatchNormalization, a);
+      if (st16) o.y = widened(o.y16);
+      return o;
+    };
+    const Out b1 = run(*one, true), b2 = run(*two, true), plain = run(*two, false);
+    CHECK(b1.y == b2.y);
+    CHECK(b1.rm == b2.rm);
+    CHECK(b1.rv == b2.rv);
+    double worst = 0, largest = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t p = 0; p < s; ++p) {
+          const float yb = b2.y[static_cast<size_t>(((i * cb + ch / 16) * s + p) * 16 + ch % 16)];
+          const float yp = plain.y[static_cast<size_t>((i * c + ch) * s + p)];
+          worst = std::max(worst, static_cast<double>(std::abs(yb - yp)));
+          largest = std::max(largest, static_cast<double>(std::abs(yp)));
+        }
+    CHECK(largest > 1);
+    CHECK(worst <= (bf16 ? 1.0 / 128 : 1e-6) * largest);
+    for (size_t ch = 0; ch < static_cast<size_t>(c); ++ch) {
+      CHECK(std::abs(b2.rm[ch] - plain.rm[ch]) <= 1e-6f);
+      CHECK(std::abs(b2.rv[ch] - plain.rv[ch]) <= 1e-6f * plain.rv[ch]);
+    }
+  }
+}
+
 TEST_CASE("layouts: ResNet-18's MaxPool and its gradient stay blocked") {
   if (!cpu::conv_dnnl_available()) {
     MESSAGE("built without oneDNN: no blocked layouts to check");
@@ -823,8 +896,10 @@ void check_fused_activation(const FusedActivation& fa, UnfusedGrad&& unfused_gra
             const int64_t m = i * h * w + j, t = 1 + (m / 3) % 15;
             const int64_t at = f.blocked ? ((i * (c / 16) + ch / 16) * h * w + j) * 16 + ch % 16
                                          : (i * c + ch) * h * w + j;
-            xv[static_cast<size_t>(at)] =
-                0.75f + static_cast<float>(m % 3 == 0 ? 0 : m % 3 == 1 ? t : -t) / 64.0f;
+            xv[static_cast<size_t>(at)] = 0.75f + static_cast<float>(m % 3 == 0   ? 0
+                                                                     : m % 3 == 1 ? t
+                                                                                  : -t) /
+                                                      64.0f;
           }
       std::vector<uint8_t> xs = stored(xv), dzs = stored(dz);
       auto run = [&](OpKind op, std::any& p, std::vector<TensorView> in,
@@ -906,10 +981,10 @@ void check_fused_activation(const FusedActivation& fa, UnfusedGrad&& unfused_gra
         CHECK(stats[at + 3 * c] == static_cast<double>(static_cast<float>(stats[at + 3 * c])));
       }
       std::vector<uint8_t> dx_st(xs.size()), dx_unfused(xs.size()), dz_in_place = dzs;
-      std::vector<float> ds_st[3] = {zeros_c, zeros_c, zeros_c}, db_st[3] = {zeros_c, zeros_c, zeros_c};
-      run(OpKind::BatchNormalizationGrad, fused_p,
-          {act(dzs), act(xs), vec(scale), act(z), st_view}, {act(dx_st), vec(ds_st[0]),
-                                                             vec(db_st[0])});
+      std::vector<float> ds_st[3] = {zeros_c, zeros_c, zeros_c},
+                         db_st[3] = {zeros_c, zeros_c, zeros_c};
+      run(OpKind::BatchNormalizationGrad, fused_p, {act(dzs), act(xs), vec(scale), act(z), st_view},
+          {act(dx_st), vec(ds_st[0]), vec(db_st[0])});
       run(OpKind::BatchNormalizationGrad, fused_p,
           {act(dz_in_place), act(xs), vec(scale), act(z), st_view},
           {act(dz_in_place), vec(ds_st[1]), vec(db_st[1])});

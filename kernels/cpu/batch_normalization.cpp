@@ -14,10 +14,11 @@
 //             mul, add of y = x * mul + add as applied here (rounded to T), for
 //             BatchNormalizationGrad (norm_grad.cpp).
 // Statistics are accumulated in f32 runs whose totals are summed in double (plane_sum.h,
-// storage.h). Outputs 1..4 may alias inputs 3/4 (each channel is read
-// before it is written); Y may alias X. X and Y in oneDNN's blocked layout (TensorView::blocked,
-// [N, C/16, S, 16]; both alike, assign_blocked_layouts couples them) are normalised a block of 16
-// channels at a time, the lanes side by side.
+// storage.h); blocked values whose blocks hold kBnSplitBytes or more (storage.h) are normalised a
+// block at a time, each pass split over the samples. Outputs 1..4 may alias inputs 3/4 (each
+// channel is read before it is written); Y may alias X. X and Y in oneDNN's blocked layout
+// (TensorView::blocked, [N, C/16, S, 16]; both alike, assign_blocked_layouts couples them) are
+// normalised a block of 16 channels at a time, the lanes side by side.
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -87,6 +88,20 @@ CB_CPU_CLONES void channel_stats_blocked(const St* x, int64_t n, int64_t cb, int
   }
 }
 
+// Block b's sums over samples [i0, i1), each sample's 16 into part[i * 16 ...]: of x, or with
+// `mean` (the block's 16) of (x - mean)^2.
+template <typename St>
+CB_CPU_CLONES void sample_partials(const St* x, int64_t cb, int64_t s, int64_t b, int64_t i0,
+                                   int64_t i1, const double* mean, double* part) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const St* xi = x + (i * cb + b) * s * 16;
+    if (mean)
+      block_sq_devs(xi, 1, 1, s, 0, mean, part + i * 16);
+    else
+      block_sums(xi, 1, 1, s, 0, part + i * 16);
+  }
+}
+
 template <int A, typename St>
 CB_CPU_CLONES void scale_shift_blocked(const St* x, St* y, int64_t p0, int64_t p1, int64_t cb,
                                        int64_t s, const float* mul, const float* add, float lo,
@@ -101,6 +116,14 @@ CB_CPU_CLONES void scale_shift_blocked(const St* x, St* y, int64_t p0, int64_t p
         store_s(yp, j * 16 + l, activate<A>(v, lo, hi));
       }
   }
+}
+
+// The blocked scale_shift of the params' fused activation.
+template <typename St>
+auto* scale_shift_blocked_for(const ops::BatchNormalizationParams& p) {
+  return !p.relu  ? scale_shift_blocked<kNone, St>
+         : p.clip ? scale_shift_blocked<kClip, St>
+                  : scale_shift_blocked<kRelu, St>;
 }
 
 template <typename T>
@@ -118,13 +141,53 @@ void batch_norm(const KernelArgs& a) {
   T* add = scratch<T, 3>(c);
   const bool blocked = X.blocked;
   CB_CHECK(Y.blocked == blocked && (!blocked || c % 16 == 0));
+  CB_CHECK(!blocked || X.bf16_storage == Y.bf16_storage);
+  auto coefficients = [&](int64_t c0, int64_t c1) {  // mul, add of channels [c0, c1)
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      double m = real_at(a.in[1], ch) / std::sqrt(var[ch] + static_cast<double>(p.epsilon));
+      mul[ch] = static_cast<T>(m);
+      add[ch] = static_cast<T>(real_at(a.in[2], ch) - mean[ch] * m);
+    }
+  };
+  bool done = false;  // Y written
   if (p.training && blocked) {
     if constexpr (std::is_same_v<T, float>)
       with_storage(X.bf16_storage, [&](auto* tag) {
         using St = std::remove_pointer_t<decltype(tag)>;
-        parallel(c / 16, 32 * n * s, [&](int64_t b0, int64_t b1) {
-          channel_stats_blocked(static_cast<const St*>(X.data), n, c / 16, s, b0, b1, mean, var);
-        });
+        const St* xs = static_cast<const St*>(X.data);
+        const int64_t cb = c / 16;
+        if (n * s * 16 * static_cast<int64_t>(sizeof(St)) < kBnSplitBytes) {
+          parallel(cb, 32 * n * s, [&](int64_t b0, int64_t b1) {
+            channel_stats_blocked(xs, n, cb, s, b0, b1, mean, var);
+          });
+          return;
+        }
+        // Large blocks one at a time, each pass split over the samples: both cores stream the
+        // same block, which stays in the shared cache between its three passes (mean, squared
+        // deviations, y), and a value of one block keeps every core busy. Per-sample sums in
+        // double, added in sample order: the same bits for any thread count.
+        auto* f = scale_shift_blocked_for<St>(p);
+        double* part = scratch<double, 4>(n * 16);
+        for (int64_t b = 0; b < cb; ++b) {
+          for (double* out : {mean, var}) {  // the mean, then the squared deviations from it
+            const double* mu = out == var ? mean + b * 16 : nullptr;
+            parallel(n, 16 * s, [&](int64_t i0, int64_t i1) {
+              sample_partials(xs, cb, s, b, i0, i1, mu, part);
+            });
+            for (int l = 0; l < 16; ++l) {
+              double t = 0;
+              for (int64_t i = 0; i < n; ++i) t += part[i * 16 + l];
+              out[b * 16 + l] = t / static_cast<double>(count);  // count: n * s > 0 here
+            }
+          }
+          coefficients(b * 16, (b + 1) * 16);
+          parallel(n, 16 * s, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i)
+              f(xs, static_cast<St*>(Y.data), i * cb + b, i * cb + b + 1, cb, s, mul, add,
+                p.clip_min, p.clip_max);
+          });
+        }
+        done = true;
       });
   } else if (p.training) {
     parallel(c, 2 * n * s,
@@ -135,31 +198,25 @@ void batch_norm(const KernelArgs& a) {
       var[ch] = real_at(a.in[4], ch);
     }
   }
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double m = real_at(a.in[1], ch) / std::sqrt(var[ch] + static_cast<double>(p.epsilon));
-    mul[ch] = static_cast<T>(m);
-    add[ch] = static_cast<T>(real_at(a.in[2], ch) - mean[ch] * m);
-  }
-  if (blocked) {
-    CB_CHECK(X.bf16_storage == Y.bf16_storage);
-    if constexpr (std::is_same_v<T, float>)
-      with_storage(X.bf16_storage, [&](auto* tag) {
-        using St = std::remove_pointer_t<decltype(tag)>;
-        parallel(n * c / 16, 16 * s, [&](int64_t p0, int64_t p1) {
-          auto* f = !p.relu  ? scale_shift_blocked<kNone, St>
-                    : p.clip ? scale_shift_blocked<kClip, St>
-                             : scale_shift_blocked<kRelu, St>;
-          f(static_cast<const St*>(X.data), static_cast<St*>(Y.data), p0, p1, c / 16, s, mul, add,
-            p.clip_min, p.clip_max);
+  if (!done) {
+    coefficients(0, c);
+    if (blocked) {
+      if constexpr (std::is_same_v<T, float>)
+        with_storage(X.bf16_storage, [&](auto* tag) {
+          using St = std::remove_pointer_t<decltype(tag)>;
+          parallel(n * c / 16, 16 * s, [&](int64_t p0, int64_t p1) {
+            scale_shift_blocked_for<St>(p)(static_cast<const St*>(X.data), static_cast<St*>(Y.data),
+                                           p0, p1, c / 16, s, mul, add, p.clip_min, p.clip_max);
+          });
         });
+    } else {
+      parallel(n * c, s, [&](int64_t p0, int64_t p1) {
+        auto* f = !p.relu  ? scale_shift<kNone, T>
+                  : p.clip ? scale_shift<kClip, T>
+                           : scale_shift<kRelu, T>;
+        f(x, y, p0, p1, c, s, mul, add, p.clip_min, p.clip_max);
       });
-  } else {
-    parallel(n * c, s, [&](int64_t p0, int64_t p1) {
-      auto* f = !p.relu  ? scale_shift<kNone, T>
-                : p.clip ? scale_shift<kClip, T>
-                         : scale_shift<kRelu, T>;
-      f(x, y, p0, p1, c, s, mul, add, p.clip_min, p.clip_max);
-    });
+    }
   }
   if (!p.training) return;
   const double mom = p.momentum;

@@ -1,6 +1,6 @@
 // Normalization backward on the CPU (X f32/f64). Statistics are recomputed from X where the
-// forward saved none, as the forwards compute them (batch_normalization.cpp, layer_normalization.cpp);
-// every output present is assigned.
+// forward saved none, as the forwards compute them (batch_normalization.cpp,
+// layer_normalization.cpp); every output present is assigned.
 //
 // BatchNormalizationGrad(dY [N,C,S...], X [N,C,S...], scale [C]) -> dX [N,C,S...], dscale [C],
 //                                                                   dB [C]     (training mode)
@@ -73,8 +73,9 @@ CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, const T* z, T* dx,
       for (int64_t i = 0; i < n; ++i) sum += plane_sum(x + (i * c + ch) * s, s);
       mean = count ? sum / static_cast<double>(count) : 0;
     }
-    const T affine[2] = {static_cast<T>(st.p ? st.mul(ch) : 0), static_cast<T>(st.p ? st.add(ch) : 0)};
-    const bool by_x = z && st.p;  // the mask from x * mul + add
+    const T affine[2] = {static_cast<T>(st.p ? st.mul(ch) : 0),
+                         static_cast<T>(st.p ? st.add(ch) : 0)};
+    const bool by_x = z && st.p;     // the mask from x * mul + add
     for (int64_t i = 0; i < n; ++i)  // two-pass variance and the two gradient sums
       plane_sums(x + (i * c + ch) * s, dy + (i * c + ch) * s,
                  z && !by_x ? z + (i * c + ch) * s : nullptr, s, static_cast<T>(mean), sq, sdy,

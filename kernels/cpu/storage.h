@@ -127,6 +127,11 @@ CB_STAT_INLINE inline void block_sq_devs(const St* x, int64_t n, int64_t cb, int
       },
       sq);
 }
+// BatchNorm's forward over blocks of at least this many bytes (16 channels, all samples) runs a
+// block at a time with its passes split by sample (batch_normalization.cpp); smaller blocks run
+// whole, a block to a thread. (Its gradient, which streams two values, X and dY, gained nothing
+// from the same split: it stays a block to a thread.)
+inline constexpr int64_t kBnSplitBytes = int64_t{2} << 20;
 // With d = x - mean[l] (f32) over channel l of x and dy (alike): sq[l] = sum(d^2),
 // sdy[l] = sum(dy), sdyx[l] = sum(dy * d): BatchNormalizationGrad's sums. Mask (a fused
 // activation's, BnActivation in scalar_math.h: v > 0 for Relu, as ReluGrad masks): dy counts only
@@ -142,7 +147,8 @@ CB_STAT_INLINE inline void block_grad_sums(const St* x, const St* dy, const St* 
   F8 m0, m1, k0 = {}, k1 = {}, c0 = {}, c1 = {};
   mean16(mean, m0, m1);
   if constexpr (Mask == kMaskAffine)
-    for (int l = 0; l < 8; ++l) k0[l] = mul[l], k1[l] = mul[8 + l], c0[l] = add[l], c1[l] = add[8 + l];
+    for (int l = 0; l < 8; ++l)
+      k0[l] = mul[l], k1[l] = mul[8 + l], c0[l] = add[l], c1[l] = add[8 + l];
   for (int l = 0; l < 16; ++l) sq[l] = sdy[l] = sdyx[l] = 0;
   for_block_chunks(n, cb, s, b, [&](int64_t at, int64_t j, int64_t j1) CB_STAT_INLINE {
     const St *p = x + at, *q = dy + at;

@@ -19,8 +19,9 @@ std::any parse(ParseCtx& c) {
     p.training = c.i("training_mode", 0) != 0;
   }
   if (c.has_output(5))
-    c.fail("has 6 outputs; BatchNormalization gives at most 5 (Y, running_mean, running_var, "
-           "saved_mean, saved_var)");
+    c.fail(
+        "has 6 outputs; BatchNormalization gives at most 5 (Y, running_mean, running_var, "
+        "saved_mean, saved_var)");
   return p;
 }
 void infer(InferCtx& c) {
