@@ -317,3 +317,110 @@ TEST_CASE("Conv and ConvGrad by Winograd's algorithm agree with f64") {
       }
     });
 }
+
+namespace {
+// [N, C, S] (plain, f64) as the blocked layout [N, C/16, S, 16] in f32, and back.
+std::vector<float> blocked_f32(const std::vector<double>& v, int64_t n, int64_t c) {
+  const int64_t s = static_cast<int64_t>(v.size()) / (n * c);
+  std::vector<float> b(v.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < s; ++p)
+        b[static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16)] =
+            static_cast<float>(v[static_cast<size_t>((i * c + ch) * s + p)]);
+  return b;
+}
+std::vector<double> plain_of(const std::vector<float>& b, int64_t n, int64_t c) {
+  const int64_t s = static_cast<int64_t>(b.size()) / (n * c);
+  std::vector<double> v(b.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < s; ++p)
+        v[static_cast<size_t>((i * c + ch) * s + p)] =
+            b[static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16)];
+  return v;
+}
+}  // namespace
+
+// Depthwise 3x3 convolutions on blocked values (MobileNet's) take their own kernel for dX and dW
+// (conv_depthwise.cpp): against f64, with either output omitted, the same bits on one thread as
+// on two, and not taken where it does not apply.
+TEST_CASE("ConvGrad of blocked depthwise 3x3 convolutions agrees with f64") {
+  auto one = make_cpu_device(1), two = make_cpu_device(2);
+  const GradCase cases[] = {
+      {"stride 1, 9x11", 3, 32, 32, 32, {9, 11}, k3, s1, d1, p1},
+      {"stride 2, 10x7", 2, 48, 48, 48, {10, 7}, k3, s2, d1, p1},
+      {"stride 2, 5x6", 2, 16, 16, 16, {5, 6}, k3, s2, d1, p1},
+      {"stride 1, 1x1", 2, 16, 16, 16, {1, 1}, k3, s1, d1, p1},
+      {"stride 1, 2x1", 1, 16, 16, 16, {2, 1}, k3, s1, d1, p1},
+  };
+  for (const GradCase& gc : cases) {
+    std::string name = gc.name;
+    CAPTURE(name);
+    const auto [dy, x, w] = random_operands(gc);
+    const auto ref = run_grad<double>(gc, dy, x, w, *two);
+    ops::ConvParams p;
+    p.window.kernel_shape = gc.k;
+    p.window.strides = gc.s;
+    p.window.dilations = gc.d;
+    p.window.pads = gc.pads;
+    p.group = gc.group;
+    std::any params = p;
+    const int64_t oh = (gc.in[0] - 1) / gc.s[0] + 1, ow = (gc.in[1] - 1) / gc.s[1] + 1;
+    const std::vector<int64_t> xd{gc.n, gc.c, gc.in[0], gc.in[1]}, yd{gc.n, gc.c, oh, ow};
+    std::vector<float> bdy = blocked_f32(dy, gc.n, gc.c), bx = blocked_f32(x, gc.n, gc.c);
+    std::vector<float> fw(w.begin(), w.end());
+    std::vector<float> first_dx, first_dw;
+    for (int omit = -1; omit < 2; ++omit)
+      for (Device* dev : {one.get(), two.get()}) {
+        CAPTURE(omit);
+        std::vector<float> dx(bx.size(), -99), dw(fw.size(), -99);
+        KernelArgs a;
+        a.params = &params;
+        a.in = {{bdy.data(), DType::F32, yd, true},
+                {bx.data(), DType::F32, xd, true},
+                {fw.data(), DType::F32, {gc.c, 1, 3, 3}}};
+        a.out = {{omit == 0 ? nullptr : dx.data(), DType::F32, xd, true},
+                 {omit == 1 ? nullptr : dw.data(), DType::F32, {gc.c, 1, 3, 3}}};
+        CHECK(cpu::conv_grad_depthwise(a));  // inline (no pool): the kernel applies
+        std::vector<float> dx2(bx.size(), -99), dw2(fw.size(), -99);
+        a.out[0].data = omit == 0 ? nullptr : dx2.data();
+        a.out[1].data = omit == 1 ? nullptr : dw2.data();
+        test::launch_host(*dev, OpKind::ConvGrad, a);  // through ConvGrad on the device's pool
+        if (omit != 0) CHECK(dx2 == dx);
+        if (omit != 1) CHECK(dw2 == dw);
+        if (omit == -1 && dev == one.get()) first_dx = dx, first_dw = dw;
+        if (omit == -1 && dev == two.get()) {
+          CHECK(dx == first_dx);
+          CHECK(dw == first_dw);
+        }
+        const std::vector<double> got[2] = {plain_of(dx, gc.n, gc.c), {dw.begin(), dw.end()}};
+        for (int o = 0; o < 2; ++o) {
+          if (o == omit) continue;
+          double scale = 0, err = 0;
+          for (size_t i = 0; i < ref[static_cast<size_t>(o)].size(); ++i) {
+            scale = std::max(scale, std::abs(ref[static_cast<size_t>(o)][i]));
+            err = std::max(err, std::abs(got[o][i] - ref[static_cast<size_t>(o)][i]));
+          }
+          CHECK(scale > 0);
+          CHECK(err <= 1e-5 * scale);
+        }
+      }
+    // Not taken: bf16 storage, plain values, bf16 arithmetic.
+    std::vector<float> dx(bx.size()), dw(fw.size());
+    KernelArgs a;
+    a.params = &params;
+    a.in = {{bdy.data(), DType::F32, yd, true, true},
+            {bx.data(), DType::F32, xd, true, true},
+            {fw.data(), DType::F32, {gc.c, 1, 3, 3}}};
+    a.out = {{dx.data(), DType::F32, xd, true, true}, {dw.data(), DType::F32, {gc.c, 1, 3, 3}}};
+    CHECK_FALSE(cpu::conv_grad_depthwise(a));
+    for (auto* v : {&a.in[0], &a.in[1], &a.out[0]}) v->bf16_storage = false, v->blocked = false;
+    CHECK_FALSE(cpu::conv_grad_depthwise(a));
+    for (auto* v : {&a.in[0], &a.in[1], &a.out[0]}) v->blocked = true;
+    std::any other = p;
+    std::any_cast<ops::ConvParams&>(other).bf16 = true;
+    a.params = &other;
+    CHECK_FALSE(cpu::conv_grad_depthwise(a));
+  }
+}

@@ -30,6 +30,10 @@ void conv_im2col(const KernelArgs& a);
 void conv_grad_im2col(const KernelArgs& a);
 bool conv_grad_dnnl(const KernelArgs& a);
 
+// ConvGrad of a depthwise 3x3 convolution (stride 1 or 2, padding 1) on blocked f32 values:
+// dX and dW in one pass (conv_depthwise.cpp). False where it does not apply.
+bool conv_grad_depthwise(const KernelArgs& a);
+
 // dst[i] += sum over p in [0, parts) of src[p * n + i], i in [0, n), split over the pool:
 // how the per-chunk weight gradients of the batch-split ConvGrad paths are combined.
 void add_partials(const KernelArgs& a, float* dst, const float* src, int64_t parts, int64_t n);

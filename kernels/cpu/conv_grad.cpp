@@ -225,9 +225,9 @@ void conv_grad_im2col(const KernelArgs& a) {
 void ConvGrad(const KernelArgs& a) {
   const bool dx = a.out[0].present(), dw = a.out.size() > 1 && a.out[1].present();
   if (a.in[0].blocked || a.in[1].blocked || (dx && a.out[0].blocked)) {
-    // Only oneDNN reads and writes the blocked layout (assign_blocked_layouts puts it only where
-    // oneDNN runs the conv).
-    if ((dx || dw) && !conv_grad_dnnl(a))
+    // Only oneDNN and the depthwise kernel read and write the blocked layout
+    // (assign_blocked_layouts puts it only where oneDNN runs the conv).
+    if ((dx || dw) && !conv_grad_depthwise(a) && !conv_grad_dnnl(a))
       throw InternalError("ConvGrad: oneDNN has no implementation for a blocked-layout conv");
   } else if ((dx || dw) && !conv_grad_c1(a) && !conv_grad_dnnl(a)) {
     conv_grad_im2col(a);
