@@ -53,8 +53,8 @@ int64_t fuse_batch_norm_relu(Graph& g);
 
 // Each training-mode f32 BatchNormalization whose BatchNormalizationGrad (same X and scale) is in
 // the graph writes its batch statistics as output 5 (f64 [4, C]: mean, 1/sqrt(var + eps), and
-// the affine mul, add it applied), and that gradient reads them as its input 5 (input 3, the
-// fused activation's output, absent where none is fused): the gradient skips the pass over X
+// the affine mul, add it applied), and that gradient reads them as its fifth input (input 4;
+// input 3, the fused activation's output, absent where none is fused): the gradient skips the pass over X
 // that recomputed the mean, and with f32 storage masks a fused activation from X * mul + add
 // (the forward's bits) instead of reading its output. Run last on the trainer's graph (after
 // fuse_batch_norm_relu and the layout passes). Returns the gradients given statistics.
