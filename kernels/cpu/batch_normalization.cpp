@@ -149,23 +149,19 @@ void batch_norm(const KernelArgs& a) {
       add[ch] = static_cast<T>(real_at(a.in[2], ch) - mean[ch] * m);
     }
   };
-  bool done = false;  // Y written
-  if (p.training && blocked) {
+  // Large blocks (kBnSplitBytes, storage.h), training: one at a time, each pass split over the
+  // samples: both cores stream the same block, which stays in the shared cache between its three
+  // passes (mean, squared deviations, y), and a value of one block keeps every core busy.
+  // Per-sample sums in double, added in sample order: the same bits for any thread count.
+  const int64_t stored_bytes = X.bf16_storage ? 2 : 4;
+  const bool split = std::is_same_v<T, float> && p.training && blocked &&
+                     n * s * 16 * stored_bytes >= kBnSplitBytes;
+  if (split) {
     if constexpr (std::is_same_v<T, float>)
       with_storage(X.bf16_storage, [&](auto* tag) {
         using St = std::remove_pointer_t<decltype(tag)>;
         const St* xs = static_cast<const St*>(X.data);
         const int64_t cb = c / 16;
-        if (n * s * 16 * static_cast<int64_t>(sizeof(St)) < kBnSplitBytes) {
-          parallel(cb, 32 * n * s, [&](int64_t b0, int64_t b1) {
-            channel_stats_blocked(xs, n, cb, s, b0, b1, mean, var);
-          });
-          return;
-        }
-        // Large blocks one at a time, each pass split over the samples: both cores stream the
-        // same block, which stays in the shared cache between its three passes (mean, squared
-        // deviations, y), and a value of one block keeps every core busy. Per-sample sums in
-        // double, added in sample order: the same bits for any thread count.
         auto* f = scale_shift_blocked_for<St>(p);
         double* part = scratch<double, 4>(n * 16);
         for (int64_t b = 0; b < cb; ++b) {
@@ -187,18 +183,26 @@ void batch_norm(const KernelArgs& a) {
                 p.clip_min, p.clip_max);
           });
         }
-        done = true;
       });
-  } else if (p.training) {
-    parallel(c, 2 * n * s,
-             [&](int64_t c0, int64_t c1) { channel_stats(x, n, c, s, c0, c1, mean, var); });
   } else {
-    for (int64_t ch = 0; ch < c; ++ch) {
-      mean[ch] = real_at(a.in[3], ch);
-      var[ch] = real_at(a.in[4], ch);
+    // The statistics (blocked: a block to a thread), then y.
+    if (p.training && blocked) {
+      if constexpr (std::is_same_v<T, float>)
+        with_storage(X.bf16_storage, [&](auto* tag) {
+          using St = std::remove_pointer_t<decltype(tag)>;
+          parallel(c / 16, 32 * n * s, [&](int64_t b0, int64_t b1) {
+            channel_stats_blocked(static_cast<const St*>(X.data), n, c / 16, s, b0, b1, mean, var);
+          });
+        });
+    } else if (p.training) {
+      parallel(c, 2 * n * s,
+               [&](int64_t c0, int64_t c1) { channel_stats(x, n, c, s, c0, c1, mean, var); });
+    } else {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        mean[ch] = real_at(a.in[3], ch);
+        var[ch] = real_at(a.in[4], ch);
+      }
     }
-  }
-  if (!done) {
     coefficients(0, c);
     if (blocked) {
       if constexpr (std::is_same_v<T, float>)
