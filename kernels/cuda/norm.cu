@@ -74,6 +74,22 @@ BnShape bn_shape(const TensorView& X) {
   return b;
 }
 
+// mean[o]: channel o's mean over N and the spatial dims (double): the first pass of BatchNorm's
+// statistics, forward and backward.
+template <class T>
+void bn_means(const T* x, const BnShape& sh, const GpuCtx& c, double* mean) {
+  const int64_t s = sh.s, cs = sh.c * sh.s, count = sh.count;
+  segmented_reduce(
+      c, sh.c, count, 0.0,
+      [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> double {
+        return static_cast<double>(x[(j / s) * cs + o * s + j % s]);
+      },
+      AddD{},
+      [=] CB_HOST_DEVICE(int64_t o, double acc) {
+        mean[o] = count ? acc / static_cast<double>(count) : 0;
+      });
+}
+
 // Workspace: mean, var, mul, add [C] (double).
 size_t bn_workspace(const KernelArgs& a, const GpuCtx&) {
   return 4 * static_cast<size_t>(a.in[0].dims[1]) * sizeof(double);
@@ -100,15 +116,7 @@ void batch_norm(const KernelArgs& a, const GpuCtx& c) {
                   o_sv = real_out(a, 4);
     // output 5 (save_batch_norm_statistics): mean, invstd, mul, add [4, C] in f64
     double* o_st = a.out.size() > 5 && a.out[5].present() ? a.out[5].ptr<double>() : nullptr;
-    segmented_reduce(
-        c, ch, count, 0.0,
-        [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> double {
-          return static_cast<double>(x[(j / s) * cs + o * s + j % s]);
-        },
-        AddD{},
-        [=] CB_HOST_DEVICE(int64_t o, double acc) {
-          mean[o] = count ? acc / static_cast<double>(count) : 0;
-        });
+    bn_means(x, sh, c, mean);
     segmented_reduce(
         c, ch, count, 0.0,
         [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> double {
@@ -178,16 +186,7 @@ void batch_norm_grad(const KernelArgs& a, const GpuCtx& c) {
   // The forward's statistics where it saved them (input 4: mean, invstd, mul, add [4, C]).
   const double* st = a.in.size() > 4 && a.in[4].present() ? a.in[4].ptr<double>() : nullptr;
   const double* mean_of = st ? st : mean;
-  if (!st)
-    segmented_reduce(
-        c, ch, count, 0.0,
-        [=] CB_HOST_DEVICE(int64_t o, int64_t j) -> double {
-          return static_cast<double>(x[(j / s) * cs + o * s + j % s]);
-        },
-        AddD{},
-        [=] CB_HOST_DEVICE(int64_t o, double acc) {
-          mean[o] = count ? acc / static_cast<double>(count) : 0;
-        });
+  if (!st) bn_means(x, sh, c, mean);
   // Per channel: sum((x - mean)^2), sum(dy), sum(dy * (x - mean)).
   segmented_reduce(
       c, ch, count, Sums3{0, 0, 0},
