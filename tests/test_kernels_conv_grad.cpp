@@ -25,6 +25,7 @@
 #include "runtime/device.h"
 #include "runtime/ops/params.h"
 #include "tests/device_util.h"
+#include "tests/test_util.h"
 
 using namespace cb;
 
@@ -40,6 +41,17 @@ int64_t numel(const std::vector<int64_t>& d) {
   return std::accumulate(d.begin(), d.end(), int64_t{1}, std::multiplies<>());
 }
 
+// The case's window and groups as ConvParams.
+ops::ConvParams conv_params(const GradCase& gc) {
+  ops::ConvParams p;
+  p.window.kernel_shape = gc.k;
+  p.window.strides = gc.s;
+  p.window.dilations = gc.d;
+  p.window.pads = gc.pads;
+  p.group = gc.group;
+  return p;
+}
+
 // The three outputs of ConvGrad on dY, X, W given as f64, computed in T.
 template <class T>
 std::vector<std::vector<double>> run_grad(const GradCase& gc, const std::vector<double>& dy,
@@ -48,12 +60,7 @@ std::vector<std::vector<double>> run_grad(const GradCase& gc, const std::vector<
                                           bool bf16 = false, bool fwd = false,
                                           bool winograd = false) {
   size_t r = gc.in.size();
-  ops::ConvParams p;
-  p.window.kernel_shape = gc.k;
-  p.window.strides = gc.s;
-  p.window.dilations = gc.d;
-  p.window.pads = gc.pads;
-  p.group = gc.group;
+  ops::ConvParams p = conv_params(gc);
   p.bf16 = bf16;
   p.winograd = winograd;
   std::any params = p;
@@ -319,26 +326,15 @@ TEST_CASE("Conv and ConvGrad by Winograd's algorithm agree with f64") {
 }
 
 namespace {
-// [N, C, S] (plain, f64) as the blocked layout [N, C/16, S, 16] in f32, and back.
+// [N, C, S] (plain, f64) as the blocked layout in f32, and back (tests/test_util.h).
 std::vector<float> blocked_f32(const std::vector<double>& v, int64_t n, int64_t c) {
-  const int64_t s = static_cast<int64_t>(v.size()) / (n * c);
-  std::vector<float> b(v.size());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < s; ++p)
-        b[static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16)] =
-            static_cast<float>(v[static_cast<size_t>((i * c + ch) * s + p)]);
-  return b;
+  return test::to_blocked(std::vector<float>(v.begin(), v.end()), n, c,
+                          static_cast<int64_t>(v.size()) / (n * c));
 }
 std::vector<double> plain_of(const std::vector<float>& b, int64_t n, int64_t c) {
-  const int64_t s = static_cast<int64_t>(b.size()) / (n * c);
-  std::vector<double> v(b.size());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < s; ++p)
-        v[static_cast<size_t>((i * c + ch) * s + p)] =
-            b[static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16)];
-  return v;
+  const std::vector<float> v =
+      test::from_blocked(b, n, c, static_cast<int64_t>(b.size()) / (n * c));
+  return {v.begin(), v.end()};
 }
 }  // namespace
 
@@ -359,12 +355,7 @@ TEST_CASE("ConvGrad of blocked depthwise 3x3 convolutions agrees with f64") {
     CAPTURE(name);
     const auto [dy, x, w] = random_operands(gc);
     const auto ref = run_grad<double>(gc, dy, x, w, *two);
-    ops::ConvParams p;
-    p.window.kernel_shape = gc.k;
-    p.window.strides = gc.s;
-    p.window.dilations = gc.d;
-    p.window.pads = gc.pads;
-    p.group = gc.group;
+    const ops::ConvParams p = conv_params(gc);
     std::any params = p;
     const int64_t oh = (gc.in[0] - 1) / gc.s[0] + 1, ow = (gc.in[1] - 1) / gc.s[1] + 1;
     const std::vector<int64_t> xd{gc.n, gc.c, gc.in[0], gc.in[1]}, yd{gc.n, gc.c, oh, ow};

@@ -553,20 +553,6 @@ TEST_CASE("layouts: row-major bf16 operands: their writers round, MatMul reads t
   }
 }
 
-namespace {
-// [N, C, S] (S = H * W) plain -> blocked [N, C/16, S, 16], and back.
-template <class T>
-std::vector<T> to_blocked(const std::vector<T>& x, int64_t n, int64_t c, int64_t s) {
-  std::vector<T> y(x.size());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < s; ++p)
-        y[static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16)] =
-            x[static_cast<size_t>((i * c + ch) * s + p)];
-  return y;
-}
-}  // namespace
-
 // MaxPool and its gradient on blocked values (the stem of the ResNets): the plain kernels' bits,
 // the plain gradient's f32 sums rounded once where stored as bf16, for the stem's 3x3 stride 2
 // pad 1, 2x2 stride 2, overlapping 3x3 stride 1, ceil mode and dilation, with ties and a NaN.
@@ -628,8 +614,8 @@ TEST_CASE("layouts: blocked MaxPool and its gradient give the plain kernels' bit
           else
             return rounded(v);
         };
-        std::vector<St> xb = to_blocked(stored(x), n, c, h * w);
-        std::vector<St> dyb = to_blocked(stored(dy), n, c, oh * ow);
+        std::vector<St> xb = test::to_blocked(stored(x), n, c, h * w);
+        std::vector<St> dyb = test::to_blocked(stored(dy), n, c, oh * ow);
         std::vector<St> yb(static_cast<size_t>(numel(yd))), dxb(x.size());
         auto view = [&](std::vector<St>& v, std::vector<int64_t> d) {
           return TensorView{v.data(), DType::F32, std::move(d), true, !std::is_same_v<St, float>};
@@ -659,8 +645,10 @@ TEST_CASE("layouts: blocked MaxPool and its gradient give the plain kernels' bit
       else
         run_blocked(float{}, yb, dxb);
       // The plain results as blocked storage holds them.
-      const std::vector<float> want_y = to_blocked(bf16 ? widened(rounded(y)) : y, n, c, oh * ow);
-      const std::vector<float> want_dx = to_blocked(bf16 ? widened(rounded(dx)) : dx, n, c, h * w);
+      const std::vector<float> want_y =
+          test::to_blocked(bf16 ? widened(rounded(y)) : y, n, c, oh * ow);
+      const std::vector<float> want_dx =
+          test::to_blocked(bf16 ? widened(rounded(dx)) : dx, n, c, h * w);
       CHECK(std::memcmp(yb.data(), want_y.data(), yb.size() * 4) == 0);
       CHECK(std::memcmp(dxb.data(), want_dx.data(), dxb.size() * 4) == 0);
     }
@@ -673,7 +661,7 @@ TEST_CASE("layouts: blocked MaxPool and its gradient give the plain kernels' bit
 // over the samples: the same bits on one thread as on two, and the plain kernel's values up to
 // rounding (f32, and bf16 storage).
 TEST_CASE("layouts: BatchNorm over large blocks: one thread's bits on two, the plain values") {
-  const int64_t n = 8, c = 32, h = 96, w = 96, cb = c / 16, s = h * w;
+  const int64_t n = 8, c = 32, h = 96, w = 96, s = h * w;
   REQUIRE(n * s * 16 * 2 >= cpu::kBnSplitBytes);  // large in bf16 storage too
   std::mt19937 rng(5);
   const std::vector<float> x0 = uniform(rng, n * c * s, -1, 3);  // means well away from 0
@@ -687,12 +675,7 @@ TEST_CASE("layouts: BatchNorm over large blocks: one thread's bits on two, the p
   for (bool bf16 : {false, true}) {
     CAPTURE(bf16);
     const std::vector<float> x = bf16 ? widened(rounded(x0)) : x0;  // the values stored
-    std::vector<float> xb(x.size());                                // blocked
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t p = 0; p < s; ++p)
-          xb[static_cast<size_t>(((i * cb + ch / 16) * s + p) * 16 + ch % 16)] =
-              x[static_cast<size_t>((i * c + ch) * s + p)];
+    const std::vector<float> xb = test::to_blocked(x, n, c, s);
     const std::vector<uint16_t> xb16 = rounded(xb);
     struct Out {
       std::vector<float> y, rm, rv;
@@ -723,15 +706,12 @@ TEST_CASE("layouts: BatchNorm over large blocks: one thread's bits on two, the p
     CHECK(b1.y == b2.y);
     CHECK(b1.rm == b2.rm);
     CHECK(b1.rv == b2.rv);
+    const std::vector<float> yb = test::from_blocked(b2.y, n, c, s);
     double worst = 0, largest = 0;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t p = 0; p < s; ++p) {
-          const float yb = b2.y[static_cast<size_t>(((i * cb + ch / 16) * s + p) * 16 + ch % 16)];
-          const float yp = plain.y[static_cast<size_t>((i * c + ch) * s + p)];
-          worst = std::max(worst, static_cast<double>(std::abs(yb - yp)));
-          largest = std::max(largest, static_cast<double>(std::abs(yp)));
-        }
+    for (size_t e = 0; e < yb.size(); ++e) {
+      worst = std::max(worst, static_cast<double>(std::abs(yb[e] - plain.y[e])));
+      largest = std::max(largest, static_cast<double>(std::abs(plain.y[e])));
+    }
     CHECK(largest > 1);
     CHECK(worst <= (bf16 ? 1.0 / 128 : 1e-6) * largest);
     for (size_t ch = 0; ch < static_cast<size_t>(c); ++ch) {

@@ -1,6 +1,7 @@
 // Small helpers shared by the test files: the message of the cb::Error a call throws, a substring
 // check for asserting on it, need() for inputs that live outside the repository or are generated
-// by setup.sh, a temporary folder per test and reading a file whole.
+// by setup.sh, a temporary folder per test, reading a file whole, and moving values between the
+// plain and the blocked layout.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -15,6 +16,7 @@
 #include <source_location>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/data/dataset.h"
 #include "runtime/error.h"
@@ -80,6 +82,28 @@ struct TempDir {
   std::string operator/(const std::string& f) const { return (path / f).string(); }
   std::string str() const { return path.string(); }
 };
+
+// [N, C, S] plain -> oneDNN's blocked [N, C/16, S, 16] (TensorView::blocked), and back.
+template <class T>
+std::vector<T> to_blocked(const std::vector<T>& x, int64_t n, int64_t c, int64_t s) {
+  std::vector<T> y(x.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < s; ++p)
+        y[static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16)] =
+            x[static_cast<size_t>((i * c + ch) * s + p)];
+  return y;
+}
+template <class T>
+std::vector<T> from_blocked(const std::vector<T>& y, int64_t n, int64_t c, int64_t s) {
+  std::vector<T> x(y.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < s; ++p)
+        x[static_cast<size_t>((i * c + ch) * s + p)] =
+            y[static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16)];
+  return x;
+}
 
 // A file's whole contents ("" when it cannot be read).
 inline std::string read_text(const std::string& path) {
