@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/scalar_math.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/cuda/cuda_device.h"
@@ -413,5 +414,87 @@ TEST_CASE("ConvGrad of blocked depthwise 3x3 convolutions agrees with f64") {
     std::any_cast<ops::ConvParams&>(other).bf16 = true;
     a.params = &other;
     CHECK_FALSE(cpu::conv_grad_depthwise(a));
+  }
+}
+
+// Pointwise convolutions (1x1, stride 1, no padding: ResNet's bottlenecks) on blocked bf16
+// values under ConvParams::bf16 take their own kernel for dW (conv_pointwise.cpp), on cores with
+// AVX-512 BF16: against f64 on the same bf16 operands (the products exact, sums in f32), dX from
+// oneDNN alongside, the same bits on one thread as on two, an odd number of positions (the last
+// paired with 0), and not taken where it does not apply (f32 storage, plain values, no bf16
+// arithmetic, a stride, padding).
+TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agrees with f64") {
+  auto one = make_cpu_device(1), two = make_cpu_device(2);
+  const bool bf16_cores = __builtin_cpu_supports("avx512bf16") != 0;
+  if (!bf16_cores) MESSAGE("no AVX-512 BF16 on these cores: checking that the kernel is not taken");
+  const GradCase cases[] = {
+      {"64 -> 256, 9x7 (odd)", 3, 64, 256, 1, {9, 7}, k1, s1, d1, p0},
+      {"48 -> 32, 4x6", 2, 48, 32, 1, {4, 6}, k1, s1, d1, p0},
+      {"16 -> 16, 1x1", 5, 16, 16, 1, {1, 1}, k1, s1, d1, p0},
+  };
+  for (const GradCase& gc : cases) {
+    std::string name = gc.name;
+    CAPTURE(name);
+    const auto [dy0, x0, w0] = random_operands(gc);
+    const std::vector<double> dy = to_bf16(dy0), x = to_bf16(x0), w = to_bf16(w0);
+    const auto ref = run_grad<double>(gc, dy, x, w, *two);
+    ops::ConvParams p = conv_params(gc);
+    p.bf16 = true;
+    std::any params = p;
+    const std::vector<int64_t> xd{gc.n, gc.c, gc.in[0], gc.in[1]},
+        yd{gc.n, gc.m, gc.in[0], gc.in[1]}, wd{gc.m, gc.c, 1, 1};
+    auto bf16_blocked = [](const std::vector<double>& v, int64_t n, int64_t c) {
+      const std::vector<float> b = blocked_f32(v, n, c);
+      std::vector<uint16_t> r(b.size());
+      for (size_t i = 0; i < b.size(); ++i) r[i] = math::f32_to_bf16(b[i]);
+      return r;
+    };
+    std::vector<uint16_t> bdy = bf16_blocked(dy, gc.n, gc.m), bx = bf16_blocked(x, gc.n, gc.c);
+    std::vector<float> fw(w.begin(), w.end());
+    auto args = [&](void* dx, void* dw) {
+      KernelArgs a;
+      a.params = &params;
+      a.in = {{bdy.data(), DType::F32, yd, true, true},
+              {bx.data(), DType::F32, xd, true, true},
+              {fw.data(), DType::F32, wd}};
+      a.out = {{dx, DType::F32, xd, true, true}, {dw, DType::F32, wd}};
+      return a;
+    };
+    std::vector<float> dw(fw.size(), -99);
+    CHECK(cpu::conv_grad_pointwise_weights(args(nullptr, dw.data())) == bf16_cores);
+    if (!bf16_cores) continue;
+    double scale = max_abs(ref[1]), err = 0;
+    for (size_t i = 0; i < dw.size(); ++i) err = std::max(err, std::abs(dw[i] - ref[1][i]));
+    CHECK(scale > 0);
+    CHECK(err <= 1e-6 * scale);
+    for (Device* dev : {one.get(), two.get()}) {  // through ConvGrad: dX by oneDNN alongside
+      std::vector<uint16_t> dx(bx.size(), 0xFFFF);
+      std::vector<float> dw2(fw.size(), -99);
+      KernelArgs a = args(dx.data(), dw2.data());
+      test::launch_host(*dev, OpKind::ConvGrad, a);
+      CHECK(dw2 == dw);
+      std::vector<double> dxd(dx.size());
+      for (size_t i = 0; i < dx.size(); ++i) dxd[i] = math::bf16_to_f32(dx[i]);
+      std::vector<float> dxf(dxd.begin(), dxd.end());
+      const std::vector<double> got = plain_of(dxf, gc.n, gc.c);
+      CHECK(max_err(got, ref[0]) <= 4e-3 * max_abs(ref[0]));  // dX stored as bf16
+    }
+    // Not taken: f32 storage, plain values, f32 arithmetic, a stride, padding.
+    KernelArgs a = args(nullptr, dw.data());
+    a.in[1].bf16_storage = false;
+    CHECK_FALSE(cpu::conv_grad_pointwise_weights(a));
+    a = args(nullptr, dw.data());
+    a.in[0].blocked = a.in[1].blocked = false;
+    CHECK_FALSE(cpu::conv_grad_pointwise_weights(a));
+    for (int change = 0; change < 3; ++change) {
+      ops::ConvParams q = p;
+      if (change == 0) q.bf16 = false;
+      if (change == 1) q.window.strides = s2;
+      if (change == 2) q.window.pads = p1;
+      std::any other = q;
+      a = args(nullptr, dw.data());
+      a.params = &other;
+      CHECK_FALSE(cpu::conv_grad_pointwise_weights(a));
+    }
   }
 }

@@ -27,12 +27,18 @@ void conv_im2col(const KernelArgs& a);
 // ConvGrad(dY, X, W) -> dX, dW (either may be absent; dB is ConvGrad's own, not theirs):
 // col2im + GEMM (f32, f64; conv_grad.cpp), and oneDNN's backward-data/backward-weights (f32;
 // conv_grad_dnnl.cpp, false where it cannot run: the caller then computes dX and dW).
+// `weights` false: dX only, whatever out[1] holds (another kernel computes dW).
 void conv_grad_im2col(const KernelArgs& a);
-bool conv_grad_dnnl(const KernelArgs& a);
+bool conv_grad_dnnl(const KernelArgs& a, bool weights = true);
 
 // ConvGrad of a depthwise 3x3 convolution (stride 1 or 2, padding 1) on blocked f32 values:
 // dX and dW in one pass (conv_depthwise.cpp). False where it does not apply.
 bool conv_grad_depthwise(const KernelArgs& a);
+
+// ConvGrad's dW alone for a pointwise convolution (1x1, stride 1, no padding, one group) on
+// blocked bf16 values with bf16 products (ConvParams::bf16), on cores with AVX-512 BF16
+// (conv_pointwise.cpp). False where it does not apply.
+bool conv_grad_pointwise_weights(const KernelArgs& a);
 
 // dst[i] += sum over p in [0, parts) of src[p * n + i], i in [0, n), split over the pool:
 // how the per-chunk weight gradients of the batch-split ConvGrad paths are combined.

@@ -11,9 +11,11 @@
 // (C/G = 1) loop directly, as the forward does. dB[m] = sum of dY over N and the spatial dims.
 // f32 tries the single-input-channel direct loops first (dW only, conv_c1.cpp), then oneDNN
 // (conv_grad_dnnl.cpp; 2.5-3x faster on ResNet-20 in tools/bench/conv_bench.cpp); f64 is always
-// im2col. Parallelism: the batch is cut into `parts` chunks, each task is a (group, chunk) pair;
-// chunk t accumulates its dW in partial t (partial 0 is dW itself, the others the calling
-// thread's scratch), summed at the end. BLAS runs single-threaded inside each task.
+// im2col. Blocked values: the depthwise 3x3 kernel (conv_depthwise.cpp), the bf16 pointwise
+// weight gradient (conv_pointwise.cpp, dX then from oneDNN), else oneDNN. Parallelism: the batch is
+// cut into `parts` chunks, each task is a (group, chunk) pair; chunk t accumulates its dW in
+// partial t (partial 0 is dW itself, the others the calling thread's scratch), summed at the end.
+// BLAS runs single-threaded inside each task.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -225,9 +227,11 @@ void conv_grad_im2col(const KernelArgs& a) {
 void ConvGrad(const KernelArgs& a) {
   const bool dx = a.out[0].present(), dw = a.out.size() > 1 && a.out[1].present();
   if (a.in[0].blocked || a.in[1].blocked || (dx && a.out[0].blocked)) {
-    // Only oneDNN and the depthwise kernel read and write the blocked layout
+    // Only oneDNN and the depthwise and pointwise kernels read and write the blocked layout
     // (assign_blocked_layouts puts it only where oneDNN runs the conv).
-    if ((dx || dw) && !conv_grad_depthwise(a) && !conv_grad_dnnl(a))
+    const bool pointwise_dw = dw && conv_grad_pointwise_weights(a);  // then dX from oneDNN
+    if (pointwise_dw ? dx && !conv_grad_dnnl(a, false)
+                     : (dx || dw) && !conv_grad_depthwise(a) && !conv_grad_dnnl(a))
       throw InternalError("ConvGrad: oneDNN has no implementation for a blocked-layout conv");
   } else if ((dx || dw) && !conv_grad_c1(a) && !conv_grad_dnnl(a)) {
     conv_grad_im2col(a);

@@ -201,9 +201,9 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
 }
 }  // namespace
 
-bool conv_grad_dnnl(const KernelArgs& a) {
+bool conv_grad_dnnl(const KernelArgs& a, bool weights) {
   const TensorView &X = a.in[1], &dX = a.out[0];
-  const TensorView* dW = a.out.size() > 1 && a.out[1].present() ? &a.out[1] : nullptr;
+  const TensorView* dW = weights && a.out.size() > 1 && a.out[1].present() ? &a.out[1] : nullptr;
   if (kernel_dtype(a) != DType::F32 || X.rank() < 3 || X.rank() > 5) return false;
   const int64_t n = X.dims[0], w_size = a.in[2].numel();
   if (n == 0 || a.in[0].numel() == 0) return false;  // the im2col path zero-fills
@@ -245,6 +245,6 @@ bool conv_grad_dnnl(const KernelArgs& a) {
 
 #else
 namespace cb::cpu {
-bool conv_grad_dnnl(const KernelArgs&) { return false; }
+bool conv_grad_dnnl(const KernelArgs&, bool) { return false; }
 }  // namespace cb::cpu
 #endif
