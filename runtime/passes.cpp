@@ -345,6 +345,12 @@ LayoutSlots layout_slots(const Graph& g, const Node& n) {
     set(s.in, 0, 1);
     set(s.in, 1, 1);
     set(s.out, 0, 1);
+  } else if (op == "AveragePool") {
+    set(s.in, 0, 1);
+    set(s.out, 0, 1);
+  } else if (op == "AveragePoolGrad") {
+    set(s.in, 0, 1);  // input 1, X's shape, is an integer tensor: plain
+    set(s.out, 0, 1);
   } else if (op == "Add" && n.inputs.size() == 2 && n.outputs.size() == 1 &&
              n.inputs[0] != kNoValue && n.inputs[1] != kNoValue &&
              g.value(n.inputs[0]).shape == g.value(n.outputs[0]).shape &&

@@ -117,8 +117,8 @@ int64_t fold_matmul_transposes(Graph& g, bool permuted = false);
 // For the CPU with oneDNN (DeviceCaps::blocked_layouts): keeps f32 activations [N, C, H, W] (C a
 // multiple of 16) in oneDNN's blocked nChw16c layout (Value::blocked) along chains of the ops
 // whose kernels read and write it -- Conv and ConvGrad (X, Y, dY, dX: no reorder in or out),
-// BatchNormalization and its gradient, Relu, Clip (ReLU6), MaxPool (without Indices), their
-// gradients and same-shape Add --
+// BatchNormalization and its gradient, Relu, Clip (ReLU6), MaxPool (without Indices),
+// AveragePool, their gradients and same-shape Add --
 // so that a conv's
 // output reaches the next conv without two reorders. Values an op reads or writes together
 // element for element share a layout; such a group goes blocked when every member can and it

@@ -24,6 +24,7 @@
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/cpu/storage.h"
 #include "kernels/cuda/cuda_device.h"
+#include "runtime/graph_builder.h"
 #include "runtime/memory_plan.h"
 #include "runtime/ops/params.h"
 #include "runtime/passes.h"
@@ -51,6 +52,8 @@ const std::set<std::string> kBlockedOps = {"Conv",
                                            "Add",
                                            "MaxPool",
                                            "MaxPoolGrad",
+                                           "AveragePool",
+                                           "AveragePoolGrad",
                                            "LayoutReorder"};
 
 // Checks the layouts of a graph after the pass; returns the number of blocked conv operands.
@@ -553,10 +556,12 @@ TEST_CASE("layouts: row-major bf16 operands: their writers round, MatMul reads t
   }
 }
 
-// MaxPool and its gradient on blocked values (the stem of the ResNets): the plain kernels' bits,
-// the plain gradient's f32 sums rounded once where stored as bf16, for the stem's 3x3 stride 2
-// pad 1, 2x2 stride 2, overlapping 3x3 stride 1, ceil mode and dilation, with ties and a NaN.
-TEST_CASE("layouts: blocked MaxPool and its gradient give the plain kernels' bits") {
+// MaxPool and AveragePool and their gradients on blocked values (the stem of the ResNets, the
+// transitions of DenseNets): the plain kernels' bits, the plain gradient's f32 sums rounded once
+// where stored as bf16, for the stem's 3x3 stride 2 pad 1, 2x2 stride 2, overlapping 3x3 stride 1,
+// ceil mode and dilation, with ties and a NaN; AveragePool with and without count_include_pad.
+TEST_CASE(
+    "layouts: blocked MaxPool, AveragePool and their gradients give the plain kernels' bits") {
   auto dev = make_cpu_device(2);
   struct Geo {
     int64_t k, s, p, d;
@@ -579,78 +584,87 @@ TEST_CASE("layouts: blocked MaxPool and its gradient give the plain kernels' bit
       return (ge.ceil ? (span + ge.s - 1) / ge.s : span / ge.s) + 1;
     };
     const int64_t oh = out_dim(h), ow = out_dim(w);
-    ops::PoolParams pp;
-    pp.window.kernel_shape = {ge.k, ge.k};
-    pp.window.strides = {ge.s, ge.s};
-    pp.window.dilations = {ge.d, ge.d};
-    pp.window.pads = {ge.p, ge.p, ge.p, ge.p};
-    pp.window.ceil_mode = ge.ceil;
-    std::any params = pp;
-    const std::vector<int64_t> xd{n, c, h, w}, yd{n, c, oh, ow};
-    std::vector<float> dy = uniform(rng, numel(yd), -1, 1);
-    for (bool bf16 : {false, true}) {
-      CAPTURE(bf16);
-      // Plain, from the values bf16 storage holds where it applies.
-      const std::vector<float> xs = bf16 ? widened(rounded(x)) : x;
-      const std::vector<float> dys = bf16 ? widened(rounded(dy)) : dy;
-      std::vector<float> y(static_cast<size_t>(numel(yd))), dx(x.size());
-      KernelArgs f;
-      f.params = &params;
-      std::vector<float> xs_in = xs, dys_in = dys;
-      f.in = {f32_view(xs_in, xd)};
-      f.out = {f32_view(y, yd)};
-      test::launch_host(*dev, OpKind::MaxPool, f);
-      KernelArgs b;
-      b.params = &params;
-      b.in = {f32_view(dys_in, yd), f32_view(xs_in, xd)};
-      b.out = {f32_view(dx, xd)};
-      test::launch_host(*dev, OpKind::MaxPoolGrad, b);
-      // Blocked.
-      auto run_blocked = [&](auto tag, std::vector<float>& y_out, std::vector<float>& dx_out) {
-        using St = decltype(tag);
-        auto stored = [&](const std::vector<float>& v) {
-          if constexpr (std::is_same_v<St, float>)
-            return v;
-          else
-            return rounded(v);
+    for (int kind = 0; kind < 3; ++kind) {  // MaxPool; AveragePool without, with the pads counted
+      const bool average = kind > 0;
+      CAPTURE(kind);
+      const OpKind fwd_op = average ? OpKind::AveragePool : OpKind::MaxPool;
+      const OpKind grad_op = average ? OpKind::AveragePoolGrad : OpKind::MaxPoolGrad;
+      std::vector<int64_t> x_shape{n, c, h, w};  // AveragePoolGrad's input 1
+      const TensorView shape_view{x_shape.data(), DType::I64, {4}};
+      ops::PoolParams pp;
+      pp.count_include_pad = kind == 2;
+      pp.window.kernel_shape = {ge.k, ge.k};
+      pp.window.strides = {ge.s, ge.s};
+      pp.window.dilations = {ge.d, ge.d};
+      pp.window.pads = {ge.p, ge.p, ge.p, ge.p};
+      pp.window.ceil_mode = ge.ceil;
+      std::any params = pp;
+      const std::vector<int64_t> xd{n, c, h, w}, yd{n, c, oh, ow};
+      std::vector<float> dy = uniform(rng, numel(yd), -1, 1);
+      for (bool bf16 : {false, true}) {
+        CAPTURE(bf16);
+        // Plain, from the values bf16 storage holds where it applies.
+        const std::vector<float> xs = bf16 ? widened(rounded(x)) : x;
+        const std::vector<float> dys = bf16 ? widened(rounded(dy)) : dy;
+        std::vector<float> y(static_cast<size_t>(numel(yd))), dx(x.size());
+        KernelArgs f;
+        f.params = &params;
+        std::vector<float> xs_in = xs, dys_in = dys;
+        f.in = {f32_view(xs_in, xd)};
+        f.out = {f32_view(y, yd)};
+        test::launch_host(*dev, fwd_op, f);
+        KernelArgs b;
+        b.params = &params;
+        b.in = {f32_view(dys_in, yd), average ? shape_view : f32_view(xs_in, xd)};
+        b.out = {f32_view(dx, xd)};
+        test::launch_host(*dev, grad_op, b);
+        // Blocked.
+        auto run_blocked = [&](auto tag, std::vector<float>& y_out, std::vector<float>& dx_out) {
+          using St = decltype(tag);
+          auto stored = [&](const std::vector<float>& v) {
+            if constexpr (std::is_same_v<St, float>)
+              return v;
+            else
+              return rounded(v);
+          };
+          std::vector<St> xb = test::to_blocked(stored(x), n, c, h * w);
+          std::vector<St> dyb = test::to_blocked(stored(dy), n, c, oh * ow);
+          std::vector<St> yb(static_cast<size_t>(numel(yd))), dxb(x.size());
+          auto view = [&](std::vector<St>& v, std::vector<int64_t> d) {
+            return TensorView{v.data(), DType::F32, std::move(d), true, !std::is_same_v<St, float>};
+          };
+          KernelArgs fb;
+          fb.params = &params;
+          fb.in = {view(xb, xd)};
+          fb.out = {view(yb, yd)};
+          test::launch_host(*dev, fwd_op, fb);
+          KernelArgs bb;
+          bb.params = &params;
+          bb.in = {view(dyb, yd), average ? shape_view : view(xb, xd)};
+          bb.out = {view(dxb, xd)};
+          test::launch_host(*dev, grad_op, bb);
+          auto f32_of = [](const std::vector<St>& v) {
+            if constexpr (std::is_same_v<St, float>)
+              return v;
+            else
+              return widened(v);
+          };
+          y_out = f32_of(yb);
+          dx_out = f32_of(dxb);
         };
-        std::vector<St> xb = test::to_blocked(stored(x), n, c, h * w);
-        std::vector<St> dyb = test::to_blocked(stored(dy), n, c, oh * ow);
-        std::vector<St> yb(static_cast<size_t>(numel(yd))), dxb(x.size());
-        auto view = [&](std::vector<St>& v, std::vector<int64_t> d) {
-          return TensorView{v.data(), DType::F32, std::move(d), true, !std::is_same_v<St, float>};
-        };
-        KernelArgs fb;
-        fb.params = &params;
-        fb.in = {view(xb, xd)};
-        fb.out = {view(yb, yd)};
-        test::launch_host(*dev, OpKind::MaxPool, fb);
-        KernelArgs bb;
-        bb.params = &params;
-        bb.in = {view(dyb, yd), view(xb, xd)};
-        bb.out = {view(dxb, xd)};
-        test::launch_host(*dev, OpKind::MaxPoolGrad, bb);
-        auto f32_of = [](const std::vector<St>& v) {
-          if constexpr (std::is_same_v<St, float>)
-            return v;
-          else
-            return widened(v);
-        };
-        y_out = f32_of(yb);
-        dx_out = f32_of(dxb);
-      };
-      std::vector<float> yb, dxb;
-      if (bf16)
-        run_blocked(uint16_t{}, yb, dxb);
-      else
-        run_blocked(float{}, yb, dxb);
-      // The plain results as blocked storage holds them.
-      const std::vector<float> want_y =
-          test::to_blocked(bf16 ? widened(rounded(y)) : y, n, c, oh * ow);
-      const std::vector<float> want_dx =
-          test::to_blocked(bf16 ? widened(rounded(dx)) : dx, n, c, h * w);
-      CHECK(std::memcmp(yb.data(), want_y.data(), yb.size() * 4) == 0);
-      CHECK(std::memcmp(dxb.data(), want_dx.data(), dxb.size() * 4) == 0);
+        std::vector<float> yb, dxb;
+        if (bf16)
+          run_blocked(uint16_t{}, yb, dxb);
+        else
+          run_blocked(float{}, yb, dxb);
+        // The plain results as blocked storage holds them.
+        const std::vector<float> want_y =
+            test::to_blocked(bf16 ? widened(rounded(y)) : y, n, c, oh * ow);
+        const std::vector<float> want_dx =
+            test::to_blocked(bf16 ? widened(rounded(dx)) : dx, n, c, h * w);
+        CHECK(std::memcmp(yb.data(), want_y.data(), yb.size() * 4) == 0);
+        CHECK(std::memcmp(dxb.data(), want_dx.data(), dxb.size() * 4) == 0);
+      }
     }
   }
 }
@@ -738,6 +752,47 @@ TEST_CASE("layouts: ResNet-18's MaxPool and its gradient stay blocked") {
   }
   CHECK(pools == 2);
   CHECK(check_layouts(g) > 20);
+}
+
+// An AveragePool between convolutions (a DenseNet's transition) and an AveragePoolGrad between
+// the gradient's convolutions read and write their blocked values, with no reorder anywhere (the
+// first and last convolutions read and write the graph's plain input and output themselves).
+TEST_CASE("layouts: AveragePool and its gradient between convolutions stay blocked") {
+  if (!cpu::conv_dnnl_available()) {
+    MESSAGE("built without oneDNN: no blocked layouts to check");
+    return;
+  }
+  Graph g;
+  GraphBuilder b(g, "t");
+  auto conv = [&](ValueId in) {
+    Tensor w;
+    w.dtype = DType::F32;
+    w.dims = {32, 32, 3, 3};
+    w.bytes.resize(32 * 32 * 9 * 4);
+    return b.op("Conv", {in, b.constant(std::move(w), "w")},
+                {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  };
+  const ValueId y = conv(b.input("x", DType::F32, shape_of({2, 32, 8, 8})));
+  const ValueId pooled =
+      b.op("AveragePool", {y},
+           {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+  const ValueId dy = conv(conv(pooled));  // [2, 32, 4, 4]: the pool's output gradient, say
+  const Node& pool = g.nodes[static_cast<size_t>(g.value(pooled).producer)];
+  const ValueId dx =
+      b.emit_with("AveragePoolGrad", {dy, b.shape_of(g.value(y).shape)}, pool.params)[0];
+  g.outputs = {conv(dx)};
+  const LayoutStats st = assign_blocked_layouts(g);
+  CHECK(st.reorders == 0);
+  CHECK(st.blocked == 5);  // the four convolutions' outputs but the last, the two pools'
+  int pools = 0;
+  for (const Node& n : g.nodes) {
+    if (n.def->name != "AveragePool" && n.def->name != "AveragePoolGrad") continue;
+    ++pools;
+    CHECK(g.value(n.inputs[0]).blocked);
+    CHECK(g.value(n.outputs[0]).blocked);
+  }
+  CHECK(pools == 2);
+  CHECK(check_layouts(g) > 0);
 }
 
 // --precision bf16 on the CUDA backend, through the trainer: LeNet-5, 3 SGD steps on random

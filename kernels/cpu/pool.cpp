@@ -165,6 +165,11 @@ void MaxPool(const KernelArgs& a) {
 }
 
 void AveragePool(const KernelArgs& a) {
+  if (a.in[0].blocked) {  // assign_blocked_layouts: X and Y blocked
+    const auto& p = a.p<ops::PoolParams>();
+    return average_pool_blocked(window_geom("pooling", p.window, a.in[0].dims, a.out[0].dims, 1),
+                                p.count_include_pad, a.in[0], a.out[0]);
+  }
   if (kernel_dtype(a) == DType::F64)
     average_pool<double>(a);
   else

@@ -146,6 +146,80 @@ CB_CPU_CLONES void max_pool_grad_blocks(const WindowGeom& g, const St* x, const 
   }
 }
 
+// The 3-D window start of output (oh, ow) of a 2-D plane (the padded leading axis starts at 0).
+inline void window_start(const Taps& t, int64_t st[3]) {
+  st[0] = 0;
+  st[1] = t.sh;
+  st[2] = t.sw;
+}
+
+// Blocks [b0, b1): each output position's 16 window sums in f32 in window order (kh, kw) from 0,
+// divided by the plain kernel's divisor: its bits, lane by lane.
+template <class St>
+CB_CPU_CLONES void average_pool_blocks(const WindowGeom& g, bool include_pad, const St* x, St* y,
+                                       int64_t b0, int64_t b1) {
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  for (int64_t b = b0; b < b1; ++b) {
+    const St* xp = x + b * H * W * kL;
+    St* yp = y + b * OH * OW * kL;
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const Taps t = taps(g, oh, ow);
+        V16 sum{V8{}, V8{}};
+        for (int64_t kh = t.kh0; kh < t.kh1; ++kh)
+          for (int64_t kw = t.kw0; kw < t.kw1; ++kw) {
+            const V16 v = load16(xp + ((t.sh + kh * g.d[1]) * W + t.sw + kw * g.d[2]) * kL);
+            sum.lo += v.lo;
+            sum.hi += v.hi;
+          }
+        int64_t st[3];
+        window_start(t, st);
+        const double div = geom::avg_pool_divisor(g, st, include_pad);
+        const float d = static_cast<float>(div);
+        store16(yp + (oh * OW + ow) * kL, div > 0 ? V16{sum.lo / d, sum.hi / d} : V16{V8{}, V8{}});
+      }
+  }
+}
+
+// Blocks [b0, b1): dY / divisor added to each window's positions in output order, into dX itself
+// (f32: zeroed first, the plain kernel's bits) or an f32 plane stored once (bf16).
+template <class St>
+CB_CPU_CLONES void average_pool_grad_blocks(const WindowGeom& g, bool include_pad, const St* dy,
+                                            St* dx, int64_t b0, int64_t b1) {
+  const int64_t H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+  constexpr bool direct = std::is_same_v<St, float>;
+  float* plane = direct ? nullptr : scratch<float, 0>(H * W * kL);
+  for (int64_t b = b0; b < b1; ++b) {
+    const St* dyp = dy + b * OH * OW * kL;
+    float* acc;
+    if constexpr (direct)
+      acc = dx + b * H * W * kL;
+    else
+      acc = plane;
+    std::fill(acc, acc + H * W * kL, 0.0f);
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const Taps t = taps(g, oh, ow);
+        int64_t st[3];
+        window_start(t, st);
+        const double div = geom::avg_pool_divisor(g, st, include_pad);
+        if (div <= 0 || t.kh0 >= t.kh1 || t.kw0 >= t.kw1) continue;
+        const float d = static_cast<float>(div);
+        const V16 g16 = load16(dyp + (oh * OW + ow) * kL);
+        const V16 v{g16.lo / d, g16.hi / d};
+        for (int64_t kh = t.kh0; kh < t.kh1; ++kh)
+          for (int64_t kw = t.kw0; kw < t.kw1; ++kw) {
+            float* q = acc + ((t.sh + kh * g.d[1]) * W + t.sw + kw * g.d[2]) * kL;
+            store16(q, V16{load8(q) + v.lo, load8(q + 8) + v.hi});
+          }
+      }
+    if constexpr (!direct) {
+      St* dxp = dx + b * H * W * kL;
+      for (int64_t i = 0; i < H * W; ++i) store16(dxp + i * kL, load16(acc + i * kL));
+    }
+  }
+}
+
 void check_blocked(const WindowGeom& g, std::initializer_list<const TensorView*> vs) {
   CB_CHECK(g.nsp == 2 && g.c % kL == 0);
   for (const TensorView* v : vs) CB_CHECK(v->blocked && v->dtype == DType::F32);
@@ -174,6 +248,30 @@ void max_pool_grad_blocked(const WindowGeom& g, const TensorView& dY, const Tens
     parallel(blocks, (g.out_vol * g.clip_vol + g.in_vol) * kL, [&](int64_t b0, int64_t b1) {
       max_pool_grad_blocks<St>(g, static_cast<const St*>(X.data), static_cast<const St*>(dY.data),
                                static_cast<St*>(dX.data), b0, b1);
+    });
+  });
+}
+
+void average_pool_blocked(const WindowGeom& g, bool include_pad, const TensorView& X,
+                          const TensorView& Y) {
+  check_blocked(g, {&X, &Y});
+  CB_CHECK(X.bf16_storage == Y.bf16_storage);
+  with_storage(X.bf16_storage, [&]<class St>(St*) {
+    parallel(g.n * g.c / kL, g.out_vol * g.clip_vol * kL, [&](int64_t b0, int64_t b1) {
+      average_pool_blocks<St>(g, include_pad, static_cast<const St*>(X.data),
+                              static_cast<St*>(Y.data), b0, b1);
+    });
+  });
+}
+
+void average_pool_grad_blocked(const WindowGeom& g, bool include_pad, const TensorView& dY,
+                               const TensorView& dX) {
+  check_blocked(g, {&dY, &dX});
+  CB_CHECK(dY.bf16_storage == dX.bf16_storage);
+  with_storage(dY.bf16_storage, [&]<class St>(St*) {
+    parallel(g.n * g.c / kL, (g.out_vol * g.clip_vol + g.in_vol) * kL, [&](int64_t b0, int64_t b1) {
+      average_pool_grad_blocks<St>(g, include_pad, static_cast<const St*>(dY.data),
+                                   static_cast<St*>(dX.data), b0, b1);
     });
   });
 }

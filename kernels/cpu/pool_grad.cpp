@@ -135,6 +135,7 @@ void AveragePoolGrad(const KernelArgs& a) {
   const auto& p = a.p<ops::PoolParams>();
   const TensorView &dY = a.in[0], &dX = a.out[0];  // input 1 (x_shape) is dX's dims
   const WindowGeom g = window_geom("pooling gradient", p.window, dX.dims, dY.dims, 1);
+  if (dY.blocked) return average_pool_grad_blocked(g, p.count_include_pad, dY, dX);
   dispatch_float(kernel_dtype(a), [&]<class T>(Tag<T>) {
     over_planes<T>(a, g, [&](int64_t, const T* dyp, T* dxp) {
       average_pool_grad_plane(g, p.count_include_pad, dyp, dxp);
