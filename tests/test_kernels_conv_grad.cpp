@@ -421,7 +421,7 @@ TEST_CASE("ConvGrad of blocked depthwise 3x3 convolutions agrees with f64") {
 // values under ConvParams::bf16 take their own kernel for dW (conv_pointwise.cpp), on cores with
 // AVX-512 BF16: against f64 on the same bf16 operands (the products exact, sums in f32), dX from
 // oneDNN alongside, the same bits on one thread as on two, an odd number of positions (the last
-// paired with 0), and not taken where it does not apply (f32 storage, plain values, no bf16
+// paired with 0), samples summed in groups (56x56), and not taken where it does not apply (f32 storage, plain values, no bf16
 // arithmetic, a stride, padding).
 TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agrees with f64") {
   auto one = make_cpu_device(1), two = make_cpu_device(2);
@@ -431,6 +431,7 @@ TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agr
       {"64 -> 256, 9x7 (odd)", 3, 64, 256, 1, {9, 7}, k1, s1, d1, p0},
       {"48 -> 32, 4x6", 2, 48, 32, 1, {4, 6}, k1, s1, d1, p0},
       {"16 -> 16, 1x1", 5, 16, 16, 1, {1, 1}, k1, s1, d1, p0},
+      {"16 -> 32, 56x56 (samples in groups of 2)", 3, 16, 32, 1, {56, 56}, k1, s1, d1, p0},
   };
   for (const GradCase& gc : cases) {
     std::string name = gc.name;
@@ -466,7 +467,7 @@ TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agr
     double scale = max_abs(ref[1]), err = 0;
     for (size_t i = 0; i < dw.size(); ++i) err = std::max(err, std::abs(dw[i] - ref[1][i]));
     CHECK(scale > 0);
-    CHECK(err <= 1e-6 * scale);
+    CHECK(err <= 1e-5 * scale);  // f32 sums of up to 6272 products
     for (Device* dev : {one.get(), two.get()}) {  // through ConvGrad: dX by oneDNN alongside
       std::vector<uint16_t> dx(bx.size(), 0xFFFF);
       std::vector<float> dw2(fw.size(), -99);

@@ -10,8 +10,9 @@
 // lanes) take two positions p, p + 1 at a time: X's two rows [16] interleaved into 16 bf16 pairs
 // (one permute of a 64-byte load) against each output channel's pair of dY values broadcast from
 // memory (dY's rows interleaved the same way once per sample and block of 16 output channels).
-// The positions' products are summed per sample in f32, the samples' sums added to dW in sample
-// order; a tile belongs to one thread: the same bits for any thread count. dX stays with oneDNN.
+// The products are summed in f32 over a group of samples (as many as the shape's dY pairs allow in
+// a core's L2), the groups' sums added to dW in order; a tile belongs to one thread: the same
+// bits for any thread count. dX stays with oneDNN.
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
@@ -66,15 +67,13 @@ CB_BF16_INLINE void add_pair_products(__m512 acc[16], __m512i xv, const uint32_t
                               reinterpret_cast<__m512bh>(_mm512_set1_epi32(di[o])));
 }
 
-// acc[o][i] (16 output channels o, 16 input channels i as lanes) = sum over p of
+// acc[o][i] (16 output channels o, 16 input channels i as lanes) += sum over p of
 // dy[p][o] * x[p][i], for x [P][16] bf16 and dy_pairs from interleave_block. Meanwhile the
-// blocks the next tile reads first (`next_x`, and `next_dy` where not null; [P][16] bf16 like x)
-// are prefetched a cache line per step: streamed from memory as they are, the 56x56 shapes ran
-// at 365-385 GFLOP/s a core, prefetched at 445-460.
+// blocks read next (`next_x`, and `next_dy` where not null; [P][16] bf16 like x) are prefetched
+// a cache line per step: streamed from memory as they are, the 56x56 shapes ran at 365-385
+// GFLOP/s a core, prefetched at 445-460.
 CB_BF16_INLINE void tile_products(const uint16_t* x, const uint32_t* dy_pairs, int64_t rows,
                                   const uint16_t* next_x, const uint16_t* next_dy, __m512 acc[16]) {
-#pragma GCC unroll 16
-  for (int o = 0; o < 16; ++o) acc[o] = _mm512_setzero_ps();
   int64_t p = 0;
   for (; p + 2 <= rows; p += 2) {
     _mm_prefetch(reinterpret_cast<const char*>(next_x + p * 16), _MM_HINT_T1);
@@ -84,26 +83,50 @@ CB_BF16_INLINE void tile_products(const uint16_t* x, const uint32_t* dy_pairs, i
   if (p < rows) add_pair_products(acc, interleaved(x, p, true), dy_pairs + p * 8);
 }
 
+// The samples a tile sums before adding to dW: as many as keep their dY pairs for one block of
+// output channels within this many bytes (in a core's L2). One sample at a time, a 7x7 tile
+// spent as long adding its 16x16 sums to dW (out of cache: 4 MiB for 2048x512) as computing
+// them (255-270 GFLOP/s a core in training); 14x14, 370-380.
+constexpr int64_t kGroupBytes = int64_t{256} << 10;
+
 // Tiles [t0, t1) of dW [M, C] (tile t: output block t / cb, input block t % cb), every sample.
 CB_BF16_TARGET void weight_tiles(const uint16_t* x, const uint16_t* dy, float* dw, int64_t n,
                                  int64_t c, int64_t m, int64_t rows, int64_t t0, int64_t t1) {
   const int64_t cb = c / 16, mb = m / 16, block = rows * 16;
-  uint32_t* pairs = scratch<uint32_t, 0>((rows + 1) / 2 * 16);
-  for (int64_t i = 0; i < n; ++i) {
+  const int64_t pair_block = (rows + 1) / 2 * 16;  // uint32 pairs of one sample's block
+  const int64_t group =
+      std::clamp<int64_t>(kGroupBytes / (pair_block * int64_t{sizeof(uint32_t)}), 1, n);
+  uint32_t* pairs = scratch<uint32_t, 0>(group * pair_block);
+  auto x_block = [&](int64_t i, int64_t b) { return x + (i * cb + b) * block; };
+  auto dy_block = [&](int64_t i, int64_t b) { return dy + (i * mb + b) * block; };
+  for (int64_t i0 = 0; i0 < n; i0 += group) {
+    const int64_t i1 = std::min(n, i0 + group);
     int64_t have = -1;  // the output block whose dY pairs `pairs` holds
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ob = t / cb, ib = t % cb;
-      if (ob != have) interleave_block(dy + (i * mb + ob) * block, pairs, rows), have = ob;
-      // The next tile: t + 1 of this sample, else t0 of the next (the last: this one again).
-      const int64_t ni = t + 1 < t1 ? i : std::min(i + 1, n - 1), nt = t + 1 < t1 ? t + 1 : t0;
-      const int64_t nob = nt / cb;
+      if (ob != have) {
+        for (int64_t i = i0; i < i1; ++i)
+          interleave_block(dy_block(i, ob), pairs + (i - i0) * pair_block, rows);
+        have = ob;
+      }
+      // Read next: this tile's next sample, else the next tile (t0 of the next group).
+      const bool last = t + 1 == t1;
+      const int64_t nt = last ? t0 : t + 1, nob = nt / cb, next_i0 = last ? i1 : i0;
       __m512 acc[16];
-      tile_products(x + (i * cb + ib) * block, pairs, rows, x + (ni * cb + nt % cb) * block,
-                    nob != ob || ni != i ? dy + (ni * mb + nob) * block : nullptr, acc);
+#pragma GCC unroll 16
+      for (int o = 0; o < 16; ++o) acc[o] = _mm512_setzero_ps();
+      for (int64_t i = i0; i < i1; ++i) {
+        const uint16_t* next_x =
+            i + 1 < i1 ? x_block(i + 1, ib) : x_block(std::min(next_i0, n - 1), nt % cb);
+        const uint16_t* next_dy =
+            nob != ob || last ? dy_block(std::min(next_i0 + (i - i0), n - 1), nob) : nullptr;
+        tile_products(x_block(i, ib), pairs + (i - i0) * pair_block, rows, next_x, next_dy, acc);
+      }
       float* w = dw + ob * 16 * c + ib * 16;
 #pragma GCC unroll 16
       for (int o = 0; o < 16; ++o)
-        _mm512_storeu_ps(w + o * c, i ? _mm512_add_ps(_mm512_loadu_ps(w + o * c), acc[o]) : acc[o]);
+        _mm512_storeu_ps(w + o * c,
+                         i0 ? _mm512_add_ps(_mm512_loadu_ps(w + o * c), acc[o]) : acc[o]);
     }
   }
 }
