@@ -417,11 +417,12 @@ TEST_CASE("ConvGrad of blocked depthwise 3x3 convolutions agrees with f64") {
   }
 }
 
-// Pointwise convolutions (1x1, stride 1, no padding: ResNet's bottlenecks) on blocked bf16
-// values under ConvParams::bf16 take their own kernel for dW (conv_pointwise.cpp), on cores with
-// AVX-512 BF16: against f64 on the same bf16 operands (the products exact, sums in f32), dX from
-// oneDNN alongside, the same bits on one thread as on two, an odd number of positions (the last
-// paired with 0), samples summed in groups (56x56), and not taken where it does not apply (f32 storage, plain values, no bf16
+// Pointwise convolutions (1x1, no padding: ResNet's bottlenecks and strided shortcuts) on blocked
+// bf16 values under ConvParams::bf16 take their own kernel for dW (conv_pointwise.cpp), on cores
+// with AVX-512 BF16: against f64 on the same bf16 operands (the products exact, sums in f32), dX
+// from oneDNN alongside, the same bits on one thread as on two, an odd number of positions (the
+// last paired with 0), samples summed in groups (56x56), strides 2 (output rows of odd length:
+// pairs across rows), and not taken where it does not apply (f32 storage, plain values, no bf16
 // arithmetic, a stride, padding).
 TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agrees with f64") {
   auto one = make_cpu_device(1), two = make_cpu_device(2);
@@ -432,6 +433,8 @@ TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agr
       {"48 -> 32, 4x6", 2, 48, 32, 1, {4, 6}, k1, s1, d1, p0},
       {"16 -> 16, 1x1", 5, 16, 16, 1, {1, 1}, k1, s1, d1, p0},
       {"16 -> 32, 56x56 (samples in groups of 2)", 3, 16, 32, 1, {56, 56}, k1, s1, d1, p0},
+      {"64 -> 32, 9x8 stride 2", 2, 64, 32, 1, {9, 8}, k1, s2, d1, p0},
+      {"32 -> 48, 14x14 stride 2 (7x7: pairs across rows)", 3, 32, 48, 1, {14, 14}, k1, s2, d1, p0},
   };
   for (const GradCase& gc : cases) {
     std::string name = gc.name;
@@ -443,7 +446,8 @@ TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agr
     p.bf16 = true;
     std::any params = p;
     const std::vector<int64_t> xd{gc.n, gc.c, gc.in[0], gc.in[1]},
-        yd{gc.n, gc.m, gc.in[0], gc.in[1]}, wd{gc.m, gc.c, 1, 1};
+        yd{gc.n, gc.m, (gc.in[0] - 1) / gc.s[0] + 1, (gc.in[1] - 1) / gc.s[1] + 1},
+        wd{gc.m, gc.c, 1, 1};
     auto bf16_blocked = [](const std::vector<double>& v, int64_t n, int64_t c) {
       const std::vector<float> b = blocked_f32(v, n, c);
       std::vector<uint16_t> r(b.size());
@@ -467,7 +471,7 @@ TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agr
     double scale = max_abs(ref[1]), err = 0;
     for (size_t i = 0; i < dw.size(); ++i) err = std::max(err, std::abs(dw[i] - ref[1][i]));
     CHECK(scale > 0);
-    CHECK(err <= 1e-5 * scale);  // f32 sums of up to 6272 products
+    CHECK(err <= 1e-5 * scale);                   // f32 sums of up to 6272 products
     for (Device* dev : {one.get(), two.get()}) {  // through ConvGrad: dX by oneDNN alongside
       std::vector<uint16_t> dx(bx.size(), 0xFFFF);
       std::vector<float> dw2(fw.size(), -99);
@@ -480,7 +484,8 @@ TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agr
       const std::vector<double> got = plain_of(dxf, gc.n, gc.c);
       CHECK(max_err(got, ref[0]) <= 4e-3 * max_abs(ref[0]));  // dX stored as bf16
     }
-    // Not taken: f32 storage, plain values, f32 arithmetic, a stride, padding.
+    // Not taken: f32 storage, plain values, f32 arithmetic, a stride the dims disagree with,
+    // padding.
     KernelArgs a = args(nullptr, dw.data());
     a.in[1].bf16_storage = false;
     CHECK_FALSE(cpu::conv_grad_pointwise_weights(a));
@@ -490,7 +495,12 @@ TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agr
     for (int change = 0; change < 3; ++change) {
       ops::ConvParams q = p;
       if (change == 0) q.bf16 = false;
-      if (change == 1) q.window.strides = s2;
+      if (change == 1) {
+        q.window.strides = {gc.s[0] + 1, gc.s[1] + 1};
+        if ((gc.in[0] - 1) / q.window.strides[0] + 1 == yd[2] &&
+            (gc.in[1] - 1) / q.window.strides[1] + 1 == yd[3])
+          continue;  // 1x1: any stride gives the same output
+      }
       if (change == 2) q.window.pads = p1;
       std::any other = q;
       a = args(nullptr, dw.data());

@@ -35,7 +35,7 @@ bool conv_grad_dnnl(const KernelArgs& a, bool weights = true);
 // dX and dW in one pass (conv_depthwise.cpp). False where it does not apply.
 bool conv_grad_depthwise(const KernelArgs& a);
 
-// ConvGrad's dW alone for a pointwise convolution (1x1, stride 1, no padding, one group) on
+// ConvGrad's dW alone for a pointwise convolution (1x1, no padding, one group, any stride) on
 // blocked bf16 values with bf16 products (ConvParams::bf16), on cores with AVX-512 BF16
 // (conv_pointwise.cpp). False where it does not apply.
 bool conv_grad_pointwise_weights(const KernelArgs& a);
