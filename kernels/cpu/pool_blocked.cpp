@@ -220,60 +220,55 @@ CB_CPU_CLONES void average_pool_grad_blocks(const WindowGeom& g, bool include_pa
   }
 }
 
-void check_blocked(const WindowGeom& g, std::initializer_list<const TensorView*> vs) {
+// Checks that `vs` are g's blocked 2-D values stored alike, then runs
+// f(St* tag, b0, b1) over the N * C/16 blocks on the pool, St their storage (storage.h), each
+// block costing about `cost` element operations.
+template <class F>
+void over_blocks(const WindowGeom& g, std::initializer_list<const TensorView*> vs, int64_t cost,
+                 F&& f) {
   CB_CHECK(g.nsp == 2 && g.c % kL == 0);
-  for (const TensorView* v : vs) CB_CHECK(v->blocked && v->dtype == DType::F32);
+  const bool bf16 = (*vs.begin())->bf16_storage;
+  for (const TensorView* v : vs)
+    CB_CHECK(v->blocked && v->dtype == DType::F32 && v->bf16_storage == bf16);
+  with_storage(bf16, [&]<class St>(St* tag) {
+    parallel(g.n * g.c / kL, cost, [&](int64_t b0, int64_t b1) { f(tag, b0, b1); });
+  });
 }
 
 }  // namespace
 
 void max_pool_blocked(const WindowGeom& g, const TensorView& X, const TensorView& Y) {
-  check_blocked(g, {&X, &Y});
-  CB_CHECK(X.bf16_storage == Y.bf16_storage);
-  const int64_t blocks = g.n * g.c / kL;
-  with_storage(X.bf16_storage, [&]<class St>(St*) {
-    parallel(blocks, g.out_vol * g.clip_vol * kL, [&](int64_t b0, int64_t b1) {
-      max_pool_blocks<St>(g, static_cast<const St*>(X.data), static_cast<St*>(Y.data), b0, b1);
-    });
+  over_blocks(g, {&X, &Y}, g.out_vol * g.clip_vol * kL, [&]<class St>(St*, int64_t b0, int64_t b1) {
+    max_pool_blocks<St>(g, static_cast<const St*>(X.data), static_cast<St*>(Y.data), b0, b1);
   });
 }
 
 void max_pool_grad_blocked(const WindowGeom& g, const TensorView& dY, const TensorView& X,
                            const TensorView& dX) {
-  check_blocked(g, {&dY, &X, &dX});
   CB_CHECK(g.in_vol < (int64_t{1} << 31));  // tap positions as int32 lanes
-  CB_CHECK(X.bf16_storage == dY.bf16_storage && X.bf16_storage == dX.bf16_storage);
-  const int64_t blocks = g.n * g.c / kL;
-  with_storage(X.bf16_storage, [&]<class St>(St*) {
-    parallel(blocks, (g.out_vol * g.clip_vol + g.in_vol) * kL, [&](int64_t b0, int64_t b1) {
-      max_pool_grad_blocks<St>(g, static_cast<const St*>(X.data), static_cast<const St*>(dY.data),
-                               static_cast<St*>(dX.data), b0, b1);
-    });
-  });
+  over_blocks(g, {&dY, &X, &dX}, (g.out_vol * g.clip_vol + g.in_vol) * kL,
+              [&]<class St>(St*, int64_t b0, int64_t b1) {
+                max_pool_grad_blocks<St>(g, static_cast<const St*>(X.data),
+                                         static_cast<const St*>(dY.data), static_cast<St*>(dX.data),
+                                         b0, b1);
+              });
 }
 
 void average_pool_blocked(const WindowGeom& g, bool include_pad, const TensorView& X,
                           const TensorView& Y) {
-  check_blocked(g, {&X, &Y});
-  CB_CHECK(X.bf16_storage == Y.bf16_storage);
-  with_storage(X.bf16_storage, [&]<class St>(St*) {
-    parallel(g.n * g.c / kL, g.out_vol * g.clip_vol * kL, [&](int64_t b0, int64_t b1) {
-      average_pool_blocks<St>(g, include_pad, static_cast<const St*>(X.data),
-                              static_cast<St*>(Y.data), b0, b1);
-    });
+  over_blocks(g, {&X, &Y}, g.out_vol * g.clip_vol * kL, [&]<class St>(St*, int64_t b0, int64_t b1) {
+    average_pool_blocks<St>(g, include_pad, static_cast<const St*>(X.data),
+                            static_cast<St*>(Y.data), b0, b1);
   });
 }
 
 void average_pool_grad_blocked(const WindowGeom& g, bool include_pad, const TensorView& dY,
                                const TensorView& dX) {
-  check_blocked(g, {&dY, &dX});
-  CB_CHECK(dY.bf16_storage == dX.bf16_storage);
-  with_storage(dY.bf16_storage, [&]<class St>(St*) {
-    parallel(g.n * g.c / kL, (g.out_vol * g.clip_vol + g.in_vol) * kL, [&](int64_t b0, int64_t b1) {
-      average_pool_grad_blocks<St>(g, include_pad, static_cast<const St*>(dY.data),
-                                   static_cast<St*>(dX.data), b0, b1);
-    });
-  });
+  over_blocks(g, {&dY, &dX}, (g.out_vol * g.clip_vol + g.in_vol) * kL,
+              [&]<class St>(St*, int64_t b0, int64_t b1) {
+                average_pool_grad_blocks<St>(g, include_pad, static_cast<const St*>(dY.data),
+                                             static_cast<St*>(dX.data), b0, b1);
+              });
 }
 
 }  // namespace cb::cpu
