@@ -84,14 +84,16 @@ struct TempDir {
 };
 
 // [N, C, S] plain -> oneDNN's blocked [N, C/16, S, 16] (TensorView::blocked), and back.
+inline size_t blocked_index(int64_t i, int64_t ch, int64_t p, int64_t c, int64_t s) {
+  return static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16);
+}
 template <class T>
 std::vector<T> to_blocked(const std::vector<T>& x, int64_t n, int64_t c, int64_t s) {
   std::vector<T> y(x.size());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t p = 0; p < s; ++p)
-        y[static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16)] =
-            x[static_cast<size_t>((i * c + ch) * s + p)];
+        y[blocked_index(i, ch, p, c, s)] = x[static_cast<size_t>((i * c + ch) * s + p)];
   return y;
 }
 template <class T>
@@ -100,8 +102,7 @@ std::vector<T> from_blocked(const std::vector<T>& y, int64_t n, int64_t c, int64
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t p = 0; p < s; ++p)
-        x[static_cast<size_t>((i * c + ch) * s + p)] =
-            y[static_cast<size_t>(((i * (c / 16) + ch / 16) * s + p) * 16 + ch % 16)];
+        x[static_cast<size_t>((i * c + ch) * s + p)] = y[blocked_index(i, ch, p, c, s)];
   return x;
 }
 

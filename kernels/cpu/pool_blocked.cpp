@@ -76,6 +76,15 @@ __attribute__((always_inline)) inline I16 blend(const I16& m, I8 a, const I16& b
 // The window taps of output (oh, ow) inside the input: rows [kh0, kh1), columns [kw0, kw1).
 struct Taps {
   int64_t sh, sw, kh0, kh1, kw0, kw1;
+  // The input position (row-major in the plane) of tap (kh, kw).
+  int64_t at(const WindowGeom& g, int64_t kh, int64_t kw) const {
+    return (sh + kh * g.d[1]) * g.in[2] + sw + kw * g.d[2];
+  }
+  // AveragePool's divisor of this window, the plain kernel's (the padded leading axis starts at 0).
+  double divisor(const WindowGeom& g, bool include_pad) const {
+    const int64_t st[3] = {0, sh, sw};
+    return geom::avg_pool_divisor(g, st, include_pad);
+  }
 };
 inline Taps taps(const WindowGeom& g, int64_t oh, int64_t ow) {
   Taps t{oh * g.s[1] - g.p[1], ow * g.s[2] - g.p[2], 0, 0, 0, 0};
@@ -99,7 +108,7 @@ CB_CPU_CLONES void max_pool_blocks(const WindowGeom& g, const St* x, St* y, int6
         V16 best{low, low};
         for (int64_t kh = t.kh0; kh < t.kh1; ++kh)
           for (int64_t kw = t.kw0; kw < t.kw1; ++kw) {
-            const V16 v = load16(xp + ((t.sh + kh * g.d[1]) * W + t.sw + kw * g.d[2]) * kL);
+            const V16 v = load16(xp + t.at(g, kh, kw) * kL);
             best = blend(greater(v, best), v, best);
           }
         store16(yp + (oh * OW + ow) * kL, best);
@@ -123,13 +132,12 @@ CB_CPU_CLONES void max_pool_grad_blocks(const WindowGeom& g, const St* x, const 
       for (int64_t ow = 0; ow < OW; ++ow) {
         const Taps t = taps(g, oh, ow);
         if (t.kh0 >= t.kh1 || t.kw0 >= t.kw1) continue;  // wholly in padding: nothing back
-        const int32_t first =
-            static_cast<int32_t>((t.sh + t.kh0 * g.d[1]) * W + t.sw + t.kw0 * g.d[2]);
+        const int32_t first = static_cast<int32_t>(t.at(g, t.kh0, t.kw0));
         V16 best = load16(xp + int64_t{first} * kL);
         I16 at{I8{} + first, I8{} + first};
         for (int64_t kh = t.kh0; kh < t.kh1; ++kh)
           for (int64_t kw = t.kw0; kw < t.kw1; ++kw) {
-            const int32_t q = static_cast<int32_t>((t.sh + kh * g.d[1]) * W + t.sw + kw * g.d[2]);
+            const int32_t q = static_cast<int32_t>(t.at(g, kh, kw));
             const V16 v = load16(xp + int64_t{q} * kL);
             const I16 take = greater(v, best);
             best = blend(take, v, best);
@@ -144,13 +152,6 @@ CB_CPU_CLONES void max_pool_grad_blocks(const WindowGeom& g, const St* x, const 
     St* dxp = dx + b * H * W * kL;
     for (int64_t i = 0; i < H * W; ++i) store16(dxp + i * kL, load16(acc + i * kL));
   }
-}
-
-// The 3-D window start of output (oh, ow) of a 2-D plane (the padded leading axis starts at 0).
-inline void window_start(const Taps& t, int64_t st[3]) {
-  st[0] = 0;
-  st[1] = t.sh;
-  st[2] = t.sw;
 }
 
 // Blocks [b0, b1): each output position's 16 window sums in f32 in window order (kh, kw) from 0,
@@ -168,13 +169,11 @@ CB_CPU_CLONES void average_pool_blocks(const WindowGeom& g, bool include_pad, co
         V16 sum{V8{}, V8{}};
         for (int64_t kh = t.kh0; kh < t.kh1; ++kh)
           for (int64_t kw = t.kw0; kw < t.kw1; ++kw) {
-            const V16 v = load16(xp + ((t.sh + kh * g.d[1]) * W + t.sw + kw * g.d[2]) * kL);
+            const V16 v = load16(xp + t.at(g, kh, kw) * kL);
             sum.lo += v.lo;
             sum.hi += v.hi;
           }
-        int64_t st[3];
-        window_start(t, st);
-        const double div = geom::avg_pool_divisor(g, st, include_pad);
+        const double div = t.divisor(g, include_pad);
         const float d = static_cast<float>(div);
         store16(yp + (oh * OW + ow) * kL, div > 0 ? V16{sum.lo / d, sum.hi / d} : V16{V8{}, V8{}});
       }
@@ -200,16 +199,14 @@ CB_CPU_CLONES void average_pool_grad_blocks(const WindowGeom& g, bool include_pa
     for (int64_t oh = 0; oh < OH; ++oh)
       for (int64_t ow = 0; ow < OW; ++ow) {
         const Taps t = taps(g, oh, ow);
-        int64_t st[3];
-        window_start(t, st);
-        const double div = geom::avg_pool_divisor(g, st, include_pad);
+        const double div = t.divisor(g, include_pad);
         if (div <= 0 || t.kh0 >= t.kh1 || t.kw0 >= t.kw1) continue;
         const float d = static_cast<float>(div);
         const V16 g16 = load16(dyp + (oh * OW + ow) * kL);
         const V16 v{g16.lo / d, g16.hi / d};
         for (int64_t kh = t.kh0; kh < t.kh1; ++kh)
           for (int64_t kw = t.kw0; kw < t.kw1; ++kw) {
-            float* q = acc + ((t.sh + kh * g.d[1]) * W + t.sw + kw * g.d[2]) * kL;
+            float* q = acc + t.at(g, kh, kw) * kL;
             store16(q, V16{load8(q) + v.lo, load8(q + 8) + v.hi});
           }
       }
