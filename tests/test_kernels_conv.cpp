@@ -14,15 +14,18 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "kernels/common/scalar_math.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_device.h"
+#include "kernels/cpu/dnnl_conv_util.h"
 #include "kernels/cuda/cuda_device.h"
 #include "runtime/device.h"
 #include "runtime/ops/params.h"
+#include "runtime/thread_pool.h"
 #include "tests/device_util.h"
 
 using namespace cb;
@@ -836,3 +839,77 @@ TEST_CASE("matmul: operands and result read and written through permutations") {
     }
   }
 }
+
+#ifdef CB_HAVE_DNNL
+// dnnl_conv::weights_to_bf16 (one bf16 copy of a conv's weights for every thread's primitive)
+// writes the bytes oneDNN's own reorder writes, for the layouts its bf16 convolutions ask for
+// (forward and backward-data, plain and grouped, 1x1 and 3x3) and for layouts named outright, on
+// one thread and on a pool; it refuses what it does not place (a padded 3-channel stem, f32).
+TEST_CASE("conv weights rounded to bf16 once into a primitive's layout, as oneDNN's reorder") {
+  using dnnl::memory;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  ThreadPool pool(2);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  auto check = [&](const memory::desc& plain, const memory::desc& want, const char* what) {
+    CAPTURE(what);
+    const size_t n = plain.get_size() / sizeof(float);
+    std::vector<float> w(n);
+    for (auto& v : w) v = normal(rng);
+    w[0] = 1.f + 1.f / 256;  // a tie: rounds to even (1.0)
+    w[1] = std::nanf("");
+    std::vector<uint16_t> ref(want.get_size() / 2), ours(ref.size(), 0xdead), two(ref.size());
+    memory src(plain, eng, w.data()), dst(want, eng, ref.data());
+    dnnl::reorder(src, dst).execute(strm, src, dst);
+    strm.wait();
+    REQUIRE(cpu::dnnl_conv::weights_to_bf16(w.data(), want, ours.data(), nullptr));
+    REQUIRE(cpu::dnnl_conv::weights_to_bf16(w.data(), want, two.data(), &pool));
+    CHECK(ours == ref);
+    CHECK(two == ref);
+  };
+  using tag = memory::format_tag;
+  using dt = memory::data_type;
+  int cases = 0;
+  // The layouts oneDNN's bf16 convolutions choose for their weights (where it has bf16 kernels).
+  for (auto [m, c, k, g] : {std::tuple{64, 64, 3, 1},
+                            {256, 128, 1, 1},
+                            {32, 48, 3, 1},
+                            {64, 64, 3, 2},
+                            {128, 64, 1, 4}}) {
+    const memory::dims xd{4, c, 14, 14}, yd{4, m, 14, 14};
+    memory::dims wd{m, c / g, k, k};
+    if (g > 1) wd = {g, m / g, c / g, k, k};
+    const memory::desc plain(wd, dt::f32, g > 1 ? tag::goihw : tag::oihw);
+    const memory::dims st{1, 1}, dil{0, 0}, pad{k / 2, k / 2};
+    auto any = [](const memory::dims& d) { return memory::desc(d, dt::bf16, tag::any); };
+    try {
+      const auto algo = dnnl::algorithm::convolution_direct;
+      dnnl::convolution_forward::primitive_desc fwd(
+          {dnnl::prop_kind::forward_training, algo, any(xd), any(wd), any(yd), st, dil, pad, pad},
+          eng);
+      dnnl::convolution_backward_data::primitive_desc bwd(
+          {algo, any(xd), any(wd), any(yd), st, dil, pad, pad}, eng, fwd);
+      if (std::string(fwd.impl_info_str()).rfind("ref", 0) == 0) continue;  // no bf16 cores
+      check(plain, fwd.weights_desc(), fwd.impl_info_str());
+      check(plain, bwd.weights_desc(), bwd.impl_info_str());
+      cases += 2;
+    } catch (const dnnl::error&) {
+    }
+  }
+  // Layouts named outright (they need no bf16 cores to be written).
+  const memory::desc oihw({32, 64, 3, 3}, dt::f32, tag::oihw);
+  for (tag t : {tag::OIhw8i16o2i, tag::IOhw8o16i2o, tag::OIhw16i16o, tag::ohwi, tag::iohw}) {
+    check(oihw, memory::desc({32, 64, 3, 3}, dt::bf16, t), "named");
+    ++cases;
+  }
+  CHECK(cases >= 5);
+  // Refused: a layout padded past the channels (a 3-channel stem's), and f32.
+  std::vector<float> w(64 * 3 * 49, 1.f);
+  std::vector<uint16_t> out(64 * 16 * 49, 0);
+  CHECK_FALSE(cpu::dnnl_conv::weights_to_bf16(
+      w.data(), memory::desc({64, 3, 7, 7}, dt::bf16, tag::OIhw8i16o2i), out.data(), nullptr));
+  CHECK_FALSE(cpu::dnnl_conv::weights_to_bf16(
+      w.data(), memory::desc({64, 3, 7, 7}, dt::f32, tag::oihw), out.data(), nullptr));
+}
+#endif

@@ -3,7 +3,8 @@
 // threads (its OpenMP team is set to 1 per thread): the pool splits the batch, thread t convolves
 // samples [n0, n1) with a primitive built for that sub-batch. oneDNN picks its own (blocked)
 // layouts; X, W are reordered in and Y out on every call, since W changes every training step.
-// With ConvParams::bf16 the reorders also round X and W to bf16 (Y stays f32): oneDNN's bf16
+// With ConvParams::bf16 the reorders also round X and W to bf16 (Y stays f32), W once per call
+// for every thread (dnnl_weights.cpp) where each thread rounded all of it: oneDNN's bf16
 // kernels then multiply at twice the f32 rate, where the cores have AVX-512 BF16 (elsewhere oneDNN
 // offers only its reference bf16 kernel, and the conv runs in f32 instead).
 // Primitives are cached per thread and per shape; the reordered X/W/Y live in per-thread
@@ -116,21 +117,33 @@ std::unique_ptr<ConvFwdPrim> build(FwdThread& ts, const KernelArgs& a, int64_t n
   return prim;
 }
 
-// Convolves samples [n0, n1) on the calling thread; false when oneDNN cannot.
-bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
+// The calling thread's primitive for a sub-batch of `nb` samples (built on first use); nullptr
+// when oneDNN cannot run the conv.
+ConvFwdPrim* prim_for(const KernelArgs& a, int64_t nb) {
   const auto& p = a.p<ops::ConvParams>();
+  const TensorView &X = a.in[0], &Y = a.out[0];
+  const bool has_bias = a.in.size() > 2 && a.in[2].present();
+  FwdThread& ts = FwdThread::local();
+  // Built in a team of one: oneDNN sizes its kernels' work split by the threads it may use.
+  const OmpTeamOfOne omp_guard;
+  const int64_t views = dnnl_conv::storage_bits({&X, &Y}) << 2;
+  const bool wino = p.winograd;
+  return dnnl_conv::find_prim(
+      ts.prims, p.bf16,
+      [&](bool bf16) {
+        return conv_key(p, X.dims, Y.dims[1], nb, has_bias | bf16 << 1 | views | wino << 8);
+      },
+      [&](bool bf16) { return build(ts, a, nb, has_bias, bf16, wino); });
+}
+
+// Convolves samples [n0, n1) on the calling thread; false when oneDNN cannot.
+bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1,
+               const dnnl_conv::SharedWeights& shared) {
   const TensorView &X = a.in[0], &W = a.in[1], &Y = a.out[0];
   bool has_bias = a.in.size() > 2 && a.in[2].present();
   FwdThread& ts = FwdThread::local();
   const OmpTeamOfOne omp_guard;
-  const int64_t views = dnnl_conv::storage_bits({&X, &Y}) << 2;
-  const bool wino = p.winograd;
-  ConvFwdPrim* found = dnnl_conv::find_prim(
-      ts.prims, p.bf16,
-      [&](bool bf16) {
-        return conv_key(p, X.dims, Y.dims[1], n1 - n0, has_bias | bf16 << 1 | views | wino << 8);
-      },
-      [&](bool bf16) { return build(ts, a, n1 - n0, has_bias, bf16, wino); });
+  ConvFwdPrim* found = prim_for(a, n1 - n0);
   if (!found) return false;
   ConvFwdPrim& pr = *found;
   pr.x_user.set_data_handle(dnnl_conv::sample_ptr(X, n0));
@@ -142,10 +155,12 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1) {
     return static_cast<int64_t>(m.get_desc().get_size() / sizeof(float)) + 16;
   };
   if (pr.re_x) bind(pr.x, dnnl_conv::aligned_scratch<1>(floats(pr.x)));
-  if (pr.re_w) bind(pr.w, dnnl_conv::aligned_scratch<2>(floats(pr.w)));
+  const bool own_w = pr.re_w && !shared.serves(pr.w.get_desc());
+  if (own_w) bind(pr.w, dnnl_conv::aligned_scratch<2>(floats(pr.w)));
+  if (pr.re_w && !own_w) pr.w.set_data_handle(shared.data);
   if (pr.re_y) bind(pr.y, dnnl_conv::aligned_scratch<3>(floats(pr.y)));
   if (pr.re_x) pr.to_x.execute(ts.strm, pr.x_user, pr.x);
-  if (pr.re_w) pr.to_w.execute(ts.strm, pr.w_user, pr.w);
+  if (own_w) pr.to_w.execute(ts.strm, pr.w_user, pr.w);
   pr.conv.execute(ts.strm, pr.args);
   if (pr.re_y) pr.from_y.execute(ts.strm, pr.y, pr.y_user);
   ts.strm.wait();
@@ -158,14 +173,19 @@ bool conv_dnnl(const KernelArgs& a) {
   int64_t n = a.in[0].dims[0];
   if (n == 0) return true;
   int threads = current_pool() ? current_pool()->size() : 1;
-  if (threads <= 1 || n == 1) return run_chunk(a, 0, n);
+  if (threads <= 1 || n == 1) return run_chunk(a, 0, n, {});
   // Equal sub-batches, one per thread; a shape oneDNN rejects is rejected by every chunk alike.
   int64_t chunk = (n + threads - 1) / threads;
   int64_t parts = (n + chunk - 1) / chunk;  // no empty last chunk (n = 5 on 4 threads: 2,2,1)
+  // bf16 weights: one copy in the primitives' layout for every thread.
+  dnnl_conv::SharedWeights shared;
+  if (const ConvFwdPrim* first = a.p<ops::ConvParams>().bf16 ? prim_for(a, chunk) : nullptr;
+      first && first->re_w)
+    shared = dnnl_conv::share_weights<15>(a.in[1].ptr<float>(), first->w.get_desc());
   std::atomic<bool> ok{true};
   current_pool()->parallel_for(parts, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
-      if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk))) ok = false;
+      if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk), shared)) ok = false;
   });
   return ok;
 }

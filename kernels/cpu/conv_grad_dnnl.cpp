@@ -6,9 +6,10 @@
 // at the end (add_partials). Layouts are oneDNN's choice (tag::any): dY, W and X are reordered in,
 // dX and dW out, on every call. Primitives are cached per thread and per shape; the reordered
 // tensors live in per-thread scratch buffers shared by all shapes, so the steady state builds and
-// allocates nothing. With ConvParams::bf16 the reorders round dY, W and X to bf16 and both
-// primitives multiply in bf16; dX and dW are accumulated and written in f32 (as the forward, f32
-// where the cores have no bf16 kernels).
+// allocates nothing. With ConvParams::bf16 the reorders round dY, W and X to bf16 (W once per
+// call for every thread's backward-data, dnnl_weights.cpp) and both primitives multiply in bf16;
+// dX and dW are accumulated and written in f32 (as the forward, f32 where the cores have no bf16
+// kernels).
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/current_pool.h"
 
@@ -139,21 +140,33 @@ std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t n
   return prim;
 }
 
-// dX and the dW partial of samples [n0, n1) on the calling thread; false when oneDNN cannot.
-bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
+// The calling thread's primitives for a sub-batch of `nb` samples (built on first use); nullptr
+// when oneDNN cannot run the conv.
+ConvBwdPrim* prim_for(const KernelArgs& a, int64_t nb) {
   const auto& p = a.p<ops::ConvParams>();
+  const TensorView &dY = a.in[0], &X = a.in[1], &dX = a.out[0];
+  BwdThread& ts = BwdThread::local();
+  // Built in a team of one: oneDNN sizes its kernels' work split by the threads it may use.
+  const OmpTeamOfOne omp_guard;
+  const int64_t views = dnnl_conv::storage_bits({&X, &dY, &dX}) << 2;
+  const bool wino = p.winograd;
+  return dnnl_conv::find_prim(
+      ts.prims, p.bf16,
+      [&](bool bf16) {
+        return conv_key(p, X.dims, dY.dims[1], nb, int64_t{bf16} << 1 | views | wino << 8);
+      },
+      [&](bool bf16) { return build(ts, a, nb, bf16, wino); });
+}
+
+// dX and the dW partial of samples [n0, n1) on the calling thread; false when oneDNN cannot.
+// `shared`: W for backward-data, where its layout is this primitive's.
+bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw,
+               const dnnl_conv::SharedWeights& shared) {
   const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
   const TensorView& dX = a.out[0];
   BwdThread& ts = BwdThread::local();
   const OmpTeamOfOne omp_guard;
-  const int64_t views = dnnl_conv::storage_bits({&X, &dY, &dX}) << 2;
-  const bool wino = p.winograd;
-  ConvBwdPrim* found = dnnl_conv::find_prim(
-      ts.prims, p.bf16,
-      [&](bool bf16) {
-        return conv_key(p, X.dims, dY.dims[1], n1 - n0, int64_t{bf16} << 1 | views | wino << 8);
-      },
-      [&](bool bf16) { return build(ts, a, n1 - n0, bf16, wino); });
+  ConvBwdPrim* found = prim_for(a, n1 - n0);
   if (!found) return false;
   ConvBwdPrim& pr = *found;
   char* x = dnnl_conv::sample_ptr(X, n0);
@@ -174,7 +187,10 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw) {
   };
   if (dX.present()) {
     bind_in(pr.dy_d, dy, dnnl_conv::aligned_scratch<1>(floats(pr.dy_d.own)));
-    bind_in(pr.w_d, W.data, dnnl_conv::aligned_scratch<2>(floats(pr.w_d.own)));
+    if (pr.w_d.reordered && shared.serves(pr.w_d.own.get_desc()))
+      pr.w_d.own.set_data_handle(shared.data);
+    else
+      bind_in(pr.w_d, W.data, dnnl_conv::aligned_scratch<2>(floats(pr.w_d.own)));
     bind_out(pr.dx_d, dnnl_conv::sample_ptr(dX, n0),
              dnnl_conv::aligned_scratch<3>(floats(pr.dx_d.own)));
     pr.data.execute(ts.strm, {{DNNL_ARG_DIFF_DST, pr.dy_d.own},
@@ -222,17 +238,23 @@ bool conv_grad_dnnl(const KernelArgs& a, bool weights) {
     if (via_copy) std::memcpy(dw, first, static_cast<size_t>(w_size) * sizeof(float));
   };
   if (parts <= 1) {
-    if (!run_chunk(a, 0, n, first)) return false;
+    if (!run_chunk(a, 0, n, first, {})) return false;
     finish_first();
     return true;
   }
   // Equal sub-batches, one per thread; a shape oneDNN rejects is rejected by every chunk alike.
   float* partials = dW ? dnnl_conv::aligned_scratch<7>((parts - 1) * w_size) : nullptr;
+  // bf16 weights for backward-data: one copy in the primitives' layout for every thread.
+  dnnl_conv::SharedWeights shared;
+  if (const ConvBwdPrim* p0 =
+          dX.present() && a.p<ops::ConvParams>().bf16 ? prim_for(a, chunk) : nullptr;
+      p0 && p0->w_d.reordered)
+    shared = dnnl_conv::share_weights<15>(a.in[2].ptr<float>(), p0->w_d.own.get_desc());
   std::atomic<bool> ok{true};
   current_pool()->parallel_for(parts, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* part = !dW ? nullptr : t == 0 ? first : partials + (t - 1) * w_size;
-      if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk), part)) ok = false;
+      if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk), part, shared)) ok = false;
     }
   });
   if (!ok) return false;

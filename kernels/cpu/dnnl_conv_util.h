@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/current_pool.h"
 #include "runtime/kernel_args.h"
 
 namespace cb::cpu::dnnl_conv {
@@ -110,6 +111,33 @@ auto with_algorithm(bool winograd, Make&& make) {
 // Samples [n0, ...) of an activation: its bytes from sample n0 on (bf16 storage: 2 an element).
 inline char* sample_ptr(const TensorView& t, int64_t n0) {
   return static_cast<char*>(t.data) + n0 * (static_cast<int64_t>(t.bytes()) / t.dims[0]);
+}
+
+// Row-major f32 weights (the dims of `want`) rounded to bf16 (nearest even) into `want`'s layout
+// at `dst`, split over the pool's threads (dnnl_weights.cpp): one copy for every thread's
+// primitive. false, writing nothing, where `want` is not a dense bf16 blocked layout without
+// padding; the caller then lets each primitive reorder its own.
+bool weights_to_bf16(const float* src, const dnnl::memory::desc& want, uint16_t* dst,
+                     ThreadPool* pool);
+
+// The weights of one call in a primitive's layout, made once by weights_to_bf16 in the calling
+// thread's scratch (`slot`) for every thread's primitive whose layout is `desc`; a primitive with
+// another layout (an odd last sub-batch) reorders its own. Empty where `want` is not bf16 blocked.
+struct SharedWeights {
+  dnnl::memory::desc desc;
+  void* data = nullptr;
+  // Whether a primitive whose weights memory has layout `d` reads this copy.
+  bool serves(const dnnl::memory::desc& d) const { return data && d == desc; }
+};
+template <int slot>
+SharedWeights share_weights(const float* w, const dnnl::memory::desc& want) {
+  SharedWeights s;
+  if (want.data.data_type != dnnl_bf16) return s;
+  auto* buf = reinterpret_cast<uint16_t*>(aligned_scratch<slot>(int64_t(want.get_size() / 4 + 1)));
+  if (!weights_to_bf16(w, want, buf, current_pool())) return s;
+  s.desc = want;
+  s.data = buf;
+  return s;
 }
 
 }  // namespace cb::cpu::dnnl_conv
