@@ -9,7 +9,8 @@
 // is one product per 16x16 tile of dW (16 output by 16 input channels), accumulated in f32:
 // the tile's 16 accumulators (one per output channel, 16 input channels as lanes) take two
 // positions p, p + 1 at a time: X's two rows [16] interleaved into 16 bf16 pairs (one permute of
-// a 64-byte load; two 32-byte loads where strided) against each output channel's pair of dY
+// a 64-byte load; a strided convolution's X rows copied dense first) against each output
+// channel's pair of dY
 // values broadcast from memory (dY's rows interleaved the same way once per sample and block of
 // 16 output channels). The products are summed in f32 over a group of samples (as many as the
 // shape's dY pairs allow in a core's L2), the groups' sums added to dW in order; a tile belongs
@@ -45,19 +46,9 @@ alignas(64) constexpr uint16_t kInterleave[32] = {0,  16, 1,  17, 2,  18, 3,  19
 // Rows p, p + 1 of one block [P][16] (bf16) as 16 pairs: pair i holds (s[p][i], s[p + 1][i]);
 // `last`: p is the odd last row, paired with 0.
 CB_BF16_INLINE __m512i interleaved(const uint16_t* s, int64_t p, bool last = false) {
-  const __m512i v =
-      last
-          ? _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + p * 16)))
-          : _mm512_loadu_si512(s + p * 16);
+  const __m512i v = last ? _mm512_maskz_loadu_epi16(0xffff, s + p * 16)  // the row and 16 zeros
+                         : _mm512_loadu_si512(s + p * 16);
   return _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), v);
-}
-
-// The same for two rows anywhere (a strided convolution's positions): pair i holds (a[i], b[i]).
-CB_BF16_INLINE __m512i interleaved(const uint16_t* a, const uint16_t* b) {
-  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
-  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-  return _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave),
-                                  _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
 }
 
 // d[(p / 2) * 16 + i] = the pair (s[p][i], s[p + 1][i]) of block s [P][16].
@@ -77,31 +68,19 @@ CB_BF16_INLINE void add_pair_products(__m512 acc[16], __m512i xv, const uint32_t
 }
 
 // acc[o][i] (16 output channels o, 16 input channels i as lanes) += sum over p of
-// dy[p][o] * x[at(p)][i], for x's block [H * W][16] bf16 (at(p) = p, or offs[p] / 16 for a
-// strided convolution), dy's pairs from interleave_block. Meanwhile the blocks read next
-// (`next_x`, like x, and `next_dy` where not null, [P][16]) are prefetched a cache line per step:
-// streamed from memory as they are, the 56x56 shapes ran at 365-385 GFLOP/s a core, prefetched
-// at 445-460.
-CB_BF16_INLINE void tile_products(const uint16_t* x, const int32_t* offs, const uint32_t* dy_pairs,
-                                  int64_t rows, const uint16_t* next_x, const uint16_t* next_dy,
-                                  __m512 acc[16]) {
+// dy[p][o] * x[p][i], for x's block [P][16] bf16 and dy's pairs from interleave_block. Meanwhile
+// the blocks read next (`next_x`, `next_dy` where not null, [P][16]) are prefetched a cache line
+// per step: streamed from memory as they are, the 56x56 shapes ran at 365-385 GFLOP/s a core,
+// prefetched at 445-460.
+CB_BF16_INLINE void tile_products(const uint16_t* x, const uint32_t* dy_pairs, int64_t rows,
+                                  const uint16_t* next_x, const uint16_t* next_dy, __m512 acc[16]) {
   int64_t p = 0;
-  if (!offs) {
-    for (; p + 2 <= rows; p += 2) {
-      _mm_prefetch(reinterpret_cast<const char*>(next_x + p * 16), _MM_HINT_T1);
-      if (next_dy) _mm_prefetch(reinterpret_cast<const char*>(next_dy + p * 16), _MM_HINT_T1);
-      add_pair_products(acc, interleaved(x, p), dy_pairs + p * 8);
-    }
-    if (p < rows) add_pair_products(acc, interleaved(x, p, true), dy_pairs + p * 8);
-    return;
-  }
   for (; p + 2 <= rows; p += 2) {
-    _mm_prefetch(reinterpret_cast<const char*>(next_x + offs[p]), _MM_HINT_T1);
-    _mm_prefetch(reinterpret_cast<const char*>(next_x + offs[p + 1]), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(next_x + p * 16), _MM_HINT_T1);
     if (next_dy) _mm_prefetch(reinterpret_cast<const char*>(next_dy + p * 16), _MM_HINT_T1);
-    add_pair_products(acc, interleaved(x + offs[p], x + offs[p + 1]), dy_pairs + p * 8);
+    add_pair_products(acc, interleaved(x, p), dy_pairs + p * 8);
   }
-  if (p < rows) add_pair_products(acc, interleaved(x + offs[p], 0, true), dy_pairs + p * 8);
+  if (p < rows) add_pair_products(acc, interleaved(x, p, true), dy_pairs + p * 8);
 }
 
 // The samples a tile sums before adding to dW: as many as keep their dY pairs for one block of
@@ -111,11 +90,10 @@ CB_BF16_INLINE void tile_products(const uint16_t* x, const int32_t* offs, const 
 constexpr int64_t kGroupBytes = int64_t{256} << 10;
 
 // Tiles [t0, t1) of dW [M, C] (tile t: output block t / cb, input block t % cb), every sample;
-// `rows` output positions, X's blocks of `x_rows` positions (offs: as tile_products').
+// `rows` positions in X's and dY's blocks.
 CB_BF16_TARGET void weight_tiles(const uint16_t* x, const uint16_t* dy, float* dw, int64_t n,
-                                 int64_t c, int64_t m, int64_t rows, int64_t x_rows,
-                                 const int32_t* offs, int64_t t0, int64_t t1) {
-  const int64_t cb = c / 16, mb = m / 16, block = rows * 16, x_block_size = x_rows * 16;
+                                 int64_t c, int64_t m, int64_t rows, int64_t t0, int64_t t1) {
+  const int64_t cb = c / 16, mb = m / 16, block = rows * 16, x_block_size = block;
   const int64_t pair_block = (rows + 1) / 2 * 16;  // uint32 pairs of one sample's block
   const int64_t group =
       std::clamp<int64_t>(kGroupBytes / (pair_block * int64_t{sizeof(uint32_t)}), 1, n);
@@ -143,8 +121,7 @@ CB_BF16_TARGET void weight_tiles(const uint16_t* x, const uint16_t* dy, float* d
             i + 1 < i1 ? x_block(i + 1, ib) : x_block(std::min(next_i0, n - 1), nt % cb);
         const uint16_t* next_dy =
             nob != ob || last ? dy_block(std::min(next_i0 + (i - i0), n - 1), nob) : nullptr;
-        tile_products(x_block(i, ib), offs, pairs + (i - i0) * pair_block, rows, next_x, next_dy,
-                      acc);
+        tile_products(x_block(i, ib), pairs + (i - i0) * pair_block, rows, next_x, next_dy, acc);
       }
       float* w = dw + ob * 16 * c + ib * 16;
 #pragma GCC unroll 16
@@ -179,23 +156,39 @@ bool conv_grad_pointwise_weights(const KernelArgs& a) {
       std::all_of(win.pads.begin(), win.pads.end(), [](int64_t v) { return v == 0; });
   const bool layout_ok = X.blocked && X.bf16_storage && dY.blocked && dY.bf16_storage;
   const int64_t rows = dY.dims[2] * dY.dims[3], x_rows = X.dims[2] * X.dims[3];
-  if (!shape_ok || !layout_ok || n == 0 || rows == 0 || c == 0 || m == 0 || x_rows * 16 > INT32_MAX)
-    return false;
-  // A strided convolution reads X at (oh * s0, ow * s1): its positions' offsets, in elements.
-  int32_t* offs = nullptr;
+  if (!shape_ok || !layout_ok || n == 0 || rows == 0 || c == 0 || m == 0) return false;
+  ThreadPool* pool = current_pool();
+  // A strided convolution reads X at (oh * s0, ow * s1) only: those rows of each block, copied
+  // once (a quarter of X at stride 2) so that the tiles read them as a dense block. Reading them
+  // in place (two 32-byte rows a pair) ran the strided shortcuts at 315-340 GFLOP/s a core.
+  const uint16_t* x = X.ptr<uint16_t>();
   if (rows != x_rows) {
-    offs = scratch<int32_t, 0>(rows);
-    for (int64_t oh = 0, k = 0; oh < dY.dims[2]; ++oh)
-      for (int64_t ow = 0; ow < dY.dims[3]; ++ow, ++k)
-        offs[k] =
-            static_cast<int32_t>((oh * win.strides[0] * X.dims[3] + ow * win.strides[1]) * 16);
+    const int64_t blocks = n * (c / 16), s0 = win.strides[0], s1 = win.strides[1];
+    uint16_t* sub = scratch<uint16_t, 0>(blocks * rows * 16);
+    auto copy = [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        for (int64_t oh = 0; oh < dY.dims[2]; ++oh) {
+          const uint16_t* src = x + (b * x_rows + oh * s0 * X.dims[3]) * 16;
+          uint16_t* dst = sub + (b * rows + oh * dY.dims[3]) * 16;
+          for (int64_t ow = 0; ow < dY.dims[3]; ++ow)
+            std::copy(src + ow * s1 * 16, src + ow * s1 * 16 + 16, dst + ow * 16);
+        }
+    };
+    const int threads = pool ? pool->size() : 1;
+    if (threads <= 1) {
+      copy(0, blocks);
+    } else {
+      pool->parallel_for(threads, [&](int64_t q0, int64_t q1) {
+        copy(q0 * blocks / threads, q1 * blocks / threads);
+      });
+    }
+    x = sub;
   }
   const int64_t tiles = (m / 16) * (c / 16);
-  ThreadPool* pool = current_pool();
   const int64_t parts = std::min<int64_t>(pool ? pool->size() : 1, tiles);
   auto run = [&](int64_t q) {  // part q: a contiguous range of tiles, for every sample
-    weight_tiles(X.ptr<uint16_t>(), dY.ptr<uint16_t>(), dW.ptr<float>(), n, c, m, rows, x_rows,
-                 offs, q * tiles / parts, (q + 1) * tiles / parts);
+    weight_tiles(x, dY.ptr<uint16_t>(), dW.ptr<float>(), n, c, m, rows, q * tiles / parts,
+                 (q + 1) * tiles / parts);
   };
   if (parts <= 1) {
     run(0);
