@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/common/scalar_math.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/cpu_device.h"
 #include "kernels/cpu/dnnl_conv_util.h"
@@ -847,6 +848,7 @@ TEST_CASE("matmul: operands and result read and written through permutations") {
 // one thread and on a pool; it refuses what it does not place (a padded 3-channel stem, f32).
 TEST_CASE("conv weights rounded to bf16 once into a primitive's layout, as oneDNN's reorder") {
   using dnnl::memory;
+  const cpu::OmpTeamOfOne omp_guard;  // oneDNN's reorders on this thread alone, as the kernels run
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
   ThreadPool pool(2);
