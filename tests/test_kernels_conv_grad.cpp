@@ -509,3 +509,78 @@ TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agr
     }
   }
 }
+
+// Where a convolution's weights outweigh its activations (ResNet's 256- and 512-channel 3x3
+// convolutions), oneDNN's backward-weights runs split by output channels, each thread writing its
+// rows of dW over every sample, not split by samples into partials (conv_grad_dnnl.cpp): on
+// blocked bf16 values (dY's channels read in place from the whole tensor) and plain f32, stride 1
+// and 2, against f64 on the same operands; the same bits as one thread (the sample split gave
+// each thread's partial its own rounding).
+TEST_CASE("ConvGrad's weight gradient by output channels on two threads agrees with f64") {
+  auto one = make_cpu_device(1), two = make_cpu_device(2);
+  const GradCase cases[] = {
+      {"64 -> 64 3x3, 6x6", 4, 64, 64, 1, {6, 6}, k3, s1, d1, p1},
+      {"32 -> 96 3x3 stride 2, 7x7", 3, 32, 96, 1, {7, 7}, k3, s2, d1, p1},
+  };
+  for (const GradCase& gc : cases)
+    for (bool bf16 : {false, true}) {
+      std::string name = gc.name;
+      CAPTURE(name);
+      CAPTURE(bf16);
+      const auto [dy0, x0, w0] = random_operands(gc);
+      const std::vector<double> dy = bf16 ? to_bf16(dy0) : dy0, x = bf16 ? to_bf16(x0) : x0,
+                                w = bf16 ? to_bf16(w0) : w0;
+      const auto ref = run_grad<double>(gc, dy, x, w, *two);
+      ops::ConvParams p = conv_params(gc);
+      p.bf16 = bf16;
+      std::any params = p;
+      auto out = [&](int i) {
+        return (gc.in[i] + gc.pads[i] + gc.pads[i + 2] - gc.k[i]) / gc.s[i] + 1;
+      };
+      const std::vector<int64_t> xd{gc.n, gc.c, gc.in[0], gc.in[1]}, yd{gc.n, gc.m, out(0), out(1)},
+          wd{gc.m, gc.c, gc.k[0], gc.k[1]};
+      // bf16: blocked bf16 values (the trainer's); f32: plain.
+      std::vector<uint16_t> bdy, bx;
+      std::vector<float> fdy(dy.begin(), dy.end()), fx(x.begin(), x.end()), fw(w.begin(), w.end());
+      if (bf16) {
+        for (auto [src, n, c, dst] :
+             {std::tuple{&dy, gc.n, gc.m, &bdy}, std::tuple{&x, gc.n, gc.c, &bx}}) {
+          const std::vector<float> b = blocked_f32(*src, n, c);
+          for (float v : b) dst->push_back(math::f32_to_bf16(v));
+        }
+      }
+      std::vector<std::vector<float>> dws;
+      for (Device* dev : {one.get(), two.get()}) {
+        std::vector<uint16_t> dx16(bx.size());
+        std::vector<float> dxf(fx.size()), dw(fw.size(), -99);
+        KernelArgs a;
+        a.params = &params;
+        if (bf16) {
+          a.in = {{bdy.data(), DType::F32, yd, true, true},
+                  {bx.data(), DType::F32, xd, true, true},
+                  {fw.data(), DType::F32, wd}};
+          a.out = {{dx16.data(), DType::F32, xd, true, true}, {dw.data(), DType::F32, wd}};
+        } else {
+          a.in = {{fdy.data(), DType::F32, yd},
+                  {fx.data(), DType::F32, xd},
+                  {fw.data(), DType::F32, wd}};
+          a.out = {{dxf.data(), DType::F32, xd}, {dw.data(), DType::F32, wd}};
+        }
+        test::launch_host(*dev, OpKind::ConvGrad, a);
+        const std::vector<double> dwd(dw.begin(), dw.end());
+        // f32 sums of up to 196 products (bf16: of rounded operands; without bf16 cores, f32).
+        CHECK(max_err(dwd, ref[1]) <= 1e-5 * max_abs(ref[1]));
+        std::vector<double> dxd;
+        if (bf16) {
+          std::vector<float> f(dx16.size());
+          for (size_t i = 0; i < f.size(); ++i) f[i] = math::bf16_to_f32(dx16[i]);
+          dxd = plain_of(f, gc.n, gc.c);
+        } else {
+          dxd.assign(dxf.begin(), dxf.end());
+        }
+        CHECK(max_err(dxd, ref[0]) <= (bf16 ? 4e-3 : 1e-5) * max_abs(ref[0]));
+        dws.push_back(dw);
+      }
+      CHECK(dws[0] == dws[1]);  // each row summed over every sample as one thread sums it
+    }
+}

@@ -3,13 +3,14 @@
 // (CB_HAVE_DNNL). Threading as the forward (conv_dnnl.cpp): our pool splits the batch, oneDNN runs
 // single-threaded inside each pool thread; chunk t writes dX of its samples directly and its dW
 // into partial t (chunk 0 into dW itself, the others into the calling thread's scratch), summed
-// at the end (add_partials). Layouts are oneDNN's choice (tag::any): dY, W and X are reordered in,
-// dX and dW out, on every call. Primitives are cached per thread and per shape; the reordered
-// tensors live in per-thread scratch buffers shared by all shapes, so the steady state builds and
-// allocates nothing. With ConvParams::bf16 the reorders round dY, W and X to bf16 (W once per
-// call for every thread's backward-data, dnnl_weights.cpp) and both primitives multiply in bf16;
-// dX and dW are accumulated and written in f32 (as the forward, f32 where the cores have no bf16
-// kernels).
+// at the end (add_partials), or, where the weights outweigh the activations, thread t writes
+// dW's rows of its share of the output channels over every sample (run_rows). Layouts are oneDNN's
+// choice (tag::any): dY, W and X are reordered in, dX and dW out, on every call. Primitives are
+// cached per thread and per shape; the reordered tensors live in per-thread scratch buffers shared
+// by all shapes, so the steady state builds and allocates nothing. With ConvParams::bf16 the
+// reorders round dY, W and X to bf16 (W once per call for every thread's backward-data,
+// dnnl_weights.cpp) and both primitives multiply in bf16; dX and dW are accumulated and written in
+// f32 (as the forward, f32 where the cores have no bf16 kernels).
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/current_pool.h"
 
@@ -140,6 +141,108 @@ std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t n
   return prim;
 }
 
+// Backward-weights for output channels [m0, m0 + mh) over every sample, where the weights
+// outweigh the activations (ResNet's 256- and 512-channel 3x3 convolutions): each thread writes
+// its rows of dW with no partial to reorder out and add (a 512x512x3x3 partial is 9.4 MB).
+// dY's channels [m0, m0 + mh) of every sample are read in place (the desc of channels [0, mh) of
+// the whole tensor, the handle moved by m0's offset) and reordered into the primitive's layout;
+// its dW rows go to dW's rows [m0, m0 + mh), contiguous in the row-major weights.
+struct ConvRowsPrim {
+  bool ok = false;
+  dnnl::convolution_backward_weights weights;
+  Mem x_w, dy_w, dw_w;
+};
+using RowsThread = dnnl_conv::ThreadPrims<Key, ConvRowsPrim>;
+
+std::unique_ptr<ConvRowsPrim> build_rows(RowsThread& ts, const KernelArgs& a, int64_t mh,
+                                         bool bf16) {
+  const auto& p = a.p<ops::ConvParams>();
+  const TensorView &dY = a.in[0], &X = a.in[1], &W = a.in[2];
+  const size_t rank = X.dims.size(), r = rank - 2;
+  auto prim = std::make_unique<ConvRowsPrim>();
+  dnnl::memory::dims xd(X.dims.begin(), X.dims.end()), yd(dY.dims.begin(), dY.dims.end());
+  dnnl::memory::dims yh = yd, wd(W.dims.begin(), W.dims.end());
+  yh[1] = wd[0] = mh;
+  const dnnl::memory::desc x_md(xd, type_of(X), layout_of(X));
+  const dnnl::memory::desc w_md(wd, dt::f32, plain(rank, false));
+  dnnl::memory::desc y_part;  // channels [0, mh) of the whole dY, its strides
+  dnnl::memory::dims st(r), dil(r), pl(r), pr(r);
+  for (size_t i = 0; i < r; ++i) {
+    st[i] = p.window.strides[i];
+    dil[i] = p.window.dilations[i] - 1;
+    pl[i] = p.window.pads[i];
+    pr[i] = p.window.pads[i + r];
+  }
+  const dt in_type = bf16 ? dt::bf16 : dt::f32;
+  auto any = [](const dnnl::memory::dims& d, dt type) {
+    return dnnl::memory::desc(d, type, tag::any);
+  };
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::library);
+  const auto algo = dnnl::algorithm::convolution_direct;
+  dnnl::convolution_backward_weights::primitive_desc wpd;
+  try {
+    y_part = dnnl::memory::desc(yd, type_of(dY), layout_of(dY))
+                 .submemory_desc(yh, dnnl::memory::dims(rank, 0));
+    dnnl::convolution_forward::primitive_desc hint(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(xd, in_type),
+                                        any(wd, in_type), any(yh, in_type), st, dil, pl, pr),
+        attr, ts.eng);
+    wpd = dnnl::convolution_backward_weights::primitive_desc(
+        dnnl::convolution_backward_weights::desc(algo, any(xd, in_type), any(wd, dt::f32),
+                                                 any(yh, in_type), st, dil, pl, pr),
+        attr, ts.eng, hint);
+  } catch (const dnnl::error&) {
+    return prim;
+  }
+  if (bf16 && is_reference(wpd.impl_info_str())) return prim;
+  prim->weights = dnnl::convolution_backward_weights(wpd);
+  prim->x_w = make_mem(ts.eng, x_md, wpd.src_desc(), true);
+  prim->dy_w = make_mem(ts.eng, y_part, wpd.diff_dst_desc(), true);
+  prim->dw_w = make_mem(ts.eng, w_md, wpd.diff_weights_desc(), false);
+  prim->ok = true;
+  return prim;
+}
+
+// dW rows [m0, m0 + mh) on the calling thread; false when oneDNN cannot.
+bool run_rows(const KernelArgs& a, int64_t m0, int64_t mh, float* dw) {
+  const auto& p = a.p<ops::ConvParams>();
+  const TensorView &dY = a.in[0], &X = a.in[1];
+  RowsThread& ts = RowsThread::local();
+  const OmpTeamOfOne omp_guard;
+  const int64_t views = dnnl_conv::storage_bits({&X, &dY}) << 2;
+  ConvRowsPrim* pr = dnnl_conv::find_prim(
+      ts.prims, p.bf16,
+      [&](bool bf16) {  // dY's channels too: its strides are the whole tensor's
+        return conv_key(p, X.dims, mh, X.dims[0], int64_t{bf16} << 1 | views | dY.dims[1] << 16);
+      },
+      [&](bool bf16) { return build_rows(ts, a, mh, bf16); });
+  if (!pr) return false;
+  auto floats = [](const dnnl::memory& m) {
+    return static_cast<int64_t>(m.get_desc().get_size() / sizeof(float)) + 16;
+  };
+  auto bind_in = [&](Mem& m, void* data, float* buf) {
+    m.user.set_data_handle(data);
+    if (!m.reordered) return;
+    m.own.set_data_handle(buf);
+    m.re.execute(ts.strm, m.user, m.own);
+  };
+  // Channel m0 of sample 0: m0 x the spatial volume elements in (blocked: m0 is a multiple of 16).
+  const int64_t vol = dY.numel() / (dY.dims[0] * dY.dims[1]);
+  char* dy = static_cast<char*>(dY.data) + m0 * vol * (dY.bf16_storage ? 2 : 4);
+  bind_in(pr->x_w, X.data, dnnl_conv::aligned_scratch<4>(floats(pr->x_w.own)));
+  bind_in(pr->dy_w, dy, dnnl_conv::aligned_scratch<5>(floats(pr->dy_w.own)));
+  pr->dw_w.user.set_data_handle(dw + m0 * (a.in[2].numel() / a.in[2].dims[0]));
+  if (pr->dw_w.reordered)
+    pr->dw_w.own.set_data_handle(dnnl_conv::aligned_scratch<6>(floats(pr->dw_w.own)));
+  pr->weights.execute(ts.strm, {{DNNL_ARG_SRC, pr->x_w.own},
+                                {DNNL_ARG_DIFF_DST, pr->dy_w.own},
+                                {DNNL_ARG_DIFF_WEIGHTS, pr->dw_w.own}});
+  if (pr->dw_w.reordered) pr->dw_w.re.execute(ts.strm, pr->dw_w.own, pr->dw_w.user);
+  ts.strm.wait();
+  return true;
+}
+
 // The calling thread's primitives for a sub-batch of `nb` samples (built on first use); nullptr
 // when oneDNN cannot run the conv.
 ConvBwdPrim* prim_for(const KernelArgs& a, int64_t nb) {
@@ -243,21 +346,30 @@ bool conv_grad_dnnl(const KernelArgs& a, bool weights) {
     return true;
   }
   // Equal sub-batches, one per thread; a shape oneDNN rejects is rejected by every chunk alike.
-  float* partials = dW ? dnnl_conv::aligned_scratch<7>((parts - 1) * w_size) : nullptr;
+  const auto& p = a.p<ops::ConvParams>();
+  // dW by output channels where the weights outweigh half of X (a batch split's partial would
+  // be the larger traffic): direct convolutions, one group, 16 channels or more a part.
+  const int64_t m = a.in[2].dims[0];
+  const bool rows = dW && !p.winograd && p.group == 1 && m % (16 * parts) == 0 &&
+                    2 * w_size >= X.numel() && !via_copy;
+  float* partials = dW && !rows ? dnnl_conv::aligned_scratch<7>((parts - 1) * w_size) : nullptr;
   // bf16 weights for backward-data: one copy in the primitives' layout for every thread.
   dnnl_conv::SharedWeights shared;
-  if (const ConvBwdPrim* p0 =
-          dX.present() && a.p<ops::ConvParams>().bf16 ? prim_for(a, chunk) : nullptr;
+  if (const ConvBwdPrim* p0 = dX.present() && p.bf16 ? prim_for(a, chunk) : nullptr;
       p0 && p0->w_d.reordered)
     shared = dnnl_conv::share_weights<15>(a.in[2].ptr<float>(), p0->w_d.own.get_desc());
   std::atomic<bool> ok{true};
   current_pool()->parallel_for(parts, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      float* part = !dW ? nullptr : t == 0 ? first : partials + (t - 1) * w_size;
-      if (!run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk), part, shared)) ok = false;
+      float* part = !dW || rows ? nullptr : t == 0 ? first : partials + (t - 1) * w_size;
+      if ((dX.present() || part) &&
+          !run_chunk(a, t * chunk, std::min(n, (t + 1) * chunk), part, shared))
+        ok = false;
+      if (rows && !run_rows(a, t * m / parts, m / parts, dw)) ok = false;
     }
   });
   if (!ok) return false;
+  if (rows) return true;
   finish_first();
   if (dW) add_partials(a, dW->ptr<float>(), partials, parts - 1, w_size);
   return true;
