@@ -65,13 +65,7 @@ std::unique_ptr<ConvFwdPrim> build(FwdThread& ts, const KernelArgs& a, int64_t n
   }
   dnnl::memory::desc x_md(xd, type_of(X), layout_of(X)), y_md(yd, type_of(Y), layout_of(Y));
   dnnl::memory::desc w_md(wd, dt::f32, plain(rank, grouped)), b_md({Y.dims[1]}, dt::f32, tag::x);
-  dnnl::memory::dims st(r), dil(r), pl(r), pr(r);
-  for (size_t i = 0; i < r; ++i) {
-    st[i] = p.window.strides[i];
-    dil[i] = p.window.dilations[i] - 1;  // oneDNN counts the gaps
-    pl[i] = p.window.pads[i];
-    pr[i] = p.window.pads[i + r];
-  }
+  const dnnl_conv::Window win = dnnl_conv::window_of(p, r);
   const dt in_type = bf16 ? dt::bf16 : dt::f32;  // X and W as the primitive reads them
   auto any = [](const dnnl::memory::desc& d, dt type = dt::f32) {
     return dnnl::memory::desc(d.dims(), type, tag::any);
@@ -82,12 +76,12 @@ std::unique_ptr<ConvFwdPrim> build(FwdThread& ts, const KernelArgs& a, int64_t n
   try {
     const auto fwd = dnnl::prop_kind::forward_training;
     pd = dnnl_conv::with_algorithm(winograd && !bf16, [&](dnnl::algorithm algo) {
-      auto desc =
-          has_bias
-              ? dnnl::convolution_forward::desc(fwd, algo, any(x_md, in_type), any(w_md, in_type),
-                                                b_md, any(y_md, type_of(Y)), st, dil, pl, pr)
-              : dnnl::convolution_forward::desc(fwd, algo, any(x_md, in_type), any(w_md, in_type),
-                                                any(y_md, type_of(Y)), st, dil, pl, pr);
+      auto desc = has_bias ? dnnl::convolution_forward::desc(
+                                 fwd, algo, any(x_md, in_type), any(w_md, in_type), b_md,
+                                 any(y_md, type_of(Y)), win.st, win.dil, win.pl, win.pr)
+                           : dnnl::convolution_forward::desc(
+                                 fwd, algo, any(x_md, in_type), any(w_md, in_type),
+                                 any(y_md, type_of(Y)), win.st, win.dil, win.pl, win.pr);
       return dnnl::convolution_forward::primitive_desc(desc, attr, ts.eng);
     });
   } catch (const dnnl::error&) {

@@ -71,6 +71,23 @@ Mem make_mem(const dnnl::engine& eng, const dnnl::memory::desc& user,
   return m;
 }
 
+// A scratch buffer's size for memory m, in floats (64-byte alignment slack included).
+int64_t floats_of(const dnnl::memory& m) {
+  return static_cast<int64_t>(m.get_desc().get_size() / sizeof(float)) + 16;
+}
+// Binds the user data and, if reordered, a scratch buffer; reorders an input in.
+void bind_in(dnnl::stream& strm, Mem& m, void* data, float* buf) {
+  m.user.set_data_handle(data);
+  if (!m.reordered) return;
+  m.own.set_data_handle(buf);
+  m.re.execute(strm, m.user, m.own);
+}
+// The same for an output (reordered out by the caller after the primitive ran).
+void bind_out(Mem& m, void* data, float* buf) {
+  m.user.set_data_handle(data);
+  if (m.reordered) m.own.set_data_handle(buf);
+}
+
 std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t nb, bool bf16,
                                    bool winograd) {
   const auto& p = a.p<ops::ConvParams>();
@@ -91,13 +108,7 @@ std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t n
   dnnl::memory::desc dx_md(xd, dX ? type_of(*dX) : dt::f32,
                            dX ? layout_of(*dX) : plain(rank, false));
   dnnl::memory::desc w_md(wd, dt::f32, plain(rank, grouped));
-  dnnl::memory::dims st(r), dil(r), pl(r), pr(r);
-  for (size_t i = 0; i < r; ++i) {
-    st[i] = p.window.strides[i];
-    dil[i] = p.window.dilations[i] - 1;  // oneDNN counts the gaps
-    pl[i] = p.window.pads[i];
-    pr[i] = p.window.pads[i + r];
-  }
+  const dnnl_conv::Window win = dnnl_conv::window_of(p, r);
   const dt in_type = bf16 ? dt::bf16 : dt::f32;  // X, W and dY as the primitives read them
   auto any = [](const dnnl::memory::desc& d, dt type = dt::f32) {
     return dnnl::memory::desc(d.dims(), type, tag::any);
@@ -111,18 +122,18 @@ std::unique_ptr<ConvBwdPrim> build(BwdThread& ts, const KernelArgs& a, int64_t n
       dnnl::convolution_forward::primitive_desc hint(
           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo,
                                           any(x_md, in_type), any(w_md, in_type),
-                                          any(y_md, in_type), st, dil, pl, pr),
+                                          any(y_md, in_type), win.st, win.dil, win.pl, win.pr),
           attr, ts.eng);
-      return std::pair(
-          dnnl::convolution_backward_data::primitive_desc(
-              dnnl::convolution_backward_data::desc(algo, any(dx_md, dx_md.data_type()),
-                                                    any(w_md, in_type), any(y_md, in_type), st, dil,
-                                                    pl, pr),
-              attr, ts.eng, hint),
-          dnnl::convolution_backward_weights::primitive_desc(
-              dnnl::convolution_backward_weights::desc(algo, any(x_md, in_type), any(w_md),
-                                                       any(y_md, in_type), st, dil, pl, pr),
-              attr, ts.eng, hint));
+      return std::pair(dnnl::convolution_backward_data::primitive_desc(
+                           dnnl::convolution_backward_data::desc(
+                               algo, any(dx_md, dx_md.data_type()), any(w_md, in_type),
+                               any(y_md, in_type), win.st, win.dil, win.pl, win.pr),
+                           attr, ts.eng, hint),
+                       dnnl::convolution_backward_weights::primitive_desc(
+                           dnnl::convolution_backward_weights::desc(
+                               algo, any(x_md, in_type), any(w_md), any(y_md, in_type), win.st,
+                               win.dil, win.pl, win.pr),
+                           attr, ts.eng, hint));
     });
   } catch (const dnnl::error&) {
     return prim;  // not ok
@@ -166,13 +177,7 @@ std::unique_ptr<ConvRowsPrim> build_rows(RowsThread& ts, const KernelArgs& a, in
   const dnnl::memory::desc x_md(xd, type_of(X), layout_of(X));
   const dnnl::memory::desc w_md(wd, dt::f32, plain(rank, false));
   dnnl::memory::desc y_part;  // channels [0, mh) of the whole dY, its strides
-  dnnl::memory::dims st(r), dil(r), pl(r), pr(r);
-  for (size_t i = 0; i < r; ++i) {
-    st[i] = p.window.strides[i];
-    dil[i] = p.window.dilations[i] - 1;
-    pl[i] = p.window.pads[i];
-    pr[i] = p.window.pads[i + r];
-  }
+  const dnnl_conv::Window win = dnnl_conv::window_of(p, r);
   const dt in_type = bf16 ? dt::bf16 : dt::f32;
   auto any = [](const dnnl::memory::dims& d, dt type) {
     return dnnl::memory::desc(d, type, tag::any);
@@ -186,11 +191,12 @@ std::unique_ptr<ConvRowsPrim> build_rows(RowsThread& ts, const KernelArgs& a, in
                  .submemory_desc(yh, dnnl::memory::dims(rank, 0));
     dnnl::convolution_forward::primitive_desc hint(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any(xd, in_type),
-                                        any(wd, in_type), any(yh, in_type), st, dil, pl, pr),
+                                        any(wd, in_type), any(yh, in_type), win.st, win.dil, win.pl,
+                                        win.pr),
         attr, ts.eng);
     wpd = dnnl::convolution_backward_weights::primitive_desc(
         dnnl::convolution_backward_weights::desc(algo, any(xd, in_type), any(wd, dt::f32),
-                                                 any(yh, in_type), st, dil, pl, pr),
+                                                 any(yh, in_type), win.st, win.dil, win.pl, win.pr),
         attr, ts.eng, hint);
   } catch (const dnnl::error&) {
     return prim;
@@ -218,23 +224,13 @@ bool run_rows(const KernelArgs& a, int64_t m0, int64_t mh, float* dw) {
       },
       [&](bool bf16) { return build_rows(ts, a, mh, bf16); });
   if (!pr) return false;
-  auto floats = [](const dnnl::memory& m) {
-    return static_cast<int64_t>(m.get_desc().get_size() / sizeof(float)) + 16;
-  };
-  auto bind_in = [&](Mem& m, void* data, float* buf) {
-    m.user.set_data_handle(data);
-    if (!m.reordered) return;
-    m.own.set_data_handle(buf);
-    m.re.execute(ts.strm, m.user, m.own);
-  };
   // Channel m0 of sample 0: m0 x the spatial volume elements in (blocked: m0 is a multiple of 16).
   const int64_t vol = dY.numel() / (dY.dims[0] * dY.dims[1]);
   char* dy = static_cast<char*>(dY.data) + m0 * vol * (dY.bf16_storage ? 2 : 4);
-  bind_in(pr->x_w, X.data, dnnl_conv::aligned_scratch<4>(floats(pr->x_w.own)));
-  bind_in(pr->dy_w, dy, dnnl_conv::aligned_scratch<5>(floats(pr->dy_w.own)));
-  pr->dw_w.user.set_data_handle(dw + m0 * (a.in[2].numel() / a.in[2].dims[0]));
-  if (pr->dw_w.reordered)
-    pr->dw_w.own.set_data_handle(dnnl_conv::aligned_scratch<6>(floats(pr->dw_w.own)));
+  bind_in(ts.strm, pr->x_w, X.data, dnnl_conv::aligned_scratch<4>(floats_of(pr->x_w.own)));
+  bind_in(ts.strm, pr->dy_w, dy, dnnl_conv::aligned_scratch<5>(floats_of(pr->dy_w.own)));
+  bind_out(pr->dw_w, dw + m0 * (a.in[2].numel() / a.in[2].dims[0]),
+           dnnl_conv::aligned_scratch<6>(floats_of(pr->dw_w.own)));
   pr->weights.execute(ts.strm, {{DNNL_ARG_SRC, pr->x_w.own},
                                 {DNNL_ARG_DIFF_DST, pr->dy_w.own},
                                 {DNNL_ARG_DIFF_WEIGHTS, pr->dw_w.own}});
@@ -274,42 +270,28 @@ bool run_chunk(const KernelArgs& a, int64_t n0, int64_t n1, float* dw,
   ConvBwdPrim& pr = *found;
   char* x = dnnl_conv::sample_ptr(X, n0);
   char* dy = dnnl_conv::sample_ptr(dY, n0);
-  auto floats = [](const dnnl::memory& m) {
-    return static_cast<int64_t>(m.get_desc().get_size() / sizeof(float)) + 16;
-  };
-  // Binds the user data and, if reordered, a scratch buffer; reorders inputs in.
-  auto bind_in = [&](Mem& m, void* data, float* buf) {
-    m.user.set_data_handle(data);
-    if (!m.reordered) return;
-    m.own.set_data_handle(buf);
-    m.re.execute(ts.strm, m.user, m.own);
-  };
-  auto bind_out = [&](Mem& m, void* data, float* buf) {
-    m.user.set_data_handle(data);
-    if (m.reordered) m.own.set_data_handle(buf);
-  };
   if (dX.present()) {
-    bind_in(pr.dy_d, dy, dnnl_conv::aligned_scratch<1>(floats(pr.dy_d.own)));
+    bind_in(ts.strm, pr.dy_d, dy, dnnl_conv::aligned_scratch<1>(floats_of(pr.dy_d.own)));
     if (pr.w_d.reordered && shared.serves(pr.w_d.own.get_desc()))
       pr.w_d.own.set_data_handle(shared.data);
     else
-      bind_in(pr.w_d, W.data, dnnl_conv::aligned_scratch<2>(floats(pr.w_d.own)));
+      bind_in(ts.strm, pr.w_d, W.data, dnnl_conv::aligned_scratch<2>(floats_of(pr.w_d.own)));
     bind_out(pr.dx_d, dnnl_conv::sample_ptr(dX, n0),
-             dnnl_conv::aligned_scratch<3>(floats(pr.dx_d.own)));
+             dnnl_conv::aligned_scratch<3>(floats_of(pr.dx_d.own)));
     pr.data.execute(ts.strm, {{DNNL_ARG_DIFF_DST, pr.dy_d.own},
                               {DNNL_ARG_WEIGHTS, pr.w_d.own},
                               {DNNL_ARG_DIFF_SRC, pr.dx_d.own}});
     if (pr.dx_d.reordered) pr.dx_d.re.execute(ts.strm, pr.dx_d.own, pr.dx_d.user);
   }
   if (dw) {
-    bind_in(pr.x_w, x, dnnl_conv::aligned_scratch<4>(floats(pr.x_w.own)));
+    bind_in(ts.strm, pr.x_w, x, dnnl_conv::aligned_scratch<4>(floats_of(pr.x_w.own)));
     // The same layout as for backward-data: reuse that reorder's result.
     if (dX.present() && pr.dy_d.reordered && pr.dy_w.reordered &&
         pr.dy_w.own.get_desc() == pr.dy_d.own.get_desc())
       pr.dy_w.own.set_data_handle(pr.dy_d.own.get_data_handle());
     else
-      bind_in(pr.dy_w, dy, dnnl_conv::aligned_scratch<5>(floats(pr.dy_w.own)));
-    bind_out(pr.dw_w, dw, dnnl_conv::aligned_scratch<6>(floats(pr.dw_w.own)));
+      bind_in(ts.strm, pr.dy_w, dy, dnnl_conv::aligned_scratch<5>(floats_of(pr.dy_w.own)));
+    bind_out(pr.dw_w, dw, dnnl_conv::aligned_scratch<6>(floats_of(pr.dw_w.own)));
     pr.weights.execute(ts.strm, {{DNNL_ARG_SRC, pr.x_w.own},
                                  {DNNL_ARG_DIFF_DST, pr.dy_w.own},
                                  {DNNL_ARG_DIFF_WEIGHTS, pr.dw_w.own}});

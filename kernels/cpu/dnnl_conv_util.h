@@ -16,6 +16,7 @@
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/current_pool.h"
 #include "runtime/kernel_args.h"
+#include "runtime/ops/params.h"
 
 namespace cb::cpu::dnnl_conv {
 
@@ -106,6 +107,23 @@ auto with_algorithm(bool winograd, Make&& make) {
     } catch (const dnnl::error&) {
     }
   return make(dnnl::algorithm::convolution_direct);
+}
+
+// A convolution's strides, dilations (as oneDNN counts them: the gaps) and leading and trailing
+// pads over its r spatial dims, as oneDNN's descriptors take them.
+struct Window {
+  dnnl::memory::dims st, dil, pl, pr;
+};
+inline Window window_of(const ops::ConvParams& p, size_t r) {
+  Window w{dnnl::memory::dims(r), dnnl::memory::dims(r), dnnl::memory::dims(r),
+           dnnl::memory::dims(r)};
+  for (size_t i = 0; i < r; ++i) {
+    w.st[i] = p.window.strides[i];
+    w.dil[i] = p.window.dilations[i] - 1;
+    w.pl[i] = p.window.pads[i];
+    w.pr[i] = p.window.pads[i + r];
+  }
+  return w;
 }
 
 // Samples [n0, ...) of an activation: its bytes from sample n0 on (bf16 storage: 2 an element).
