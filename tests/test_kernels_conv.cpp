@@ -865,8 +865,11 @@ TEST_CASE("conv weights rounded to bf16 once into a primitive's layout, as oneDN
     memory src(plain, eng, w.data()), dst(want, eng, ref.data());
     dnnl::reorder(src, dst).execute(strm, src, dst);
     strm.wait();
-    REQUIRE(cpu::dnnl_conv::weights_to_bf16(w.data(), want, ours.data(), nullptr));
-    REQUIRE(cpu::dnnl_conv::weights_to_bf16(w.data(), want, two.data(), &pool));
+    REQUIRE(cpu::dnnl_conv::weights_to_bf16(w.data(), want, ours.data()));
+    {
+      const cpu::ScopedPool on_two(&pool);  // split over two threads
+      REQUIRE(cpu::dnnl_conv::weights_to_bf16(w.data(), want, two.data()));
+    }
     CHECK(ours == ref);
     CHECK(two == ref);
   };
@@ -910,8 +913,8 @@ TEST_CASE("conv weights rounded to bf16 once into a primitive's layout, as oneDN
   std::vector<float> w(64 * 3 * 49, 1.f);
   std::vector<uint16_t> out(64 * 16 * 49, 0);
   CHECK_FALSE(cpu::dnnl_conv::weights_to_bf16(
-      w.data(), memory::desc({64, 3, 7, 7}, dt::bf16, tag::OIhw8i16o2i), out.data(), nullptr));
+      w.data(), memory::desc({64, 3, 7, 7}, dt::bf16, tag::OIhw8i16o2i), out.data()));
   CHECK_FALSE(cpu::dnnl_conv::weights_to_bf16(
-      w.data(), memory::desc({64, 3, 7, 7}, dt::f32, tag::oihw), out.data(), nullptr));
+      w.data(), memory::desc({64, 3, 7, 7}, dt::f32, tag::oihw), out.data()));
 }
 #endif

@@ -332,6 +332,14 @@ std::vector<float> blocked_f32(const std::vector<double>& v, int64_t n, int64_t 
   return test::to_blocked(std::vector<float>(v.begin(), v.end()), n, c,
                           static_cast<int64_t>(v.size()) / (n * c));
 }
+// v [N, C, S] (already bf16 values) as blocked bf16 bits [N, C/16, S, 16]: the trainer's
+// activations under --precision bf16.
+std::vector<uint16_t> bf16_blocked(const std::vector<double>& v, int64_t n, int64_t c) {
+  const std::vector<float> b = blocked_f32(v, n, c);
+  std::vector<uint16_t> r(b.size());
+  for (size_t i = 0; i < b.size(); ++i) r[i] = math::f32_to_bf16(b[i]);
+  return r;
+}
 std::vector<double> plain_of(const std::vector<float>& b, int64_t n, int64_t c) {
   const std::vector<float> v =
       test::from_blocked(b, n, c, static_cast<int64_t>(b.size()) / (n * c));
@@ -448,12 +456,6 @@ TEST_CASE("ConvGrad's weight gradient of blocked bf16 pointwise convolutions agr
     const std::vector<int64_t> xd{gc.n, gc.c, gc.in[0], gc.in[1]},
         yd{gc.n, gc.m, (gc.in[0] - 1) / gc.s[0] + 1, (gc.in[1] - 1) / gc.s[1] + 1},
         wd{gc.m, gc.c, 1, 1};
-    auto bf16_blocked = [](const std::vector<double>& v, int64_t n, int64_t c) {
-      const std::vector<float> b = blocked_f32(v, n, c);
-      std::vector<uint16_t> r(b.size());
-      for (size_t i = 0; i < b.size(); ++i) r[i] = math::f32_to_bf16(b[i]);
-      return r;
-    };
     std::vector<uint16_t> bdy = bf16_blocked(dy, gc.n, gc.m), bx = bf16_blocked(x, gc.n, gc.c);
     std::vector<float> fw(w.begin(), w.end());
     auto args = [&](void* dx, void* dw) {
@@ -541,14 +543,8 @@ TEST_CASE("ConvGrad's weight gradient by output channels on two threads agrees w
           wd{gc.m, gc.c, gc.k[0], gc.k[1]};
       // bf16: blocked bf16 values (the trainer's); f32: plain.
       std::vector<uint16_t> bdy, bx;
+      if (bf16) bdy = bf16_blocked(dy, gc.n, gc.m), bx = bf16_blocked(x, gc.n, gc.c);
       std::vector<float> fdy(dy.begin(), dy.end()), fx(x.begin(), x.end()), fw(w.begin(), w.end());
-      if (bf16) {
-        for (auto [src, n, c, dst] :
-             {std::tuple{&dy, gc.n, gc.m, &bdy}, std::tuple{&x, gc.n, gc.c, &bx}}) {
-          const std::vector<float> b = blocked_f32(*src, n, c);
-          for (float v : b) dst->push_back(math::f32_to_bf16(v));
-        }
-      }
       std::vector<std::vector<float>> dws;
       for (Device* dev : {one.get(), two.get()}) {
         std::vector<uint16_t> dx16(bx.size());

@@ -10,11 +10,10 @@
 // the tile's 16 accumulators (one per output channel, 16 input channels as lanes) take two
 // positions p, p + 1 at a time: X's two rows [16] interleaved into 16 bf16 pairs (one permute of
 // a 64-byte load; a strided convolution's X rows copied dense first) against each output
-// channel's pair of dY
-// values broadcast from memory (dY's rows interleaved the same way once per sample and block of
-// 16 output channels). The products are summed in f32 over a group of samples (as many as the
-// shape's dY pairs allow in a core's L2), the groups' sums added to dW in order; a tile belongs
-// to one thread: the same bits for any thread count. dX stays with oneDNN.
+// channel's pair of dY values broadcast from memory (dY's rows interleaved the same way once per
+// sample and block of 16 output channels). The products are summed in f32 over a group of samples
+// (as many as the shape's dY pairs allow in a core's L2), the groups' sums added to dW in order; a
+// tile belongs to one thread: the same bits for any thread count. dX stays with oneDNN.
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/current_pool.h"
+#include "kernels/cpu/kernel_util.h"
 #include "runtime/ops/params.h"
 #include "runtime/thread_pool.h"
 
@@ -93,12 +93,12 @@ constexpr int64_t kGroupBytes = int64_t{256} << 10;
 // `rows` positions in X's and dY's blocks.
 CB_BF16_TARGET void weight_tiles(const uint16_t* x, const uint16_t* dy, float* dw, int64_t n,
                                  int64_t c, int64_t m, int64_t rows, int64_t t0, int64_t t1) {
-  const int64_t cb = c / 16, mb = m / 16, block = rows * 16, x_block_size = block;
+  const int64_t cb = c / 16, mb = m / 16, block = rows * 16;
   const int64_t pair_block = (rows + 1) / 2 * 16;  // uint32 pairs of one sample's block
   const int64_t group =
       std::clamp<int64_t>(kGroupBytes / (pair_block * int64_t{sizeof(uint32_t)}), 1, n);
   uint32_t* pairs = scratch<uint32_t, 0>(group * pair_block);
-  auto x_block = [&](int64_t i, int64_t b) { return x + (i * cb + b) * x_block_size; };
+  auto x_block = [&](int64_t i, int64_t b) { return x + (i * cb + b) * block; };
   auto dy_block = [&](int64_t i, int64_t b) { return dy + (i * mb + b) * block; };
   for (int64_t i0 = 0; i0 < n; i0 += group) {
     const int64_t i1 = std::min(n, i0 + group);
@@ -165,7 +165,7 @@ bool conv_grad_pointwise_weights(const KernelArgs& a) {
   if (rows != x_rows) {
     const int64_t blocks = n * (c / 16), s0 = win.strides[0], s1 = win.strides[1];
     uint16_t* sub = scratch<uint16_t, 0>(blocks * rows * 16);
-    auto copy = [&](int64_t b0, int64_t b1) {
+    parallel(blocks, rows * 16, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b)
         for (int64_t oh = 0; oh < dY.dims[2]; ++oh) {
           const uint16_t* src = x + (b * x_rows + oh * s0 * X.dims[3]) * 16;
@@ -173,15 +173,7 @@ bool conv_grad_pointwise_weights(const KernelArgs& a) {
           for (int64_t ow = 0; ow < dY.dims[3]; ++ow)
             std::copy(src + ow * s1 * 16, src + ow * s1 * 16 + 16, dst + ow * 16);
         }
-    };
-    const int threads = pool ? pool->size() : 1;
-    if (threads <= 1) {
-      copy(0, blocks);
-    } else {
-      pool->parallel_for(threads, [&](int64_t q0, int64_t q1) {
-        copy(q0 * blocks / threads, q1 * blocks / threads);
-      });
-    }
+    });
     x = sub;
   }
   const int64_t tiles = (m / 16) * (c / 16);

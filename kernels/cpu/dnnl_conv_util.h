@@ -132,11 +132,10 @@ inline char* sample_ptr(const TensorView& t, int64_t n0) {
 }
 
 // Row-major f32 weights (the dims of `want`) rounded to bf16 (nearest even) into `want`'s layout
-// at `dst`, split over the pool's threads (dnnl_weights.cpp): one copy for every thread's
-// primitive. false, writing nothing, where `want` is not a dense bf16 blocked layout without
-// padding; the caller then lets each primitive reorder its own.
-bool weights_to_bf16(const float* src, const dnnl::memory::desc& want, uint16_t* dst,
-                     ThreadPool* pool);
+// at `dst`, split over the current pool's threads (dnnl_weights.cpp): one copy for every
+// thread's primitive. false, writing nothing, where `want` is not a dense bf16 blocked layout
+// without padding; the caller then lets each primitive reorder its own.
+bool weights_to_bf16(const float* src, const dnnl::memory::desc& want, uint16_t* dst);
 
 // The weights of one call in a primitive's layout, made once by weights_to_bf16 in the calling
 // thread's scratch (`slot`) for every thread's primitive whose layout is `desc`; a primitive with
@@ -152,7 +151,7 @@ SharedWeights share_weights(const float* w, const dnnl::memory::desc& want) {
   SharedWeights s;
   if (want.data.data_type != dnnl_bf16) return s;
   auto* buf = reinterpret_cast<uint16_t*>(aligned_scratch<slot>(int64_t(want.get_size() / 4 + 1)));
-  if (!weights_to_bf16(w, want, buf, current_pool())) return s;
+  if (!weights_to_bf16(w, want, buf)) return s;
   s.desc = want;
   s.data = buf;
   return s;

@@ -1,5 +1,5 @@
 // A convolution's f32 weights rounded to bf16 in the blocked layout its oneDNN primitive reads,
-// once per call by the pool's threads, for every thread's primitive: where each thread ran
+// once per call by the current pool's threads, for every thread's primitive: where each thread ran
 // oneDNN's own reorder of the whole tensor for its sub-batch (ResNet-50 bf16: about 24 ms of a
 // 600 ms step, the forward's and backward-data's layouts together). oneDNN's blocked layouts
 // place each dimension's index by itself: an element's offset is a sum over dimensions of
@@ -14,13 +14,12 @@
 #include <array>
 #include <vector>
 
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/storage.h"
-#include "runtime/thread_pool.h"
 
 namespace cb::cpu::dnnl_conv {
 
-bool weights_to_bf16(const float* src, const dnnl::memory::desc& want, uint16_t* dst,
-                     ThreadPool* pool) {
+bool weights_to_bf16(const float* src, const dnnl::memory::desc& want, uint16_t* dst) {
   const dnnl_memory_desc_t& d = want.data;
   if (d.format_kind != dnnl_blocked || d.data_type != dnnl_bf16 || d.extra.flags != 0 ||
       d.offset0 != 0 || d.ndims < 1 || d.ndims > DNNL_MAX_NDIMS)
@@ -60,7 +59,7 @@ bool weights_to_bf16(const float* src, const dnnl::memory::desc& want, uint16_t*
     inner_src[static_cast<size_t>(q)] = static_cast<int32_t>(off);
   }
   const int32_t* table = inner_src.data();
-  auto convert = [&](int64_t t0, int64_t t1) {
+  parallel(outer_count, inner_size, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {  // outer tuple t, row-major over the outer dims
       int64_t rest = t, dst_off = 0, src_off = 0;
       for (int k = r - 1; k >= 0; --k) {
@@ -73,15 +72,7 @@ bool weights_to_bf16(const float* src, const dnnl::memory::desc& want, uint16_t*
       uint16_t* o = dst + dst_off;
       for (int64_t q = 0; q < inner_size; ++q) store_s(o, q, s[table[q]]);
     }
-  };
-  const int threads = pool ? pool->size() : 1;
-  if (threads <= 1 || outer_count < 2 * threads) {
-    convert(0, outer_count);
-  } else {
-    pool->parallel_for(threads, [&](int64_t p0, int64_t p1) {
-      convert(p0 * outer_count / threads, p1 * outer_count / threads);
-    });
-  }
+  });
   return true;
 }
 
