@@ -102,19 +102,33 @@ CB_CPU_CLONES void sample_partials(const St* x, int64_t cb, int64_t s, int64_t b
   }
 }
 
+// The activation A on 8 lanes (activate's rules).
+template <int A>
+CB_STAT_INLINE inline F8 activate8(F8 v, float lo, float hi) {
+  const F8 zero = {};
+  if constexpr (A == kRelu) return v > zero ? v : zero;
+  if constexpr (A == kClip) {
+    const F8 l = zero + lo, h = zero + hi;
+    return v < l ? l : (v > h ? h : v);
+  }
+  return v;
+}
+
+// 16 channels at a time as two 8-lane vectors in St's lane order (storage.h's load16).
 template <int A, typename St>
 CB_CPU_CLONES void scale_shift_blocked(const St* x, St* y, int64_t p0, int64_t p1, int64_t cb,
                                        int64_t s, const float* mul, const float* add, float lo,
                                        float hi) {
   for (int64_t pl = p0; pl < p1; ++pl) {  // pl = i * cb + b: one block of one sample
     const St* xp = x + pl * s * 16;
-    const float *m = mul + (pl % cb) * 16, *d = add + (pl % cb) * 16;
     St* yp = y + pl * s * 16;
-    for (int64_t j = 0; j < s; ++j)
-      for (int l = 0; l < 16; ++l) {
-        const float v = load_s(xp, j * 16 + l) * m[l] + d[l];
-        store_s(yp, j * 16 + l, activate<A>(v, lo, hi));
-      }
+    F8 m0, m1, d0, d1, v0, v1;
+    lanes16<St>(mul + (pl % cb) * 16, m0, m1);
+    lanes16<St>(add + (pl % cb) * 16, d0, d1);
+    for (int64_t j = 0; j < s; ++j) {
+      load16(xp + j * 16, v0, v1);
+      store16(yp + j * 16, activate8<A>(v0 * m0 + d0, lo, hi), activate8<A>(v1 * m1 + d1, lo, hi));
+    }
   }
 }
 

@@ -148,21 +148,30 @@ CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, const St* z, St* d
       mu[l] = static_cast<float>(mean[l]);
     }
     if (!dx || count == 0) continue;
+    // dx = k (dy - bb - (x - mu) q) per lane, in St's lane order (storage.h's load16).
+    F8 k0, k1, b0, b1, q0, q1, u0, u1, w0, w1, a0, a1;
+    lanes16<St>(k, k0, k1), lanes16<St>(bb, b0, b1), lanes16<St>(q, q0, q1);
+    lanes16<St>(mu, u0, u1), lanes16<St>(mul, w0, w1), lanes16<St>(add, a0, a1);
+    const F8 zero = {}, lo8 = zero + lo, hi8 = zero + hi;
     for (int64_t i = 0; i < n; ++i) {
       const int64_t at = (i * cb + b) * s * 16;
       const St *xp = x + at, *dyp = dy + at, *zp = Mask == kMaskZ ? z + at : nullptr;
       St* dxp = dx + at;
-      for (int64_t j = 0; j < s; ++j)
-        for (int l = 0; l < 16; ++l) {
-          const int64_t e = j * 16 + l;
-          float g = load_s(dyp, e);
-          const float xv = load_s(xp, e);
-          if constexpr (Mask != kMaskNone) {
-            const float v = Mask == kMaskZ ? load_s(zp, e) : xv * mul[l] + add[l];
-            g = v > lo && !(v >= hi) ? g : 0.0f;
-          }
-          store_s(dxp, e, k[l] * (g - bb[l] - (xv - mu[l]) * q[l]));
+      for (int64_t j = 0; j < s; ++j) {
+        F8 g0, g1, x0, x1;
+        load16(dyp + j * 16, g0, g1);
+        load16(xp + j * 16, x0, x1);
+        if constexpr (Mask != kMaskNone) {
+          F8 v0, v1;
+          if constexpr (Mask == kMaskZ)
+            load16(zp + j * 16, v0, v1);
+          else
+            v0 = x0 * w0 + a0, v1 = x1 * w1 + a1;
+          g0 = (v0 > lo8) & ~(v0 >= hi8) ? g0 : zero;
+          g1 = (v1 > lo8) & ~(v1 >= hi8) ? g1 : zero;
         }
+        store16(dxp + j * 16, k0 * (g0 - b0 - (x0 - u0) * q0), k1 * (g1 - b1 - (x1 - u1) * q1));
+      }
     }
   }
 }
