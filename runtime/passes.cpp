@@ -330,6 +330,7 @@ LayoutSlots layout_slots(const Graph& g, const Node& n) {
     s.conv = true;
   } else if (op == "BatchNormalization" || op == "Relu" || op == "Clip") {
     set(s.in, 0, 1);  // Clip's bounds (inputs 1, 2) are scalars: plain
+    if (op == "BatchNormalization") set(s.in, 5, 1);  // the fused residual (params.h)
     set(s.out, 0, 1);
   } else if (op == "BatchNormalizationGrad" || op == "ReluGrad" || op == "ClipGrad") {
     set(s.in, 0, 1);

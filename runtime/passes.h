@@ -46,16 +46,19 @@ int64_t fuse_attention_softmax(Graph& g);
 // each pair becomes one pass over the activation, with the same values. Likewise a Clip with
 // finite constant bounds (MobileNet's ReLU6) and its ClipGrads (`clip`): the same forward values;
 // the gradient counts dY strictly inside the bounds (PyTorch's ReLU6 rule) where ClipGrad counts
-// the bounds too, so the two differ only where BatchNorm's output is exactly a bound. Returns the
-// pairs fused.
+// the bounds too, so the two differ only where BatchNorm's output is exactly a bound. And a
+// residual block's Add(BatchNorm's Y, R), with the Relu that alone reads the sum, becomes that
+// BatchNorm with R as a sixth input (`residual`, runtime/ops/params.h), moved to the Add's place:
+// one pass for three, the same values (bf16 activations: the sum rounded once, not twice: never
+// farther from the exact sum). Returns the groups fused.
 // Runs on graphs past autodiff (the trainer's), so the imported graph and its export are untouched.
 int64_t fuse_batch_norm_relu(Graph& g);
 
 // Each training-mode f32 BatchNormalization whose BatchNormalizationGrad (same X and scale) is in
 // the graph writes its batch statistics as output 5 (f64 [4, C]: mean, 1/sqrt(var + eps), and
 // the affine mul, add it applied), and that gradient reads them as its fifth input (input 4;
-// input 3, the fused activation's output, absent where none is fused): the gradient skips the pass over X
-// that recomputed the mean, and with f32 storage masks a fused activation from X * mul + add
+// input 3, the fused activation's output, absent where none is fused): the gradient skips the pass
+// over X that recomputed the mean, and with f32 storage masks a fused activation from X * mul + add
 // (the forward's bits) instead of reading its output. Run last on the trainer's graph (after
 // fuse_batch_norm_relu and the layout passes). Returns the gradients given statistics.
 int64_t save_batch_norm_statistics(Graph& g);

@@ -498,6 +498,69 @@ int64_t fuse_batch_norm_clip(Graph& g, const std::vector<int64_t>& uses, std::ve
   return fused;
 }
 
+// The residual half of fuse_batch_norm_relu: Add(Y, R) of a BatchNormalization's Y (no
+// activation fused yet, Y read only by that Add, the Add's operands and output of one shape)
+// becomes the BatchNorm with R as its sixth input (`residual`), moved to the Add's place (R may
+// be computed after the BatchNorm: a bottleneck's shortcut); a Relu that alone reads the sum
+// becomes its activation too. The gradients do not change: Add's passes dY through, and
+// ReluGrad reads the Relu's output, which the fused node writes. Marks the nodes dropped.
+int64_t fuse_batch_norm_add(Graph& g, const std::vector<int64_t>& uses, std::vector<bool>& drop) {
+  int64_t fused = 0;
+  for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
+    Node& add = g.nodes[ai];
+    if (drop[ai] || !add.def || add.def->name != "Add" || add.inputs.size() != 2 ||
+        add.outputs.size() != 1 || add.inputs[0] == add.inputs[1])
+      continue;
+    const ValueId sum = add.outputs[0];
+    Node* bn = nullptr;
+    ValueId y = kNoValue, r = kNoValue;
+    for (size_t i = 0; i < 2 && !bn; ++i) {
+      Node* b = sole_producer(g, uses, add.inputs[i], "BatchNormalization");
+      if (!b || b->outputs[0] != add.inputs[i] || b->inputs.size() != 5) continue;
+      const auto& p = b->p<ops::BatchNormalizationParams>();
+      const Value &yv = g.value(add.inputs[i]), &rv = g.value(add.inputs[1 - i]),
+                  &sv = g.value(sum);
+      if (p.relu || p.residual || !yv.shape_known || yv.shape != sv.shape || rv.shape != sv.shape ||
+          yv.dtype != sv.dtype || rv.dtype != sv.dtype)
+        continue;
+      bn = b, y = add.inputs[i], r = add.inputs[1 - i];
+    }
+    if (!bn) continue;
+    // The Relu that alone reads the sum.
+    Node* relu = nullptr;
+    if (uses[static_cast<size_t>(sum)] == 1)
+      for (size_t k = ai + 1; k < g.nodes.size() && !relu; ++k) {
+        Node& n = g.nodes[k];
+        if (drop[k] || std::find(n.inputs.begin(), n.inputs.end(), sum) == n.inputs.end()) continue;
+        if (n.def && n.def->name == "Relu" && n.inputs.size() == 1 && n.outputs.size() == 1 &&
+            g.value(n.outputs[0]).shape == g.value(sum).shape &&
+            g.value(n.outputs[0]).dtype == g.value(sum).dtype)
+          relu = &n;
+        else
+          break;
+      }
+    const size_t bi = static_cast<size_t>(bn - g.nodes.data());
+    Node moved = std::move(*bn);
+    auto& p = std::any_cast<ops::BatchNormalizationParams&>(moved.params);
+    p.residual = true;
+    moved.inputs.push_back(r);
+    moved.outputs[0] = sum;
+    g.value(y).producer = -1;
+    if (relu) {
+      p.relu = true;
+      moved.outputs[0] = relu->outputs[0];
+      g.value(sum).producer = -1;
+      drop[static_cast<size_t>(relu - g.nodes.data())] = true;
+    }
+    for (ValueId o : moved.outputs)
+      if (o != kNoValue) g.value(o).producer = static_cast<NodeId>(ai);
+    add = std::move(moved);
+    drop[bi] = true;
+    ++fused;
+  }
+  return fused;
+}
+
 }  // namespace
 
 int64_t fuse_batch_norm_relu(Graph& g) {
@@ -543,6 +606,7 @@ int64_t fuse_batch_norm_relu(Graph& g) {
     drop[static_cast<size_t>(&rg - g.nodes.data())] = true;
   }
   fused += fuse_batch_norm_clip(g, uses, drop);
+  fused += fuse_batch_norm_add(g, uses, drop);
   if (fused == 0) return 0;
   remove_nodes(g, drop);
   return fused;

@@ -1092,6 +1092,159 @@ void check_fused_grad(const Graph& g, const Node& nd) {
 // The trainer fuses each BatchNormalization + Clip(0, 6) of MobileNetV2 (its ReLU6s) forward and
 // backward, in the training and the evaluation graph, and the fused gradient reads the fused
 // forward's output in X's layout.
+// BatchNormalization with a residual Add fused in (fuse_batch_norm_relu's `residual`, input 5
+// R), with and without the Relu after it, against BatchNormalization, Add and Relu apart:
+// training and inference, plain and blocked, f32 and bf16-stored, small blocks and blocks large
+// enough to run split by samples (kBnSplitBytes), on the CPU and on the CUDA kernels run on the
+// host (plain); Y written over R. f32: the same bits. bf16: the three ops apart on the widened
+// values in f32, rounded once; the ops on bf16 values round y first, then the sum, never nearer.
+TEST_CASE("layouts: BatchNorm with a fused residual Add gives BatchNorm, Add and Relu's bits") {
+  struct Shape {
+    int64_t n, c, h, w;
+  };
+  const Shape shapes[] = {{3, 32, 5, 7}, {8, 16, 96, 96}};
+  REQUIRE(8 * 96 * 96 * 16 * 2 >= cpu::kBnSplitBytes);
+  std::vector<std::pair<const char*, std::unique_ptr<Device>>> devices;
+  devices.emplace_back("cpu", make_cpu_device(2));
+  devices.emplace_back("cuda-host", make_cuda_host_run_device());
+  struct Form {
+    const char* name;
+    bool blocked, bf16;
+  };
+  const Form forms[] = {
+      {"plain", false, false}, {"blocked", true, false}, {"blocked bf16", true, true}};
+  for (const Shape& sh : shapes)
+    for (auto& [dev_name, dev] : devices)
+      for (const Form& f : forms)
+        for (bool training : {true, false})
+          for (bool relu : {false, true}) {
+            if (f.blocked && std::string(dev_name) != "cpu") continue;
+            if (sh.h > 10 && std::string(dev_name) != "cpu") continue;  // the host-run is slow
+            CAPTURE(sh.h);
+            CAPTURE(dev_name);
+            CAPTURE(f.name);
+            CAPTURE(training);
+            CAPTURE(relu);
+            const int64_t count = sh.n * sh.c * sh.h * sh.w;
+            const std::vector<int64_t> dims = {sh.n, sh.c, sh.h, sh.w};
+            std::mt19937 rng(static_cast<uint32_t>(7 + sh.h));
+            std::vector<float> x = uniform(rng, count, -2, 3), r = uniform(rng, count, -2, 2);
+            std::vector<float> scale = uniform(rng, sh.c, 0.5f, 1.5f),
+                               bias = uniform(rng, sh.c, -0.5f, 0.5f);
+            const std::vector<float> mean0 = uniform(rng, sh.c, -1, 1),
+                                     var0 = uniform(rng, sh.c, 0.5f, 2);
+            const size_t es = f.bf16 ? 2 : 4;
+            auto stored = [&](const std::vector<float>& v) {
+              std::vector<uint8_t> b(v.size() * es);
+              if (f.bf16) {
+                const std::vector<uint16_t> h = rounded(v);
+                std::memcpy(b.data(), h.data(), b.size());
+              } else {
+                std::memcpy(b.data(), v.data(), b.size());
+              }
+              return b;
+            };
+            auto act = [&](std::vector<uint8_t>& b) {
+              return TensorView{b.data(), DType::F32, dims, f.blocked, f.bf16};
+            };
+            auto vec = [&](std::vector<float>& v) { return f32_view(v, {sh.c}); };
+            auto run = [&](OpKind op, std::any& p, std::vector<TensorView> in,
+                           std::vector<TensorView> out) {
+              KernelArgs k;
+              k.params = &p;
+              k.in = std::move(in);
+              k.out = std::move(out);
+              test::launch_host(*dev, op, k);
+            };
+            ops::BatchNormalizationParams bp;
+            bp.training = training;
+            bp.unbiased_running_var = training;
+            std::any plain_p = bp, none;
+            bp.residual = true;
+            bp.relu = relu;
+            std::any fused_p = bp;
+            std::vector<uint8_t> xs = stored(x), rs = stored(r);
+            std::vector<uint8_t> y(xs.size()), sum(xs.size()), want(xs.size()), got = rs;
+            std::vector<float> rm[2] = {mean0, mean0}, rv[2] = {var0, var0};
+            std::vector<float> m0 = mean0, v0 = var0;
+            // The ops apart: on the stored values, or (bf16) on them widened to f32 storage.
+            std::vector<float> xw = f.bf16 ? widened(rounded(x)) : x,
+                               rw = f.bf16 ? widened(rounded(r)) : r;
+            std::vector<float> yf(xw.size()), sf(xw.size()), wf(xw.size());
+            auto f32act = [&](std::vector<float>& v) {
+              return TensorView{v.data(), DType::F32, dims, f.blocked, false};
+            };
+            run(OpKind::BatchNormalization, plain_p,
+                {f32act(xw), vec(scale), vec(bias), vec(m0), vec(v0)},
+                {f32act(yf), vec(rm[0]), vec(rv[0])});
+            run(OpKind::Add, none, {f32act(yf), f32act(rw)}, {f32act(relu ? sf : wf)});
+            if (relu) run(OpKind::Relu, none, {f32act(sf)}, {f32act(wf)});
+            want = stored(wf);
+            // The fused node writes over its residual (the planner may share the buffer).
+            std::vector<uint8_t> r_in = rs;
+            run(OpKind::BatchNormalization, fused_p,
+                {act(xs), vec(scale), vec(bias), vec(m0), vec(v0), act(r_in)},
+                {act(got), vec(rm[1]), vec(rv[1])});
+            CHECK(got == want);
+            CHECK(rm[0] == rm[1]);
+            CHECK(rv[0] == rv[1]);
+            if (f.bf16) {  // the ops on bf16 values, which round y first: never nearer
+              std::vector<float> m1 = mean0, v1 = var0, rm2 = mean0, rv2 = var0;
+              run(OpKind::BatchNormalization, plain_p,
+                  {act(xs), vec(scale), vec(bias), vec(m1), vec(v1)}, {act(y), vec(rm2), vec(rv2)});
+              std::vector<uint8_t> apart(xs.size());
+              run(OpKind::Add, none, {act(y), act(rs)}, {act(relu ? sum : apart)});
+              if (relu) run(OpKind::Relu, none, {act(sum)}, {act(apart)});
+              int64_t moved = 0, farther = 0;
+              for (size_t i = 0; i < wf.size(); ++i) {
+                uint16_t a = 0, b = 0;
+                std::memcpy(&a, &got[2 * i], 2);
+                std::memcpy(&b, &apart[2 * i], 2);
+                moved += a != b;
+                farther +=
+                    std::abs(math::bf16_to_f32(a) - wf[i]) > std::abs(math::bf16_to_f32(b) - wf[i]);
+              }
+              CHECK(farther == 0);
+              CHECK(moved > 0);
+            }
+            if (relu) {  // both sides of the Relu
+              int64_t zeros = 0;
+              for (size_t i = 0; i < got.size(); i += es) {
+                bool zero = true;
+                for (size_t b = 0; b < es; ++b) zero = zero && got[i + b] == 0;
+                zeros += zero;
+              }
+              CHECK(zeros > count / 5);
+              CHECK(zeros < count * 4 / 5);
+            }
+          }
+}
+
+// A residual input is only fuse_batch_norm_relu's: an imported BatchNormalization with six inputs
+// is refused with the count, and a residual of another shape with both shapes.
+TEST_CASE("layouts: BatchNorm's residual input: six inputs refused unless fused, shapes checked") {
+  Graph g;
+  GraphBuilder b(g, "t");
+  const ValueId x = b.input("x", DType::F32, shape_of({2, 16, 4, 4}));
+  const ValueId r = b.input("r", DType::F32, shape_of({2, 16, 4, 4}));
+  const ValueId r2 = b.input("r2", DType::F32, shape_of({2, 16, 4, 2}));
+  auto c16 = [&](const char* name) {
+    Tensor t;
+    t.dtype = DType::F32;
+    t.dims = {16};
+    t.bytes.resize(16 * 4);
+    return b.constant(std::move(t), name);
+  };
+  const ValueId sc = c16("scale"), bi = c16("bias"), m = c16("mean"), v = c16("var");
+  ops::BatchNormalizationParams p;
+  CHECK_THROWS_WITH(b.emit_with("BatchNormalization", {x, sc, bi, m, v, r}, p),
+                    doctest::Contains("has 6 inputs; BatchNormalization takes 5"));
+  p.residual = true;
+  CHECK_NOTHROW(b.emit_with("BatchNormalization", {x, sc, bi, m, v, r}, p));
+  CHECK_THROWS_WITH(b.emit_with("BatchNormalization", {x, sc, bi, m, v, r2}, p),
+                    doctest::Contains("the residual input (input 5 'r2') must be X's"));
+}
+
 TEST_CASE("layouts: MobileNetV2's BatchNorm + ReLU6 pairs are fused, forward and backward") {
   ImportResult r = import_model(kMobilenet);
   int64_t pairs = 0;
@@ -1195,19 +1348,37 @@ TEST_CASE("layouts: ResNet-18's BatchNorm + Relu pairs are fused, forward and ba
     CAPTURE(blocked);
     TrainModel m(r.graph, detect_loss(r.graph), Precision::F32, blocked);
     const Graph& g = m.training_graph().graph;
-    int64_t fused = 0, fused_grads = 0, relus = 0;
+    int64_t fused = 0, fused_grads = 0, relus = 0, residuals = 0, adds = 0;
     for (const Node& nd : g.nodes) {
       const std::string_view op = nd.def->name;
       if (op == "BatchNormalization" && nd.p<ops::BatchNormalizationParams>().relu) ++fused;
+      if (op == "BatchNormalization" && nd.p<ops::BatchNormalizationParams>().residual) {
+        ++residuals;
+        REQUIRE(nd.inputs.size() == 6);
+        const Value &x = g.value(nd.inputs[0]), &r = g.value(nd.inputs[5]);
+        CHECK(r.shape == x.shape);
+        CHECK(r.blocked == x.blocked);
+        CHECK(g.value(nd.outputs[0]).blocked == x.blocked);
+        CHECK(r.producer < static_cast<NodeId>(&nd - g.nodes.data()));  // order kept
+      }
+      // The forward's Adds (the backward's gradient sums are Adds of ConvGrad outputs)
+      if (op == "Add" && g.value(nd.inputs[0]).producer >= 0 &&
+          g.nodes[static_cast<size_t>(g.value(nd.inputs[0]).producer)].def->name ==
+              "BatchNormalization")
+        ++adds;
       if (op == "BatchNormalizationGrad" && nd.p<ops::BatchNormalizationParams>().relu) {
         ++fused_grads;
         check_fused_grad(g, nd);
       }
       relus += op == "Relu" || op == "ReluGrad";
     }
-    CHECK(fused == pairs);
+    // The 8 residual Adds with the Relu after each fuse into the block's last BatchNorm
+    // (`residual`); their ReluGrads stay (the sum's gradient feeds the shortcut too).
+    CHECK(fused == pairs + 8);
+    CHECK(residuals == 8);
     CHECK(fused_grads == pairs);
-    CHECK(relus == 2 * (17 - pairs));  // the Relus after a residual Add stay
+    CHECK(relus == 17 - pairs);
+    CHECK(adds == 0);
     if (blocked) CHECK(check_layouts(g) > 20);
   }
 }

@@ -67,6 +67,8 @@ const std::vector<Case> kCorpus = {
   {"output_not_produced.onnx", {"graph output 'nowhere' is not produced"}},
   {"no_outputs.onnx", {"the graph has no outputs"}},
   {"wrong_arity.onnx", {"[Relu node 'act2'] has 2 inputs; Relu takes 1"}},
+  {"batchnorm_six_inputs.onnx", {"[BatchNormalization node 'bn6'] has 6 inputs; "
+                                 "BatchNormalization takes 5"}},
   // initializer data against its shape
   {"raw_data_mismatch.onnx", {"initializer 'w'", "raw_data holds 10 bytes", "dims [4] of f32 "
                               "need 16 bytes"}},

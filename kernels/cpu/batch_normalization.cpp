@@ -18,7 +18,12 @@
 // block at a time, each pass split over the samples. Outputs 1..4 may alias inputs 3/4 (each
 // channel is read before it is written); Y may alias X. X and Y in oneDNN's blocked layout
 // (TensorView::blocked, [N, C/16, S, 16]; both alike, assign_blocked_layouts couples them) are
-// normalised a block of 16 channels at a time, the lanes side by side.
+// normalised a block of 16 channels at a time, the lanes side by side. With the params' residual
+// (fuse_batch_norm_relu), input 5 R is added to y in f32 before the activation: Y = act(y + R),
+// rounded once as stored. f32 storage: the bits of BatchNormalization, Add and the activation
+// apart; bf16 storage: those ops round y first, then the sum, which the single rounding here is
+// never farther from the exact sum than (under cancellation, many bf16 steps nearer). Y may alias
+// R.
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -61,16 +66,25 @@ CB_STAT_INLINE inline T activate(T v, T lo, T hi) {
   return v;
 }
 
-// y = x * mul[ch] + add[ch] over planes [p0, p1) of [N*C, S], then the activation A.
+// y = x * mul[ch] + add[ch] over planes [p0, p1) of [N*C, S], plus r where given (the fused
+// residual), then the activation A.
 template <int A, typename T>
-CB_CPU_CLONES void scale_shift(const T* x, T* y, int64_t p0, int64_t p1, int64_t c, int64_t s,
-                               const T* mul, const T* add, float lo, float hi) {
+CB_CPU_CLONES void scale_shift(const T* x, const T* r, T* y, int64_t p0, int64_t p1, int64_t c,
+                               int64_t s, const T* mul, const T* add, float lo, float hi) {
   const T l = static_cast<T>(lo), h = static_cast<T>(hi);
   for (int64_t pl = p0; pl < p1; ++pl) {
     const T* xp = x + pl * s;
     T* yp = y + pl * s;
     const T m = mul[pl % c], b = add[pl % c];
-    for (int64_t j = 0; j < s; ++j) yp[j] = activate<A>(xp[j] * m + b, l, h);
+    if (r) {
+      const T* rp = r + pl * s;
+      for (int64_t j = 0; j < s; ++j) {
+        const T v = xp[j] * m + b;
+        yp[j] = activate<A>(v + rp[j], l, h);
+      }
+    } else {
+      for (int64_t j = 0; j < s; ++j) yp[j] = activate<A>(xp[j] * m + b, l, h);
+    }
   }
 }
 
@@ -114,20 +128,33 @@ CB_STAT_INLINE inline F8 activate8(F8 v, float lo, float hi) {
   return v;
 }
 
-// 16 channels at a time as two 8-lane vectors in St's lane order (storage.h's load16).
+// 16 channels at a time as two 8-lane vectors in St's lane order (storage.h's load16); with r
+// (the fused residual), y + r in f32, rounded once as stored.
 template <int A, typename St>
-CB_CPU_CLONES void scale_shift_blocked(const St* x, St* y, int64_t p0, int64_t p1, int64_t cb,
-                                       int64_t s, const float* mul, const float* add, float lo,
-                                       float hi) {
+CB_CPU_CLONES void scale_shift_blocked(const St* x, const St* r, St* y, int64_t p0, int64_t p1,
+                                       int64_t cb, int64_t s, const float* mul, const float* add,
+                                       float lo, float hi) {
   for (int64_t pl = p0; pl < p1; ++pl) {  // pl = i * cb + b: one block of one sample
     const St* xp = x + pl * s * 16;
     St* yp = y + pl * s * 16;
-    F8 m0, m1, d0, d1, v0, v1;
+    F8 m0, m1, d0, d1, v0, v1, w0, w1;
     lanes16<St>(mul + (pl % cb) * 16, m0, m1);
     lanes16<St>(add + (pl % cb) * 16, d0, d1);
-    for (int64_t j = 0; j < s; ++j) {
-      load16(xp + j * 16, v0, v1);
-      store16(yp + j * 16, activate8<A>(v0 * m0 + d0, lo, hi), activate8<A>(v1 * m1 + d1, lo, hi));
+    if (r) {
+      const St* rp = r + pl * s * 16;
+      for (int64_t j = 0; j < s; ++j) {
+        load16(xp + j * 16, v0, v1);
+        load16(rp + j * 16, w0, w1);
+        v0 = v0 * m0 + d0 + w0;
+        v1 = v1 * m1 + d1 + w1;
+        store16(yp + j * 16, activate8<A>(v0, lo, hi), activate8<A>(v1, lo, hi));
+      }
+    } else {
+      for (int64_t j = 0; j < s; ++j) {
+        load16(xp + j * 16, v0, v1);
+        store16(yp + j * 16, activate8<A>(v0 * m0 + d0, lo, hi),
+                activate8<A>(v1 * m1 + d1, lo, hi));
+      }
     }
   }
 }
@@ -156,6 +183,10 @@ void batch_norm(const KernelArgs& a) {
   const bool blocked = X.blocked;
   CB_CHECK(Y.blocked == blocked && (!blocked || c % 16 == 0));
   CB_CHECK(!blocked || X.bf16_storage == Y.bf16_storage);
+  // The fused residual (params' residual): laid out and stored as X (assign_blocked_layouts).
+  const TensorView* R = p.residual ? &a.in.at(5) : nullptr;
+  CB_CHECK(!R || (R->numel() == X.numel() && R->blocked == blocked &&
+                  R->bf16_storage == X.bf16_storage && R->dtype == X.dtype));
   auto coefficients = [&](int64_t c0, int64_t c1) {  // mul, add of channels [c0, c1)
     for (int64_t ch = c0; ch < c1; ++ch) {
       double m = real_at(a.in[1], ch) / std::sqrt(var[ch] + static_cast<double>(p.epsilon));
@@ -193,8 +224,8 @@ void batch_norm(const KernelArgs& a) {
           coefficients(b * 16, (b + 1) * 16);
           parallel(n, 16 * s, [&](int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i)
-              f(xs, static_cast<St*>(Y.data), i * cb + b, i * cb + b + 1, cb, s, mul, add,
-                p.clip_min, p.clip_max);
+              f(xs, static_cast<const St*>(R ? R->data : nullptr), static_cast<St*>(Y.data),
+                i * cb + b, i * cb + b + 1, cb, s, mul, add, p.clip_min, p.clip_max);
           });
         }
       });
@@ -223,8 +254,9 @@ void batch_norm(const KernelArgs& a) {
         with_storage(X.bf16_storage, [&](auto* tag) {
           using St = std::remove_pointer_t<decltype(tag)>;
           parallel(n * c / 16, 16 * s, [&](int64_t p0, int64_t p1) {
-            scale_shift_blocked_for<St>(p)(static_cast<const St*>(X.data), static_cast<St*>(Y.data),
-                                           p0, p1, c / 16, s, mul, add, p.clip_min, p.clip_max);
+            scale_shift_blocked_for<St>(p)(
+                static_cast<const St*>(X.data), static_cast<const St*>(R ? R->data : nullptr),
+                static_cast<St*>(Y.data), p0, p1, c / 16, s, mul, add, p.clip_min, p.clip_max);
           });
         });
     } else {
@@ -232,7 +264,7 @@ void batch_norm(const KernelArgs& a) {
         auto* f = !p.relu  ? scale_shift<kNone, T>
                   : p.clip ? scale_shift<kClip, T>
                            : scale_shift<kRelu, T>;
-        f(x, y, p0, p1, c, s, mul, add, p.clip_min, p.clip_max);
+        f(x, R ? R->ptr<T>() : nullptr, y, p0, p1, c, s, mul, add, p.clip_min, p.clip_max);
       });
     }
   }

@@ -151,12 +151,15 @@ void batch_norm(const KernelArgs& a, const GpuCtx& c) {
       add[o] = bias.at(o) - rmean.at(o) * m;
     });
   }
-  // fused (fuse_batch_norm_relu): ReluOp's max(y, 0) or ClipOp's clamp (as the CPU)
+  // fused (fuse_batch_norm_relu): ReluOp's max(y, 0) or ClipOp's clamp (as the CPU), after the
+  // residual input 5 is added where there is one (params.h's residual)
   const bool relu = p.relu;
   const math::BnActivation act = math::BnActivation::of(p);
+  const T* r = p.residual ? a.in.at(5).ptr<T>() : nullptr;
   parallel_for(c, a.in[0].numel(), [=] CB_HOST_DEVICE(int64_t i) {
     const int64_t k = (i / s) % ch;
-    const T v = x[i] * static_cast<T>(mul[k]) + static_cast<T>(add[k]);
+    T v = x[i] * static_cast<T>(mul[k]) + static_cast<T>(add[k]);
+    if (r) v = v + r[i];
     y[i] = relu ? act.y(v) : v;
   });
 }

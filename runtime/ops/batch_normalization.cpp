@@ -2,6 +2,7 @@
 // Training mode: opset <= 13 when the node has more than one output (Y, running_mean,
 // running_var, saved_mean, saved_var); opset >= 14 with training_mode=1 (Y, running_mean,
 // running_var). mean/var initializers are training state (running statistics), not parameters.
+// Internal sixth input: a residual added before the fused activation (params.h's residual).
 #include "runtime/ops/op_util.h"
 #include "runtime/ops/params.h"
 #include "runtime/vjp.h"
@@ -38,6 +39,15 @@ void infer(InferCtx& c) {
       c.fail("{} (input {} '{}') must be [{}] (X {} has {} channels), got {}", names[i], i,
              c.in(i).name, to_string(ch), to_string(c.shape(0)), to_string(ch),
              to_string(c.shape(i)));
+  if (c.num_inputs() > 5) {  // only fuse_batch_norm_relu's residual input; not in ONNX files
+    if (!p.residual)
+      c.fail("has {} inputs; BatchNormalization takes 5 (X, scale, B, input_mean, input_var)",
+             c.num_inputs());
+    if (c.dtype(5) != c.dtype(0) || c.shape(5) != c.shape(0))
+      c.fail("the residual input (input 5 '{}') must be X's {} {}, got {} {}", c.in(5).name,
+             dtype_name(c.dtype(0)), to_string(c.shape(0)), dtype_name(c.dtype(5)),
+             to_string(c.shape(5)));
+  }
   c.set(0, c.dtype(0), c.shape(0));
   for (size_t i = 1; i < 5; ++i) c.set(i, c.dtype(3), {ch});
   if (c.num_outputs() > 5) c.set(5, DType::F64, {Dim::of(4), ch});
@@ -72,7 +82,7 @@ void infer_grad(InferCtx& c) {
 const OpDef kBatchNormalization{.kind = OpKind::BatchNormalization,
                                 .name = "BatchNormalization",
                                 .inputs_min = 5,
-                                .inputs_max = 5,
+                                .inputs_max = 6,  // 6: the fused residual (params.h)
                                 .outputs_min = 1,
                                 .outputs_max = 6,
                                 .parse = parse,

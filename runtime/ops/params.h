@@ -43,6 +43,12 @@ struct BatchNormalizationParams {
   // rule) counts the bounds too, which differs only where y is exactly a bound.
   bool clip = false;
   float clip_min = 0, clip_max = 0;
+  // A residual block's Add fused in (fuse_batch_norm_relu): a sixth input R, X's shape and
+  // layout, added to y before the activation: Y = act(y + R), rounded once to Y's storage: the
+  // bits of BatchNormalization, Add and the activation apart, but for bf16 activations, which
+  // those round twice (y, then the sum): there the fused sum is never farther from the exact one.
+  // The gradient does not change (Add passes dY through).
+  bool residual = false;
 };
 
 // cast.cpp

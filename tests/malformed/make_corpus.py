@@ -268,6 +268,13 @@ def main():
     write("wrong_arity.onnx", model(
         [helper.make_node("Relu", ["x", "x"], ["y"], name="act2")],
         [inp("x", ["batch", 4])], [inp("y", ["batch", 4])]))
+    # a sixth input is crossbow's own (a fused residual), never a file's
+    bn_params = [numpy_helper.from_array(np.ones(4, np.float32), n)
+                 for n in ("scale", "b", "mean", "var")]
+    write("batchnorm_six_inputs.onnx", model(
+        [helper.make_node("BatchNormalization", ["x", "scale", "b", "mean", "var", "x"], ["y"],
+                          name="bn6")],
+        [inp("x", ["batch", 4, 3, 3])], [inp("y", ["batch", 4, 3, 3])], inits=bn_params))
 
 
 if __name__ == "__main__":
