@@ -20,8 +20,6 @@ constexpr int kL = 16;  // channels per block
 // vector compares are lowered lane by lane).
 typedef float V8 __attribute__((vector_size(32)));
 typedef int32_t I8 __attribute__((vector_size(32)));
-typedef uint32_t U8 __attribute__((vector_size(32)));
-typedef uint16_t H8 __attribute__((vector_size(16)));
 struct V16 {
   V8 lo, hi;
 };
@@ -34,30 +32,27 @@ __attribute__((always_inline)) inline V8 load8(const float* p) {
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
-__attribute__((always_inline)) inline V8 load8(const uint16_t* p) {
-  H8 h;
-  __builtin_memcpy(&h, p, sizeof h);
-  return (V8)(__builtin_convertvector(h, U8) << 16);
-}
 __attribute__((always_inline)) inline void store8(float* p, V8 v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
-// storage.h's store_s rounding, 8 lanes at a time.
-__attribute__((always_inline)) inline void store8(uint16_t* p, V8 v) {
-  const U8 u = (U8)v;
-  const U8 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, nan = (u >> 16) | 0x40u;
-  const U8 is_nan = (U8)((u & 0x7fffffffu) > 0x7f800000u);
-  const H8 h = __builtin_convertvector((nan & is_nan) | (rounded & ~is_nan), H8);
-  __builtin_memcpy(p, &h, sizeof h);
-}
-template <class St>
-__attribute__((always_inline)) inline V16 load16(const St* p) {
+// A block's 16 values: float as they lie; bf16 through storage.h's load16/store16 (the even
+// positions in lo, the odd in hi: one load, a shift and a mask, where widening in order costs
+// GCC six instructions per 8 values; every operand and the float accumulators go through these,
+// so no pool sees the order).
+__attribute__((always_inline)) inline V16 load16(const float* p) {
   return {load8(p), load8(p + 8)};
 }
-template <class St>
-__attribute__((always_inline)) inline void store16(St* p, const V16& v) {
+__attribute__((always_inline)) inline V16 load16(const uint16_t* p) {
+  V16 v;
+  cpu::load16(p, v.lo, v.hi);
+  return v;
+}
+__attribute__((always_inline)) inline void store16(float* p, const V16& v) {
   store8(p, v.lo);
   store8(p + 8, v.hi);
+}
+__attribute__((always_inline)) inline void store16(uint16_t* p, const V16& v) {
+  cpu::store16(p, v.lo, v.hi);
 }
 // geom::pool_greater per lane (v > best, or v NaN and best not), and the select on it.
 __attribute__((always_inline)) inline I8 greater(V8 v, V8 best) {
