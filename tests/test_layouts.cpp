@@ -857,6 +857,28 @@ TEST_CASE("precision: LeNet-5 in bf16 on the CUDA kernels (host-run) trains as t
 
 namespace {
 
+// Values as the kernels store them: f32, or bf16 bits.
+std::vector<uint8_t> stored_as(const std::vector<float>& v, bool bf16) {
+  std::vector<uint8_t> b(v.size() * (bf16 ? 2 : 4));
+  if (bf16) {
+    const std::vector<uint16_t> r = rounded(v);
+    std::memcpy(b.data(), r.data(), b.size());
+  } else {
+    std::memcpy(b.data(), v.data(), b.size());
+  }
+  return b;
+}
+
+// Runs `op` with params `p` on views of host memory through `dev`.
+void run_op(Device& dev, OpKind op, std::any& p, std::vector<TensorView> in,
+            std::vector<TensorView> out) {
+  KernelArgs k;
+  k.params = &p;
+  k.in = std::move(in);
+  k.out = std::move(out);
+  test::launch_host(dev, op, k);
+}
+
 // BatchNormalization with an activation fused in (fuse_batch_norm_relu) against BatchNormalization
 // then the activation op: the same forward bits (Y, the running statistics); and its gradient
 // against BatchNormalizationGrad of dY, the unfused gradient (`unfused_grad`), the same bits (dX,
@@ -896,16 +918,7 @@ void check_fused_activation(const FusedActivation& fa, UnfusedGrad&& unfused_gra
       // Values as the kernels store them: f32, or bf16 bits (the random data read as blocked is
       // as good a test as any other order, both paths reading the same buffers).
       const size_t es = f.bf16 ? 2 : 4;
-      auto stored = [&](const std::vector<float>& v) {
-        std::vector<uint8_t> b(v.size() * es);
-        if (f.bf16) {
-          const std::vector<uint16_t> r = rounded(v);
-          std::memcpy(b.data(), r.data(), b.size());
-        } else {
-          std::memcpy(b.data(), v.data(), b.size());
-        }
-        return b;
-      };
+      auto stored = [&](const std::vector<float>& v) { return stored_as(v, f.bf16); };
       auto value = [&](const std::vector<uint8_t>& b, size_t i) {  // element i as a float
         if (!f.bf16) {
           float v = 0;
@@ -938,13 +951,7 @@ void check_fused_activation(const FusedActivation& fa, UnfusedGrad&& unfused_gra
           }
       std::vector<uint8_t> xs = stored(xv), dzs = stored(dz);
       auto run = [&](OpKind op, std::any& p, std::vector<TensorView> in,
-                     std::vector<TensorView> out) {
-        KernelArgs k;
-        k.params = &p;
-        k.in = std::move(in);
-        k.out = std::move(out);
-        test::launch_host(*dev, op, k);
-      };
+                     std::vector<TensorView> out) { run_op(*dev, op, p, in, out); };
       ops::BatchNormalizationParams bp;
       bp.training = true;
       bp.unbiased_running_var = true;
@@ -1134,28 +1141,13 @@ TEST_CASE("layouts: BatchNorm with a fused residual Add gives BatchNorm, Add and
             const std::vector<float> mean0 = uniform(rng, sh.c, -1, 1),
                                      var0 = uniform(rng, sh.c, 0.5f, 2);
             const size_t es = f.bf16 ? 2 : 4;
-            auto stored = [&](const std::vector<float>& v) {
-              std::vector<uint8_t> b(v.size() * es);
-              if (f.bf16) {
-                const std::vector<uint16_t> h = rounded(v);
-                std::memcpy(b.data(), h.data(), b.size());
-              } else {
-                std::memcpy(b.data(), v.data(), b.size());
-              }
-              return b;
-            };
+            auto stored = [&](const std::vector<float>& v) { return stored_as(v, f.bf16); };
             auto act = [&](std::vector<uint8_t>& b) {
               return TensorView{b.data(), DType::F32, dims, f.blocked, f.bf16};
             };
             auto vec = [&](std::vector<float>& v) { return f32_view(v, {sh.c}); };
             auto run = [&](OpKind op, std::any& p, std::vector<TensorView> in,
-                           std::vector<TensorView> out) {
-              KernelArgs k;
-              k.params = &p;
-              k.in = std::move(in);
-              k.out = std::move(out);
-              test::launch_host(*dev, op, k);
-            };
+                           std::vector<TensorView> out) { run_op(*dev, op, p, in, out); };
             ops::BatchNormalizationParams bp;
             bp.training = training;
             bp.unbiased_running_var = training;
