@@ -526,6 +526,16 @@ int64_t fuse_batch_norm_add(Graph& g, const std::vector<int64_t>& uses, std::vec
       bn = b, y = add.inputs[i], r = add.inputs[1 - i];
     }
     if (!bn) continue;
+    // Moved to the Add's place, the BatchNorm must not have readers in between (of its running
+    // statistics, say).
+    const size_t bi = static_cast<size_t>(bn - g.nodes.data());
+    bool read_between = false;
+    for (size_t k = bi + 1; k < ai && !read_between; ++k)
+      for (ValueId v : g.nodes[k].inputs)
+        read_between = read_between ||
+                       (v != kNoValue &&
+                        std::find(bn->outputs.begin(), bn->outputs.end(), v) != bn->outputs.end());
+    if (read_between) continue;
     // The Relu that alone reads the sum.
     Node* relu = nullptr;
     if (uses[static_cast<size_t>(sum)] == 1)
@@ -539,7 +549,6 @@ int64_t fuse_batch_norm_add(Graph& g, const std::vector<int64_t>& uses, std::vec
         else
           break;
       }
-    const size_t bi = static_cast<size_t>(bn - g.nodes.data());
     Node moved = std::move(*bn);
     auto& p = std::any_cast<ops::BatchNormalizationParams&>(moved.params);
     p.residual = true;

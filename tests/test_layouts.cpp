@@ -1212,6 +1212,17 @@ TEST_CASE("layouts: BatchNorm with a fused residual Add gives BatchNorm, Add and
           }
 }
 
+namespace {
+// A constant f32 [16] of zeros (a BatchNorm's per-channel inputs in the graph tests).
+ValueId zeros16(GraphBuilder& b, const char* name) {
+  Tensor t;
+  t.dtype = DType::F32;
+  t.dims = {16};
+  t.bytes.resize(16 * 4);
+  return b.constant(std::move(t), name);
+}
+}  // namespace
+
 // A residual input is only fuse_batch_norm_relu's: an imported BatchNormalization with six inputs
 // is refused with the count, and a residual of another shape with both shapes.
 TEST_CASE("layouts: BatchNorm's residual input: six inputs refused unless fused, shapes checked") {
@@ -1220,13 +1231,7 @@ TEST_CASE("layouts: BatchNorm's residual input: six inputs refused unless fused,
   const ValueId x = b.input("x", DType::F32, shape_of({2, 16, 4, 4}));
   const ValueId r = b.input("r", DType::F32, shape_of({2, 16, 4, 4}));
   const ValueId r2 = b.input("r2", DType::F32, shape_of({2, 16, 4, 2}));
-  auto c16 = [&](const char* name) {
-    Tensor t;
-    t.dtype = DType::F32;
-    t.dims = {16};
-    t.bytes.resize(16 * 4);
-    return b.constant(std::move(t), name);
-  };
+  auto c16 = [&](const char* name) { return zeros16(b, name); };
   const ValueId sc = c16("scale"), bi = c16("bias"), m = c16("mean"), v = c16("var");
   ops::BatchNormalizationParams p;
   CHECK_THROWS_WITH(b.emit_with("BatchNormalization", {x, sc, bi, m, v, r}, p),
@@ -1235,6 +1240,48 @@ TEST_CASE("layouts: BatchNorm's residual input: six inputs refused unless fused,
   CHECK_NOTHROW(b.emit_with("BatchNormalization", {x, sc, bi, m, v, r}, p));
   CHECK_THROWS_WITH(b.emit_with("BatchNormalization", {x, sc, bi, m, v, r2}, p),
                     doctest::Contains("the residual input (input 5 'r2') must be X's"));
+}
+
+// fuse_batch_norm_relu's residual half on a small graph: BatchNorm -> Add(Y, R) -> Relu becomes
+// one node at the Add's place reading R, computed after the BatchNorm as a bottleneck's shortcut
+// is; not where a node between the two reads the BatchNorm's running mean (the moved node would
+// come after its reader), nor where Y has another reader.
+TEST_CASE("layouts: the residual fusion moves BatchNorm to its Add, and only where it may") {
+  for (int variant = 0; variant < 3; ++variant) {
+    CAPTURE(variant);
+    Graph g;
+    GraphBuilder b(g, "t");
+    const ValueId x = b.input("x", DType::F32, shape_of({2, 16, 4, 4}));
+    auto c16 = [&](const char* name) { return zeros16(b, name); };
+    ops::BatchNormalizationParams p;
+    p.training = true;
+    const std::vector<ValueId> bn =
+        b.emit_with("BatchNormalization", {x, c16("s"), c16("b"), c16("m"), c16("v")}, p, 3);
+    const ValueId between = variant == 1 ? b.op("Neg", {bn[1]}) : b.op("Neg", {x});
+    const ValueId r = b.op("Sigmoid", {x});  // the shortcut, after the BatchNorm
+    const ValueId sum = b.op("Add", {bn[0], r});
+    const ValueId out = b.op("Relu", {sum});
+    g.outputs = {out, between};
+    if (variant == 2) g.outputs.push_back(bn[0]);  // Y read by more than the Add
+    const int64_t fused = fuse_batch_norm_relu(g);
+    int64_t adds = 0, relus = 0, residuals = 0;
+    for (const Node& n : g.nodes) {
+      adds += n.def->name == "Add";
+      relus += n.def->name == "Relu";
+      if (n.def->name != "BatchNormalization" || !n.p<ops::BatchNormalizationParams>().residual)
+        continue;
+      ++residuals;
+      REQUIRE(n.inputs.size() == 6);
+      CHECK(n.inputs[5] == r);
+      CHECK(n.outputs[0] == out);
+      CHECK(n.p<ops::BatchNormalizationParams>().relu);
+      CHECK(g.value(r).producer < static_cast<NodeId>(&n - g.nodes.data()));
+    }
+    CHECK(fused == (variant == 0 ? 1 : 0));
+    CHECK(residuals == fused);
+    CHECK(adds == 1 - fused);
+    CHECK(relus == 1 - fused);
+  }
 }
 
 TEST_CASE("layouts: MobileNetV2's BatchNorm + ReLU6 pairs are fused, forward and backward") {

@@ -73,15 +73,19 @@ CB_STAT_INLINE inline void store16(float* p, const F8& lo, const F8& hi) {
   __builtin_memcpy(p, &lo, sizeof lo);
   __builtin_memcpy(p + 8, &hi, sizeof hi);
 }
-// store_s's rounding (nearest even; NaN a quiet NaN), the bf16 in each word's high half.
-CB_STAT_INLINE inline U8 bf16_high(const F8& v) {
+// store_s's rounding (nearest even; NaN a quiet NaN), the bf16 in each word's high half (out by
+// reference: a vector return changes the ABI where AVX is off).
+CB_STAT_INLINE inline void bf16_high(const F8& v, U8& r) {
   U8 u;
   __builtin_memcpy(&u, &v, sizeof u);
   const U8 is_nan = (U8)((u & 0x7fffffffu) > 0x7f800000u);
-  return (is_nan & (u | 0x400000u)) | (~is_nan & (u + 0x7fffu + ((u >> 16) & 1u)));
+  r = (is_nan & (u | 0x400000u)) | (~is_nan & (u + 0x7fffu + ((u >> 16) & 1u)));
 }
 CB_STAT_INLINE inline void store16(uint16_t* p, const F8& even, const F8& odd) {
-  const U8 w = (bf16_high(even) >> 16) | (bf16_high(odd) & 0xffff0000u);
+  U8 e, o;
+  bf16_high(even, e);
+  bf16_high(odd, o);
+  const U8 w = (e >> 16) | (o & 0xffff0000u);
   __builtin_memcpy(p, &w, sizeof w);
 }
 // A block's 16 per-channel values v as two f32 vectors in St's lane order.
