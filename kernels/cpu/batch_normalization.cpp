@@ -59,11 +59,16 @@ CB_CPU_CLONES void channel_stats(const T* x, int64_t n, int64_t c, int64_t s, in
 
 // The fused activation (BnActivation, scalar_math.h): none, Relu or Clip.
 enum Act { kNone, kRelu, kClip };
+// Applied in place to a float or double, or to 8 float lanes (F8: by reference, as a vector
+// return changes the ABI where AVX is off).
 template <int A, typename T>
-CB_STAT_INLINE inline T activate(T v, T lo, T hi) {
-  if constexpr (A == kRelu) return v > T(0) ? v : T(0);              // ReluOp's rule: NaN gives 0
-  if constexpr (A == kClip) return v < lo ? lo : (v > hi ? hi : v);  // ClipOp's
-  return v;
+CB_STAT_INLINE inline void activate(T& v, float lo, float hi) {
+  const T zero = {};
+  if constexpr (A == kRelu) v = v > zero ? v : zero;  // ReluOp's rule: NaN gives 0
+  if constexpr (A == kClip) {                         // ClipOp's
+    const T l = zero + lo, h = zero + hi;
+    v = v < l ? l : (v > h ? h : v);
+  }
 }
 
 // y = x * mul[ch] + add[ch] over planes [p0, p1) of [N*C, S], plus r where given (the fused
@@ -71,7 +76,6 @@ CB_STAT_INLINE inline T activate(T v, T lo, T hi) {
 template <int A, typename T>
 CB_CPU_CLONES void scale_shift(const T* x, const T* r, T* y, int64_t p0, int64_t p1, int64_t c,
                                int64_t s, const T* mul, const T* add, float lo, float hi) {
-  const T l = static_cast<T>(lo), h = static_cast<T>(hi);
   for (int64_t pl = p0; pl < p1; ++pl) {
     const T* xp = x + pl * s;
     T* yp = y + pl * s;
@@ -79,11 +83,17 @@ CB_CPU_CLONES void scale_shift(const T* x, const T* r, T* y, int64_t p0, int64_t
     if (r) {
       const T* rp = r + pl * s;
       for (int64_t j = 0; j < s; ++j) {
-        const T v = xp[j] * m + b;
-        yp[j] = activate<A>(v + rp[j], l, h);
+        T v = xp[j] * m + b;
+        v += rp[j];
+        activate<A>(v, lo, hi);
+        yp[j] = v;
       }
     } else {
-      for (int64_t j = 0; j < s; ++j) yp[j] = activate<A>(xp[j] * m + b, l, h);
+      for (int64_t j = 0; j < s; ++j) {
+        T v = xp[j] * m + b;
+        activate<A>(v, lo, hi);
+        yp[j] = v;
+      }
     }
   }
 }
@@ -116,18 +126,6 @@ CB_CPU_CLONES void sample_partials(const St* x, int64_t cb, int64_t s, int64_t b
   }
 }
 
-// The activation A on 8 lanes in place (activate's rules; by reference: a vector return changes
-// the ABI where AVX is off).
-template <int A>
-CB_STAT_INLINE inline void activate8(F8& v, float lo, float hi) {
-  const F8 zero = {};
-  if constexpr (A == kRelu) v = v > zero ? v : zero;
-  if constexpr (A == kClip) {
-    const F8 l = zero + lo, h = zero + hi;
-    v = v < l ? l : (v > h ? h : v);
-  }
-}
-
 // 16 channels at a time as two 8-lane vectors in St's lane order (storage.h's load16); with r
 // (the fused residual), y + r in f32, rounded once as stored.
 template <int A, typename St>
@@ -137,28 +135,28 @@ CB_CPU_CLONES void scale_shift_blocked(const St* x, const St* r, St* y, int64_t 
   for (int64_t pl = p0; pl < p1; ++pl) {  // pl = i * cb + b: one block of one sample
     const St* xp = x + pl * s * 16;
     St* yp = y + pl * s * 16;
-    F8 m0, m1, d0, d1, v0, v1, w0, w1;
+    F8 m0, m1, d0, d1;
     lanes16<St>(mul + (pl % cb) * 16, m0, m1);
     lanes16<St>(add + (pl % cb) * 16, d0, d1);
-    if (r) {
-      const St* rp = r + pl * s * 16;
+    auto sweep = [&](auto residual) CB_STAT_INLINE {
       for (int64_t j = 0; j < s; ++j) {
-        load16(xp + j * 16, v0, v1);
-        load16(rp + j * 16, w0, w1);
-        v0 = v0 * m0 + d0 + w0;
-        v1 = v1 * m1 + d1 + w1;
-        activate8<A>(v0, lo, hi), activate8<A>(v1, lo, hi);
-        store16(yp + j * 16, v0, v1);
-      }
-    } else {
-      for (int64_t j = 0; j < s; ++j) {
+        F8 v0, v1;
         load16(xp + j * 16, v0, v1);
         v0 = v0 * m0 + d0;
         v1 = v1 * m1 + d1;
-        activate8<A>(v0, lo, hi), activate8<A>(v1, lo, hi);
+        if constexpr (decltype(residual)::value) {
+          F8 w0, w1;
+          load16(r + (pl * s + j) * 16, w0, w1);
+          v0 += w0, v1 += w1;
+        }
+        activate<A>(v0, lo, hi), activate<A>(v1, lo, hi);
         store16(yp + j * 16, v0, v1);
       }
-    }
+    };
+    if (r)
+      sweep(std::true_type{});
+    else
+      sweep(std::false_type{});
   }
 }
 
