@@ -10,6 +10,7 @@
 // dW is summed per (sample, block) in f32, the samples' sums then in sample order: the same bits
 // for any thread count. (A forward written the same way was no faster than oneDNN's: Conv stays
 // with oneDNN.)
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/blas.h"
@@ -33,6 +34,95 @@ struct Plane {
   int64_t h, w, oh, ow, s;  // input and output sizes, the stride (1 or 2)
 };
 
+// dW's sums over dY row dyr, acc[kh * 3 + kw] += sum over o of X[ih][o*s - 1 + kw] * dY[r][o]
+// with xr[kh] X's row ih = r*s - 1 + kh (null outside X: padding). Each of the nine sums runs
+// over o in order in its own register (a row's total, then into acc): nine independent chains of
+// adds, where three taps a pass over the row left the adds' latency exposed.
+CB_STAT_INLINE inline void dw_row(const float* const xr[3], const float* dyr, const Plane& g,
+                                  V16 acc[9]) {
+  V16 a[9];
+  for (int k = 0; k < 9; ++k) a[k] = V16{};
+  auto edge = [&](int64_t o) CB_STAT_INLINE {  // any o: every tap checked
+    const V16 d = at16(dyr + o * 16);
+    for (int kh = 0; kh < 3; ++kh)
+      for (int kw = 0; kw < 3; ++kw) {
+        const int64_t iw = o * g.s - 1 + kw;
+        if (xr[kh] && iw >= 0 && iw < g.w) a[kh * 3 + kw] += at16(xr[kh] + iw * 16) * d;
+      }
+  };
+  // o in [1, o1): columns o*s - 1 .. o*s + 1 all inside X.
+  const int64_t o1 = std::max<int64_t>(1, std::min(g.ow, (g.w - 2) / g.s + 1));
+  if (g.ow > 0) edge(0);
+  if (xr[0] && xr[1] && xr[2]) {
+    for (int64_t o = 1; o < o1; ++o) {
+      const V16 d = at16(dyr + o * 16);
+      const int64_t c = (o * g.s - 1) * 16;
+      for (int kh = 0; kh < 3; ++kh)
+        for (int kw = 0; kw < 3; ++kw) a[kh * 3 + kw] += at16(xr[kh] + c + kw * 16) * d;
+    }
+  } else {
+    for (int64_t o = 1; o < o1; ++o) edge(o);
+  }
+  for (int64_t o = o1; o < g.ow; ++o) edge(o);
+  for (int k = 0; k < 9; ++k) acc[k] += a[k];
+}
+
+// dX row r at stride 1: dX[r][iw] = sum over kh (dY row r + 1 - kh, d[kh], null outside) and kw
+// (dY column iw + 1 - kw) of dY * W[kh][kw], each element's nine products added in that order.
+CB_STAT_INLINE inline void dx_row_s1(const float* const d[3], const V16 wk[9], const Plane& g,
+                                     float* dxr) {
+  auto edge = [&](int64_t iw) CB_STAT_INLINE {
+    V16 a = {};
+    for (int kh = 0; kh < 3; ++kh) {
+      if (!d[kh]) continue;
+      if (iw + 1 < g.ow) a += at16(d[kh] + (iw + 1) * 16) * wk[kh * 3];
+      if (iw < g.ow) a += at16(d[kh] + iw * 16) * wk[kh * 3 + 1];
+      if (iw >= 1 && iw - 1 < g.ow) a += at16(d[kh] + (iw - 1) * 16) * wk[kh * 3 + 2];
+    }
+    at16(dxr + iw * 16) = a;
+  };
+  // iw in [1, i1): columns iw - 1 .. iw + 1 of dY all inside, every row too.
+  const int64_t i1 = d[0] && d[1] && d[2] ? std::max<int64_t>(1, std::min(g.w, g.ow - 1)) : 1;
+  if (g.w > 0) edge(0);
+  for (int64_t iw = 1; iw < i1; ++iw) {
+    V16 a = {};
+    for (int kh = 0; kh < 3; ++kh) {
+      const float* q = d[kh] + (iw - 1) * 16;
+      a += at16(q + 32) * wk[kh * 3];
+      a += at16(q + 16) * wk[kh * 3 + 1];
+      a += at16(q) * wk[kh * 3 + 2];
+    }
+    at16(dxr + iw * 16) = a;
+  }
+  for (int64_t iw = std::max<int64_t>(1, i1); iw < g.w; ++iw) edge(iw);
+}
+
+// dX row r at stride 2: dY row (r + 1 - kh) / 2 where r + 1 - kh is even (r even: kh = 1; odd:
+// kh = 0, then 2), column (iw + 1 - kw) / 2 likewise (iw = 2q: kw = 1, column q; iw = 2q + 1:
+// kw = 0, column q + 1, then kw = 2, column q), each element's products added in (kh, kw) order.
+CB_STAT_INLINE inline void dx_row_s2(int64_t r, const float* dy, const V16 wk[9], const Plane& g,
+                                     float* dxr) {
+  const float* rows[2];
+  int kh_of[2], nr = 0;
+  for (int kh = 0; kh < 3; ++kh) {
+    const int64_t t = r + 1 - kh;
+    if (t < 0 || (t & 1) || t / 2 >= g.oh) continue;
+    rows[nr] = dy + (t / 2) * g.ow * 16, kh_of[nr++] = kh;
+  }
+  for (int64_t q = 0; 2 * q < g.w; ++q) {
+    V16 e = {};  // iw = 2q
+    for (int i = 0; i < nr; ++i) e += at16(rows[i] + q * 16) * wk[kh_of[i] * 3 + 1];
+    at16(dxr + 2 * q * 16) = e;
+    if (2 * q + 1 >= g.w) break;
+    V16 o = {};  // iw = 2q + 1
+    for (int i = 0; i < nr; ++i) {
+      if (q + 1 < g.ow) o += at16(rows[i] + (q + 1) * 16) * wk[kh_of[i] * 3];
+      o += at16(rows[i] + q * 16) * wk[kh_of[i] * 3 + 2];
+    }
+    at16(dxr + (2 * q + 1) * 16) = o;
+  }
+}
+
 // One (sample, block) plane: x [H, W, 16], dy [OH, OW, 16], w [9][16] (the block's filters);
 // dx [H, W, 16] assigned (when not null), dw [9][16] assigned with this plane's sums (when not
 // null). Row r of dY and row r of dX are done together, so that the rows they read (dY rows
@@ -43,62 +133,25 @@ CB_CPU_CLONES void depthwise_grad_plane(const float* x, const float* dy, const f
   for (int k = 0; k < 9; ++k) wk[k] = at16(w + k * 16), acc[k] = V16{};
   const int64_t rows = g.h > g.oh ? g.h : g.oh;
   for (int64_t r = 0; r < rows; ++r) {
-    if (dw && r < g.oh) {  // dW from dY row r
-      const float* dyr = dy + r * g.ow * 16;
+    if (dw && r < g.oh) {
+      const float* xr[3];
       for (int kh = 0; kh < 3; ++kh) {
         const int64_t ih = r * g.s - 1 + kh;
-        if (ih < 0 || ih >= g.h) continue;
-        const float* xr = x + ih * g.w * 16;
-        V16 a0 = {}, a1 = {}, a2 = {};
-        {  // ow = 0: iw = -1 (padding), 0, 1
-          const V16 d = at16(dyr);
-          a1 += at16(xr) * d;
-          if (g.w > 1) a2 += at16(xr + 16) * d;
-        }
-        for (int64_t o = 1; o < g.ow; ++o) {
-          const V16 d = at16(dyr + o * 16);
-          const int64_t iw = o * g.s - 1;
-          a0 += at16(xr + iw * 16) * d;
-          a1 += at16(xr + (iw + 1) * 16) * d;
-          if (iw + 2 < g.w) a2 += at16(xr + (iw + 2) * 16) * d;
-        }
-        acc[kh * 3] += a0, acc[kh * 3 + 1] += a1, acc[kh * 3 + 2] += a2;
+        xr[kh] = ih >= 0 && ih < g.h ? x + ih * g.w * 16 : nullptr;
       }
+      dw_row(xr, dy + r * g.ow * 16, g, acc);
     }
     if (!dx || r >= g.h) continue;
     float* dxr = dx + r * g.w * 16;  // dX row ih = r
     if (g.s == 1) {
-      const float* rows3[3];  // dY row r + 1 - kh, or null outside
+      const float* d[3];  // dY row r + 1 - kh, or null outside
       for (int kh = 0; kh < 3; ++kh) {
         const int64_t o = r + 1 - kh;
-        rows3[kh] = o >= 0 && o < g.oh ? dy + o * g.ow * 16 : nullptr;
+        d[kh] = o >= 0 && o < g.oh ? dy + o * g.ow * 16 : nullptr;
       }
-      for (int64_t iw = 0; iw < g.w; ++iw) {
-        V16 a = {};
-        for (int kh = 0; kh < 3; ++kh) {
-          const float* d = rows3[kh];
-          if (!d) continue;
-          if (iw + 1 < g.ow) a += at16(d + (iw + 1) * 16) * wk[kh * 3];
-          if (iw < g.ow) a += at16(d + iw * 16) * wk[kh * 3 + 1];
-          if (iw >= 1 && iw - 1 < g.ow) a += at16(d + (iw - 1) * 16) * wk[kh * 3 + 2];
-        }
-        at16(dxr + iw * 16) = a;
-      }
-    } else {  // stride 2: dY row (r + 1 - kh) / 2 where even, column (iw + 1 - kw) / 2 likewise
-      for (int64_t iw = 0; iw < g.w; ++iw) {
-        V16 a = {};
-        for (int kh = 0; kh < 3; ++kh) {
-          const int64_t t = r + 1 - kh;
-          if (t < 0 || (t & 1) || t / 2 >= g.oh) continue;
-          const float* d = dy + (t / 2) * g.ow * 16;
-          for (int kw = 0; kw < 3; ++kw) {
-            const int64_t u = iw + 1 - kw;
-            if (u < 0 || (u & 1) || u / 2 >= g.ow) continue;
-            a += at16(d + (u / 2) * 16) * wk[kh * 3 + kw];
-          }
-        }
-        at16(dxr + iw * 16) = a;
-      }
+      dx_row_s1(d, wk, g, dxr);
+    } else {
+      dx_row_s2(r, dy, wk, g, dxr);
     }
   }
   if (dw)
