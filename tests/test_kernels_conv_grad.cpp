@@ -289,6 +289,48 @@ TEST_CASE("Conv and ConvGrad in bf16: bf16-rounded operands, f32 accumulation") 
   }
 }
 
+// Where a thread's share of dY, X and dX outgrows its share of the last-level cache, oneDNN's
+// ConvGrad runs backward-data and backward-weights in rounds of a few samples (the second then
+// finds dY in cache), each later round's dW added to the first's: with a cache of 64 KiB every
+// round is one sample (odd batches: chunks of unequal rounds), and dX, dW agree with f64 as in
+// one pass, in f32 and bf16, with and without dX.
+TEST_CASE("ConvGrad in rounds of samples agrees with f64") {
+  auto dev = make_cpu_device(2);
+  const GradCase cases[] = {
+      {"pointwise 16x14x14 -> 48, batch 7", 7, 16, 48, 1, {14, 14}, k1, s1, d1, p0},
+      {"3x3 24x12x10 -> 32 s2, batch 5", 5, 24, 32, 1, {12, 10}, k3, s2, d1, p1},
+  };
+  struct Reset {
+    ~Reset() { cpu::set_last_level_cache_bytes(0); }
+  } reset;
+  for (const GradCase& gc : cases) {
+    std::string name = gc.name;
+    CAPTURE(name);
+    const auto [dy, x, w] = random_operands(gc);
+    const auto ref = run_grad<double>(gc, dy, x, w, *dev);
+    const auto ref16 = run_grad<double>(gc, to_bf16(dy), to_bf16(x), to_bf16(w), *dev);
+    for (bool bf16 : {false, true})
+      for (int omit : {-1, 0}) {
+        CAPTURE(bf16);
+        CAPTURE(omit);
+        cpu::set_last_level_cache_bytes(64 << 10);
+        const auto got = run_grad<float>(gc, dy, x, w, *dev, omit, bf16);
+        cpu::set_last_level_cache_bytes(0);
+        const auto whole = run_grad<float>(gc, dy, x, w, *dev, omit, bf16);
+        const bool rounds = bf16 && cpu::dnnl_bf16_available();
+        for (size_t o : {size_t{0}, size_t{1}}) {
+          if (static_cast<int>(o) == omit) continue;
+          CAPTURE(o);
+          const auto& r = rounds ? ref16[o] : ref[o];
+          const double scale = max_abs(r);
+          CHECK(scale > 0);
+          CHECK(max_err(got[o], r) <= (rounds ? 1e-4 : 1e-5) * scale);
+          CHECK(max_err(got[o], whole[o]) <= 1e-5 * scale);
+        }
+      }
+  }
+}
+
 // ConvParams::winograd (choose_conv_algorithms, runtime/passes.h): oneDNN's Winograd F(4x4, 3x3)
 // kernels on 3x3 stride-1 convs (ResNet-20's and ResNet-18's, the smallest of which the pass
 // leaves direct; no pads too), forward and backward, every output, with dW in a buffer that is

@@ -59,6 +59,9 @@ bool conv_dnnl_available();
 bool dnnl_bf16_available();
 // Whether oneDNN has f32 Winograd convolutions on these cores (AVX-512; ConvParams::winograd).
 bool dnnl_winograd_available();
+// The last-level cache size the kernels assume from now on (ConvGrad's rounds, conv_grad_dnnl.cpp;
+// cache_size.cpp), for tests of the paths a smaller cache takes; 0 restores the detected size.
+void set_last_level_cache_bytes(int64_t bytes);
 
 // The key of a cached oneDNN convolution primitive (forward or backward): the sub-batch size,
 // the input dims, the output channels, the window and `flags` (e.g. has-bias).

@@ -154,6 +154,10 @@ void parallel(int64_t n, int64_t cost, F&& fn) {
       n, [f](int64_t b, int64_t e) { (*f)(b, e); }, grain);
 }
 
+// The size in bytes of the last-level cache that core 0 shares (cpu_device.cpp), for kernels that
+// size their passes to stay in cache.
+int64_t last_level_cache_bytes();
+
 // Copies input 0 to output 0 unless the planner made them one buffer.
 inline void copy_if_distinct(const TensorView& in, const TensorView& out) {
   if (out.data != in.data && out.bytes() > 0) std::memmove(out.data, in.data, out.bytes());
