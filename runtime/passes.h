@@ -58,9 +58,10 @@ int64_t fuse_batch_norm_relu(Graph& g);
 // the graph writes its batch statistics as output 5 (f64 [4, C]: mean, 1/sqrt(var + eps), and
 // the affine mul, add it applied), and that gradient reads them as its fifth input (input 4;
 // input 3, the fused activation's output, absent where none is fused): the gradient skips the pass
-// over X that recomputed the mean, and with f32 storage masks a fused activation from X * mul + add
-// (the forward's bits) instead of reading its output. Run last on the trainer's graph (after
-// fuse_batch_norm_relu and the layout passes). Returns the gradients given statistics.
+// over X that recomputed the mean, and masks a fused activation from X * mul + add (the forward's
+// bits; with bf16 storage against bounds that give its stored output's mask) instead of reading
+// its output. Run last on the trainer's graph (after fuse_batch_norm_relu and the layout passes).
+// Returns the gradients given statistics.
 int64_t save_batch_norm_statistics(Graph& g);
 
 // Initializers become Parameter (float, used in a differentiable slot), State (BatchNorm running

@@ -7,8 +7,9 @@
 //   with the params' relu, a fourth input Z (the fused forward's output): dy is 0 where Z <= 0
 //   (with clip: outside clip_min < Z < clip_max; BnActivation in scalar_math.h). A fifth input
 //   (save_batch_norm_statistics) holds the forward's batch statistics, f64 [4, C]: mean and
-//   invstd are then taken from it, and with f32 X the mask comes from the forward's
-//   pre-activation x * mul + add (the same test on the same bits; Z is not read).
+//   invstd are then taken from it, and the mask comes from the forward's pre-activation
+//   x * mul + add (the same test on the same bits, bf16 storage rounding it as Z was stored; Z
+//   is not read).
 //   per channel over M = N * S values: mean, biased var, invstd = 1/sqrt(var + eps),
 //   xhat = (x - mean) * invstd, dB = sum(dy), dscale = sum(dy * xhat),
 //   dX = scale * invstd / M * (M * dy - dB - xhat * dscale).
@@ -21,6 +22,8 @@
 //   that scale broadcasts along.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -112,8 +115,8 @@ CB_CPU_CLONES void bn_grad_channels(const T* x, const T* dy, const T* z, T* dx,
 
 // The same for blocks [b0, b1) of 16 channels of x, dy, dx in the blocked layout [N, C/16, S, 16]
 // (TensorView::blocked) stored as St (float or bf16 bits, storage.h), the 16 lanes side by side.
-// Mask (BnMask, storage.h): none, by z, or by x * mul + add (saved statistics, f32 storage: bf16
-// storage rounds z, whose mask the fused op keeps).
+// Mask (BnMask, storage.h): none, by z, or by x * mul + add (saved statistics; with bf16
+// storage, against the bounds that value's stored output passes, bf16_mask_bounds).
 template <int Mask, typename St>
 CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, const St* z, St* dx,
                                    const TensorView* scale, SavedStats st, int64_t n, int64_t cb,
@@ -176,6 +179,54 @@ CB_CPU_CLONES void bn_grad_blocked(const St* x, const St* dy, const St* z, St* d
   }
 }
 
+// The mask of a fused activation on bf16-stored output z = bf16(act(v)) (store16's rounding) as
+// bounds on the pre-activation v itself: z > lo && !(z >= hi) exactly where v > lo' && !(v >= hi')
+// (v not NaN; z is monotone in v). lo' is the largest float whose z fails z > lo (+inf where
+// every z does; -inf where none does, which only v = -inf itself then gets wrong), hi' the
+// smallest whose z passes z >= hi (NaN where none does: Relu's NaN bound). So BatchNorm's
+// gradient masks bf16 activations from X, as f32 ones, without reading the activation.
+std::pair<float, float> bf16_mask_bounds(const math::BnActivation& act) {
+  auto z_of = [&](float v) {  // act, then rounded to bf16 (nearest even) and widened
+    uint32_t u = 0;
+    const float y = act.y(v);
+    std::memcpy(&u, &y, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;  // y is never NaN for a finite bound
+    float r = 0;
+    std::memcpy(&r, &u, 4);
+    return r;
+  };
+  // Floats in order as unsigned keys, and back.
+  auto key = [](float v) {
+    uint32_t u = 0;
+    std::memcpy(&u, &v, 4);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+  };
+  auto value = [](uint32_t k) {
+    const uint32_t u = k & 0x80000000u ? k & 0x7fffffffu : ~k;
+    float v = 0;
+    std::memcpy(&v, &u, 4);
+    return v;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  // The smallest key in [key(-inf), key(inf)] whose value passes `pass`; key(inf) + 1 if none.
+  auto first = [&](auto pass) {
+    uint32_t lo = key(-inf), hi = key(inf) + 1;
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      if (pass(value(mid)))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return lo;
+  };
+  const uint32_t in = first([&](float v) { return z_of(v) > act.lo; });
+  const uint32_t top = first([&](float v) { return z_of(v) >= act.hi; });
+  const float lo = in > key(inf) ? inf : in == key(-inf) ? -inf : value(in - 1);
+  const float hi = top > key(inf) ? std::numeric_limits<float>::quiet_NaN() : value(top);
+  return {lo, hi};
+}
+
 template <typename T>
 void batch_norm_grad(const KernelArgs& a) {
   const auto& p = a.p<ops::BatchNormalizationParams>();
@@ -206,16 +257,17 @@ void batch_norm_grad(const KernelArgs& a) {
     if constexpr (std::is_same_v<T, float>)
       with_storage(X.bf16_storage, [&](auto* tag) {
         using St = std::remove_pointer_t<decltype(tag)>;
-        // bf16 storage keeps the mask of the stored (rounded) output
-        const bool by_x = Z && st.p && std::is_same_v<St, float>;
+        const bool by_x = Z && st.p;  // masked from X
         auto* f = by_x ? bn_grad_blocked<kMaskAffine, St>
                   : Z  ? bn_grad_blocked<kMaskZ, St>
                        : bn_grad_blocked<kMaskNone, St>;
+        const auto [lo, hi] = by_x && std::is_same_v<St, uint16_t> ? bf16_mask_bounds(act)
+                                                                   : std::pair{act.lo, act.hi};
         parallel(c / 16, 64 * n * s, [&](int64_t b0, int64_t b1) {
           f(static_cast<const St*>(X.data), static_cast<const St*>(dY.data),
             Z ? static_cast<const St*>(Z->data) : nullptr,
             dX ? static_cast<St*>(dX->data) : nullptr, &scale, st, n, c / 16, s, b0, b1, eps, sdy,
-            sdyx, act.lo, act.hi);
+            sdyx, lo, hi);
         });
       });
   } else {

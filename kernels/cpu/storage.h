@@ -168,7 +168,8 @@ inline constexpr int64_t kBnSplitBytes = int64_t{2} << 20;
 // sdy[l] = sum(dy), sdyx[l] = sum(dy * d): BatchNormalizationGrad's sums. Mask (a fused
 // activation's, BnActivation in scalar_math.h: v > 0 for Relu, as ReluGrad masks): dy counts only
 // where v > lo && !(v >= hi); kMaskZ: v read from z (the activation's output, alike); kMaskAffine:
-// v = x * mul[l] + add[l] (the forward's pre-activation value, its bits where St is float).
+// v = x * mul[l] + add[l] (the forward's pre-activation value, its bits; bf16 storage passes
+// bounds on v that give the stored z's mask, norm_grad.cpp's bf16_mask_bounds).
 enum BnMask { kMaskNone, kMaskZ, kMaskAffine };
 template <int Mask, class St>
 CB_STAT_INLINE inline void block_grad_sums(const St* x, const St* dy, const St* z, int64_t n,
