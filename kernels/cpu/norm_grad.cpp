@@ -8,8 +8,8 @@
 //   (with clip: outside clip_min < Z < clip_max; BnActivation in scalar_math.h). A fifth input
 //   (save_batch_norm_statistics) holds the forward's batch statistics, f64 [4, C]: mean and
 //   invstd are then taken from it, and the mask comes from the forward's pre-activation
-//   x * mul + add (the same test on the same bits, bf16 storage rounding it as Z was stored; Z
-//   is not read).
+//   x * mul + add (the same test on the same bits; bf16 storage tests it against bounds that
+//   give Z's mask, bf16_mask_bounds; Z is not read).
 //   per channel over M = N * S values: mean, biased var, invstd = 1/sqrt(var + eps),
 //   xhat = (x - mean) * invstd, dB = sum(dy), dscale = sum(dy * xhat),
 //   dX = scale * invstd / M * (M * dy - dB - xhat * dscale).
