@@ -113,7 +113,7 @@ CB_CPU_CLONES void max_pool_blocks(const WindowGeom& g, const St* x, St* y, int6
 
 // Blocks [b0, b1): each window's first maximum per channel found again (as the index variant of
 // the plain row loop: the first tap is taken whatever it holds), dY routed to it in output order
-// into an f32 plane, then the plane stored.
+// into an f32 plane, a tap's 16 lanes at a time, then the plane stored.
 template <class St>
 CB_CPU_CLONES void max_pool_grad_blocks(const WindowGeom& g, const St* x, const St* dy, St* dx,
                                         int64_t b0, int64_t b1) {
@@ -138,11 +138,17 @@ CB_CPU_CLONES void max_pool_grad_blocks(const WindowGeom& g, const St* x, const 
             best = blend(take, v, best);
             at = blend(take, I8{} + q, at);
           }
+        // dY to each tap its lanes' maxima are at, as vectors (a lane not at the tap adds +0,
+        // which changes no sum: acc starts at +0 and so never holds -0).
         const V16 d = load16(dyp + (oh * OW + ow) * kL);
-        for (int l = 0; l < 8; ++l) {
-          acc[int64_t{at.lo[l]} * kL + l] += d.lo[l];
-          acc[int64_t{at.hi[l]} * kL + 8 + l] += d.hi[l];
-        }
+        for (int64_t kh = t.kh0; kh < t.kh1; ++kh)
+          for (int64_t kw = t.kw0; kw < t.kw1; ++kw) {
+            const int32_t q = static_cast<int32_t>(t.at(g, kh, kw));
+            float* ap = acc + int64_t{q} * kL;
+            const I8 qv = I8{} + q;
+            store8(ap, load8(ap) + (at.lo == qv ? d.lo : V8{}));
+            store8(ap + 8, load8(ap + 8) + (at.hi == qv ? d.hi : V8{}));
+          }
       }
     St* dxp = dx + b * H * W * kL;
     for (int64_t i = 0; i < H * W; ++i) store16(dxp + i * kL, load16(acc + i * kL));
