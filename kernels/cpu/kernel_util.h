@@ -154,7 +154,7 @@ void parallel(int64_t n, int64_t cost, F&& fn) {
       n, [f](int64_t b, int64_t e) { (*f)(b, e); }, grain);
 }
 
-// The size in bytes of the last-level cache that core 0 shares (cpu_device.cpp), for kernels that
+// The size in bytes of the last-level cache that core 0 shares (cache_size.cpp), for kernels that
 // size their passes to stay in cache.
 int64_t last_level_cache_bytes();
 
