@@ -80,21 +80,18 @@ CB_CPU_CLONES void scale_shift(const T* x, const T* r, T* y, int64_t p0, int64_t
     const T* xp = x + pl * s;
     T* yp = y + pl * s;
     const T m = mul[pl % c], b = add[pl % c];
-    if (r) {
-      const T* rp = r + pl * s;
+    auto sweep = [&](auto residual) CB_STAT_INLINE {
       for (int64_t j = 0; j < s; ++j) {
         T v = xp[j] * m + b;
-        v += rp[j];
+        if constexpr (decltype(residual)::value) v += r[pl * s + j];
         activate<A>(v, lo, hi);
         yp[j] = v;
       }
-    } else {
-      for (int64_t j = 0; j < s; ++j) {
-        T v = xp[j] * m + b;
-        activate<A>(v, lo, hi);
-        yp[j] = v;
-      }
-    }
+    };
+    if (r)
+      sweep(std::true_type{});
+    else
+      sweep(std::false_type{});
   }
 }
 
@@ -188,6 +185,7 @@ void batch_norm(const KernelArgs& a) {
   const TensorView* R = p.residual ? &a.in.at(5) : nullptr;
   CB_CHECK(!R || (R->numel() == X.numel() && R->blocked == blocked &&
                   R->bf16_storage == X.bf16_storage && R->dtype == X.dtype));
+  const void* r = R ? R->data : nullptr;
   auto coefficients = [&](int64_t c0, int64_t c1) {  // mul, add of channels [c0, c1)
     for (int64_t ch = c0; ch < c1; ++ch) {
       double m = real_at(a.in[1], ch) / std::sqrt(var[ch] + static_cast<double>(p.epsilon));
@@ -225,8 +223,8 @@ void batch_norm(const KernelArgs& a) {
           coefficients(b * 16, (b + 1) * 16);
           parallel(n, 16 * s, [&](int64_t i0, int64_t i1) {
             for (int64_t i = i0; i < i1; ++i)
-              f(xs, static_cast<const St*>(R ? R->data : nullptr), static_cast<St*>(Y.data),
-                i * cb + b, i * cb + b + 1, cb, s, mul, add, p.clip_min, p.clip_max);
+              f(xs, static_cast<const St*>(r), static_cast<St*>(Y.data), i * cb + b, i * cb + b + 1,
+                cb, s, mul, add, p.clip_min, p.clip_max);
           });
         }
       });
@@ -255,9 +253,9 @@ void batch_norm(const KernelArgs& a) {
         with_storage(X.bf16_storage, [&](auto* tag) {
           using St = std::remove_pointer_t<decltype(tag)>;
           parallel(n * c / 16, 16 * s, [&](int64_t p0, int64_t p1) {
-            scale_shift_blocked_for<St>(p)(
-                static_cast<const St*>(X.data), static_cast<const St*>(R ? R->data : nullptr),
-                static_cast<St*>(Y.data), p0, p1, c / 16, s, mul, add, p.clip_min, p.clip_max);
+            scale_shift_blocked_for<St>(p)(static_cast<const St*>(X.data),
+                                           static_cast<const St*>(r), static_cast<St*>(Y.data), p0,
+                                           p1, c / 16, s, mul, add, p.clip_min, p.clip_max);
           });
         });
     } else {
@@ -265,7 +263,7 @@ void batch_norm(const KernelArgs& a) {
         auto* f = !p.relu  ? scale_shift<kNone, T>
                   : p.clip ? scale_shift<kClip, T>
                            : scale_shift<kRelu, T>;
-        f(x, R ? R->ptr<T>() : nullptr, y, p0, p1, c, s, mul, add, p.clip_min, p.clip_max);
+        f(x, static_cast<const T*>(r), y, p0, p1, c, s, mul, add, p.clip_min, p.clip_max);
       });
     }
   }
